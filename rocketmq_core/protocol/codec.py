@@ -1,0 +1,375 @@
+"""Frames <-> RemotingCommands (REMOTING.md §2, §5, §6).
+
+``FrameDecoder.feed`` takes whatever chunk a socket produced (half a frame, many
+frames) and returns the complete commands in it. ``encode_command`` does the reverse.
+Malformed input raises RemoteProtocolError and nothing else.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import orjson
+
+from ..errors import LocalProtocolError, RemoteProtocolError
+from .codes import LanguageCode, ResponseCode, SerializeType
+from .command import RemotingCommand
+
+# Java's frameMaxLength: 16 MiB counting the 4-byte length prefix.
+MAX_FRAME_LENGTH = 16 * 1024 * 1024
+_MAX_HEADER_LENGTH = 0xFFFFFF  # 24 bits
+
+_INT32 = struct.Struct(">I")
+_PREFIX = struct.Struct(">II")  # length, then serialize type << 24 | header length
+# code, language, version, opaque, flag, remark length
+_BINARY_FIXED = struct.Struct(">hBhiii")
+_BINARY_KEY_LEN = struct.Struct(">h")
+_JSON = SerializeType.JSON
+_ROCKETMQ = SerializeType.ROCKETMQ
+
+_LANGUAGE_BY_NAME = {language.name: int(language) for language in LanguageCode}
+_LANGUAGE_NAMES = {int(language): language.name for language in LanguageCode}
+_OTHER = int(LanguageCode.OTHER)
+
+
+class FrameDecoder:
+    """Turns a byte stream into RemotingCommands, one chunk at a time."""
+
+    __slots__ = ("_buffer", "_failed", "max_frame_length")
+
+    def __init__(self, max_frame_length: int = MAX_FRAME_LENGTH) -> None:
+        self._buffer = bytearray()
+        self._failed: RemoteProtocolError | None = None
+        self.max_frame_length = max_frame_length
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held back waiting for the rest of their frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        """Add ``data``; return every command now complete, in order.
+
+        After a fatal error the stream cannot be resynchronised, so every later call
+        raises the same error.
+        """
+        if self._failed is not None:
+            raise self._failed
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            source: bytes | bytearray | memoryview = buffer
+        else:
+            source = data
+        commands: list[RemotingCommand] = []
+        end = len(source)
+        position = 0
+        max_length = self.max_frame_length - 4
+        with memoryview(source) as view:
+            while end - position >= 4:
+                (length,) = _INT32.unpack_from(view, position)
+                if length > max_length or length < 4:
+                    self._fail_on_length(view, position, length)
+                frame_end = position + 4 + length
+                if frame_end > end:
+                    break
+                (type_and_length,) = _INT32.unpack_from(view, position + 4)
+                header_length = type_and_length & 0xFFFFFF
+                header_start = position + 8
+                body_start = header_start + header_length
+                if body_start > frame_end:
+                    self._fail(
+                        f"bad header length {header_length}: the frame has only"
+                        f" {length - 4} bytes after the length fields"
+                    )
+                command = _decode_header(type_and_length >> 24, view[header_start:body_start])
+                if body_start < frame_end:
+                    command.body = view[body_start:frame_end].tobytes()
+                commands.append(command)
+                position = frame_end
+        if source is buffer:
+            del buffer[:position]
+        elif position < end:
+            buffer += data[position:]
+        return commands
+
+    def _fail(self, message: str, opaque: int | None = None) -> None:
+        self._failed = RemoteProtocolError(message, opaque=opaque)
+        raise self._failed
+
+    def _fail_on_length(self, view: memoryview, position: int, length: int) -> None:
+        if length < 4:
+            self._fail(f"bad frame length {length}: a frame has at least 4 bytes")
+        # Name the request in the error when its header has already arrived.
+        opaque = None
+        if len(view) - position >= 8:
+            (type_and_length,) = _INT32.unpack_from(view, position + 4)
+            header_end = position + 8 + (type_and_length & 0xFFFFFF)
+            if header_end <= len(view):
+                try:
+                    header = _decode_header(
+                        type_and_length >> 24, view[position + 8 : header_end]
+                    )
+                    opaque = header.opaque
+                except RemoteProtocolError:
+                    pass
+        self._failed = RemoteProtocolError(
+            f"frame of {length + 4} bytes exceeds the limit of {self.max_frame_length} bytes",
+            response_code=ResponseCode.MESSAGE_ILLEGAL,
+            opaque=opaque,
+        )
+        raise self._failed
+
+
+def encode_command(command: RemotingCommand, max_frame_length: int = MAX_FRAME_LENGTH) -> bytes:
+    """The whole frame of ``command``, length prefix included."""
+    parts: list[bytes] = []
+    encode_into(command, parts, max_frame_length)
+    return b"".join(parts)
+
+
+def encode_into(
+    command: RemotingCommand, out: list[bytes], max_frame_length: int = MAX_FRAME_LENGTH
+) -> int:
+    """Append the frame of ``command`` to ``out`` as parts; return its size.
+
+    Parts let a writer join many frames with one copy of each body.
+    """
+    if command.serialize_type == _ROCKETMQ:
+        header = _encode_binary_header(command)
+    else:
+        header = _encode_json_header(command)
+    header_length = len(header)
+    length = 4 + header_length + len(command.body)
+    if length > max_frame_length - 4:
+        raise LocalProtocolError(
+            f"frame of {length + 4} bytes exceeds the limit of {max_frame_length} bytes",
+            response_code=ResponseCode.MESSAGE_ILLEGAL,
+            opaque=command.opaque,
+        )
+    if header_length > _MAX_HEADER_LENGTH:
+        raise LocalProtocolError(f"header of {header_length} bytes does not fit 24 bits")
+    out.append(_PREFIX.pack(length, command.serialize_type << 24 | header_length) + header)
+    if command.body:
+        out.append(command.body)
+    return length + 4
+
+
+# --- JSON header -----------------------------------------------------------------
+
+
+def _decode_header(serialize_type: int, header: memoryview) -> RemotingCommand:
+    if serialize_type == _JSON:
+        return _decode_json_header(header)
+    if serialize_type == _ROCKETMQ:
+        return _decode_binary_header(header)
+    raise RemoteProtocolError(f"unknown serialize type {serialize_type}: only 0 (JSON) and 1")
+
+
+def _decode_json_header(header: memoryview) -> RemotingCommand:
+    try:
+        fields = orjson.loads(header)
+    except orjson.JSONDecodeError as exc:
+        raise RemoteProtocolError(f"header is not valid JSON: {exc}") from None
+    if type(fields) is not dict:
+        raise RemoteProtocolError("header JSON is not an object")
+    opaque = fields.get("opaque", 0)
+    if type(opaque) is not int:
+        opaque = _json_int(fields, "opaque", None)
+    command = RemotingCommand(
+        _json_int(fields, "code", opaque),
+        opaque=opaque,
+        flag=_json_int(fields, "flag", opaque, 0),
+        version=_json_int(fields, "version", opaque, 0),
+        language=_json_language(fields.get("language")),
+        remark=_json_remark(fields.get("remark"), opaque),
+        ext_fields=_json_ext_fields(fields.get("extFields"), opaque),
+        serialize_type=_JSON,
+    )
+    if not -0x80000000 <= command.opaque <= 0x7FFFFFFF:
+        raise RemoteProtocolError(f"opaque {command.opaque} is not an int32")
+    return command
+
+
+def _json_int(fields: dict, name: str, opaque: int | None, default: int | None = None) -> int:
+    value = fields.get(name, default)
+    if type(value) is int:
+        return value
+    # fastjson reads numeric strings as numbers; so do we.
+    if type(value) is str and value.lstrip("-").isdigit():
+        return int(value)
+    if value is None:
+        raise RemoteProtocolError(f"header has no {name!r}", opaque=opaque)
+    raise RemoteProtocolError(f"header field {name!r} is not an integer: {value!r}", opaque=opaque)
+
+
+def _json_language(value: object) -> int:
+    if type(value) is str:
+        return _LANGUAGE_BY_NAME.get(value, _OTHER)
+    if type(value) is int and value in _LANGUAGE_NAMES:
+        return value
+    return _OTHER
+
+
+def _json_remark(value: object, opaque: int) -> str | None:
+    if value is None or type(value) is str:
+        return value  # type: ignore[return-value]
+    raise RemoteProtocolError(f"header field 'remark' is not a string: {value!r}", opaque=opaque)
+
+
+def _json_ext_fields(value: object, opaque: int) -> dict[str, str]:
+    if value is None:
+        return {}
+    if type(value) is not dict:
+        raise RemoteProtocolError(f"header field 'extFields' is not an object: {value!r}", opaque=opaque)
+    for item in value.values():
+        if type(item) is not str:
+            return _stringify_values(value)
+    return value
+
+
+def _stringify_values(fields: dict) -> dict[str, str]:
+    """Values as Java would read them: numbers as decimal text, null as absent."""
+    result = {}
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if type(value) is str:
+            result[key] = value
+        elif value is True or value is False:
+            result[key] = "true" if value else "false"
+        elif type(value) is int:
+            result[key] = str(value)
+        elif type(value) is float:
+            result[key] = repr(value)
+        else:
+            result[key] = orjson.dumps(value).decode()
+    return result
+
+
+def _encode_json_header(command: RemotingCommand) -> bytes:
+    fields: dict[str, object] = {"code": command.code}
+    ext_fields = command.ext_fields
+    if ext_fields:
+        for value in ext_fields.values():
+            if type(value) is not str:
+                # The C++ client ignores every non-string value: always send text.
+                ext_fields = _stringify_values(ext_fields)
+                break
+        fields["extFields"] = ext_fields
+    fields["flag"] = command.flag
+    fields["language"] = _LANGUAGE_NAMES.get(command.language, "OTHER")
+    fields["opaque"] = command.opaque
+    if command.remark is not None:
+        fields["remark"] = command.remark
+    fields["version"] = command.version
+    try:
+        return orjson.dumps(fields)
+    except TypeError as exc:
+        raise LocalProtocolError(f"cannot encode header: {exc}", opaque=command.opaque) from None
+
+
+# --- ROCKETMQ binary header --------------------------------------------------------
+
+
+def _decode_binary_header(header: memoryview) -> RemotingCommand:
+    size = len(header)
+    if size < _BINARY_FIXED.size + 4:
+        raise RemoteProtocolError(f"binary header of {size} bytes is shorter than 21 bytes")
+    code, language, version, opaque, flag, remark_length = _BINARY_FIXED.unpack_from(header)
+    position = _BINARY_FIXED.size
+    remark = None
+    if remark_length:
+        if remark_length < 0 or position + remark_length + 4 > size:
+            raise RemoteProtocolError(
+                f"binary header remark length {remark_length} overruns the header", opaque=opaque
+            )
+        remark = _utf8(header[position : position + remark_length], opaque)
+        position += remark_length
+    (ext_length,) = _INT32.unpack_from(header, position)
+    position += 4
+    if position + ext_length > size:
+        raise RemoteProtocolError(
+            f"binary header extFields length {ext_length} overruns the header", opaque=opaque
+        )
+    ext_fields = _decode_binary_map(header[position : position + ext_length], opaque)
+    return RemotingCommand(
+        code,
+        opaque=opaque,
+        flag=flag,
+        version=version,
+        language=language if language in _LANGUAGE_NAMES else _OTHER,
+        remark=remark,
+        ext_fields=ext_fields,
+        serialize_type=_ROCKETMQ,
+    )
+
+
+def _decode_binary_map(block: memoryview, opaque: int) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    position = 0
+    size = len(block)
+    while position < size:
+        if position + 2 > size:
+            raise RemoteProtocolError("binary header map entry is cut short", opaque=opaque)
+        (key_length,) = _BINARY_KEY_LEN.unpack_from(block, position)
+        position += 2
+        if key_length < 0 or position + key_length + 4 > size:
+            raise RemoteProtocolError("binary header map key overruns the map", opaque=opaque)
+        key = _utf8(block[position : position + key_length], opaque)
+        position += key_length
+        (value_length,) = _INT32.unpack_from(block, position)
+        position += 4
+        if position + value_length > size:
+            raise RemoteProtocolError("binary header map value overruns the map", opaque=opaque)
+        value = _utf8(block[position : position + value_length], opaque)
+        position += value_length
+        # Java reads a zero-length string as null, and a null field as absent.
+        if key and value:
+            fields[key] = value
+    return fields
+
+
+def _utf8(data: memoryview, opaque: int) -> str:
+    try:
+        return str(data, "utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemoteProtocolError(f"binary header text is not UTF-8: {exc}", opaque=opaque) from None
+
+
+def _int16(value: int) -> int:
+    """Java's (short) cast: keep the low 16 bits, signed."""
+    return ((value + 0x8000) & 0xFFFF) - 0x8000
+
+
+def _encode_binary_header(command: RemotingCommand) -> bytes:
+    if not -0x8000 <= command.code <= 0x7FFF:
+        raise LocalProtocolError(
+            f"code {command.code} does not fit the ROCKETMQ header's 16 bits; use JSON",
+            opaque=command.opaque,
+        )
+    remark = command.remark.encode() if command.remark else b""
+    entries = []
+    for key, value in command.ext_fields.items():
+        if value is None:
+            continue
+        key_bytes = key.encode()
+        value_bytes = (value if type(value) is str else _stringify_values({0: value})[0]).encode()
+        entries.append(_BINARY_KEY_LEN.pack(len(key_bytes)) + key_bytes)
+        entries.append(_INT32.pack(len(value_bytes)) + value_bytes)
+    ext_block = b"".join(entries)
+    return b"".join(
+        (
+            _BINARY_FIXED.pack(
+                command.code,
+                command.language & 0xFF,
+                _int16(command.version),
+                command.opaque,
+                command.flag,
+                len(remark),
+            ),
+            remark,
+            _INT32.pack(len(ext_block)),
+            ext_block,
+        )
+    )

@@ -1,0 +1,499 @@
+"""Typed custom headers <-> ``extFields`` (REMOTING.md §7, CODES.md §3).
+
+A header is a dataclass declared with ``@custom_header``. Attribute names are
+snake_case; the wire name is their camelCase form unless ``wire("...")`` says
+otherwise. A field without a default is required ("not null" in Java).
+Field types are ``str``, ``int`` or ``bool``, optionally ``| None``.
+
+Decoding follows what real peers send: every value arrives as text (the codec has
+already turned C++'s JSON numbers into decimal strings), booleans may be
+``"true"``/``"false"`` (Java) or ``"1"``/``"0"`` (C++ <= 2.2). Encoding always
+writes text: ints in decimal, booleans as ``"true"``/``"false"``, None left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
+
+from ..errors import HeaderError
+
+_STR, _INT, _BOOL = 0, 1, 2
+_KINDS = {str: _STR, int: _INT, bool: _BOOL}
+
+H = TypeVar("H", bound="CustomHeader")
+
+
+def wire(name: str, default: Any = dataclasses.MISSING) -> Any:
+    """A field whose wire name is not the camelCase of its attribute."""
+    return dataclasses.field(default=default, metadata={"wire": name})
+
+
+class CustomHeader:
+    """Base of typed headers; see the module docstring."""
+
+    __slots__ = ()
+    # (attribute, wire name, kind, required), filled in by @custom_header
+    _fields: ClassVar[tuple[tuple[str, str, int, bool], ...]] = ()
+
+    @classmethod
+    def from_ext_fields(
+        cls: type[H], ext_fields: Mapping[str, str], names: Mapping[str, str] | None = None
+    ) -> H:
+        """Read the header from ``ext_fields``; ``names`` overrides wire names (V2).
+
+        Raises HeaderError naming the field that is missing or malformed.
+        """
+        values: dict[str, Any] = {}
+        for attribute, wire_name, kind, required in cls._fields:
+            if names is not None:
+                wire_name = names.get(attribute, wire_name)
+            raw = ext_fields.get(wire_name)
+            if raw is None:
+                if required:
+                    raise HeaderError(f"the custom field <{wire_name}> is null")
+                continue
+            if kind == _STR:
+                values[attribute] = raw
+            elif kind == _INT:
+                try:
+                    values[attribute] = int(raw)
+                except ValueError:
+                    raise HeaderError(
+                        f"the custom field <{wire_name}> is not an integer: {raw!r}"
+                    ) from None
+            else:
+                values[attribute] = _parse_bool(raw)
+        return cls(**values)
+
+    def to_ext_fields(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The header as extFields, every value a string."""
+        result: dict[str, str] = {}
+        for attribute, wire_name, kind, _required in self._fields:
+            value = getattr(self, attribute)
+            if value is None:
+                continue
+            if names is not None:
+                wire_name = names.get(attribute, wire_name)
+            if kind == _BOOL:
+                result[wire_name] = "true" if value else "false"
+            else:
+                result[wire_name] = value if kind == _STR else str(value)
+        return result
+
+
+def _parse_bool(raw: str) -> bool:
+    # Java accepts only "true"; C++ <= 2.2 sends "1" for true (CODES.md §4.1 policy b).
+    return raw == "1" or raw.lower() == "true"
+
+
+def _camel_case(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
+
+
+def custom_header(cls: type[H]) -> type[H]:
+    """Make ``cls`` a keyword-only slotted dataclass and record its wire fields."""
+    cls = dataclasses.dataclass(kw_only=True, slots=True)(cls)
+    hints = typing.get_type_hints(cls)
+    specs = []
+    for field in dataclasses.fields(cls):
+        annotation = hints[field.name]
+        optional = False
+        if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+            members = [member for member in typing.get_args(annotation) if member is not type(None)]
+            optional = len(members) < len(typing.get_args(annotation))
+            (annotation,) = members
+        kind = _KINDS[annotation]
+        has_default = (
+            field.default is not dataclasses.MISSING
+            or field.default_factory is not dataclasses.MISSING
+        )
+        required = not has_default and not optional
+        wire_name = field.metadata.get("wire") or _camel_case(field.name)
+        specs.append((field.name, wire_name, kind, required))
+    cls._fields = tuple(specs)
+    return cls
+
+
+# --- sending (CODES.md §3.1-§3.3) -----------------------------------------------
+
+
+@custom_header
+class SendMessageRequestHeader(CustomHeader):
+    """SEND_MESSAGE (10); SEND_MESSAGE_V2/SEND_BATCH_MESSAGE use SEND_V2_NAMES."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool | None = None
+    batch: bool | None = None
+    max_reconsume_times: int | None = None
+    broker_name: str | None = None
+
+
+# SendMessageRequestHeaderV2's one-letter names, by V1 attribute.
+SEND_V2_NAMES: Mapping[str, str] = types.MappingProxyType(
+    {
+        "producer_group": "a",
+        "topic": "b",
+        "default_topic": "c",
+        "default_topic_queue_nums": "d",
+        "queue_id": "e",
+        "sys_flag": "f",
+        "born_timestamp": "g",
+        "flag": "h",
+        "properties": "i",
+        "reconsume_times": "j",
+        "unit_mode": "k",
+        "max_reconsume_times": "l",
+        "batch": "m",
+        "broker_name": "n",
+    }
+)
+
+
+@custom_header
+class SendMessageResponseHeader(CustomHeader):
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+    batch_uniq_id: str | None = None
+    recall_handle: str | None = None
+    region_id: str | None = wire("MSG_REGION", None)
+    trace_on: bool | None = wire("TRACE_ON", None)
+
+
+# --- pulling and offsets (CODES.md §3.4-§3.6) ----------------------------------------
+
+
+@custom_header
+class PullMessageRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None = None
+    expression_type: str | None = None
+    max_msg_bytes: int | None = None
+
+
+@custom_header
+class PullMessageResponseHeader(CustomHeader):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    offset_delta: int | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+    forbidden_type: int | None = None
+
+
+@custom_header
+class QueryConsumerOffsetRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    set_zero_if_not_found: bool | None = None
+
+
+@custom_header
+class UpdateConsumerOffsetRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@custom_header
+class GetMaxOffsetRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+    committed: bool | None = None
+
+
+@custom_header
+class GetMinOffsetRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+
+
+@custom_header
+class GetEarliestMsgStoretimeRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+
+
+@custom_header
+class GetEarliestMsgStoretimeResponseHeader(CustomHeader):
+    timestamp: int
+
+
+@custom_header
+class SearchOffsetRequestHeader(CustomHeader):
+    topic: str
+    queue_id: int
+    timestamp: int
+    boundary_type: str | None = None
+
+
+@custom_header
+class OffsetResponseHeader(CustomHeader):
+    """The answer of QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP."""
+
+    offset: int
+
+
+@custom_header
+class QueryMessageRequestHeader(CustomHeader):
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+    unique_key_query: bool | None = wire("_UNIQUE_KEY_QUERY", None)
+
+
+@custom_header
+class QueryMessageResponseHeader(CustomHeader):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@custom_header
+class ViewMessageRequestHeader(CustomHeader):
+    offset: int
+    topic: str | None = None
+
+
+# --- clients, retries, transactions (CODES.md §3.7-§3.9) -----------------------------
+
+
+@custom_header
+class UnregisterClientRequestHeader(CustomHeader):
+    client_id: str = wire("clientID")
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+@custom_header
+class GetConsumerListByGroupRequestHeader(CustomHeader):
+    consumer_group: str
+
+
+@custom_header
+class NotifyConsumerIdsChangedRequestHeader(CustomHeader):
+    consumer_group: str
+
+
+@custom_header
+class GetConsumerRunningInfoRequestHeader(CustomHeader):
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool | None = None
+
+
+@custom_header
+class ResetOffsetRequestHeader(CustomHeader):
+    group: str
+    topic: str
+    timestamp: int
+    is_force: bool = wire("isForce")
+    queue_id: int | None = None
+    offset: int | None = None
+
+
+@custom_header
+class ConsumerSendMsgBackRequestHeader(CustomHeader):
+    offset: int
+    group: str
+    delay_level: int
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool | None = None
+    max_reconsume_times: int | None = None
+
+
+@custom_header
+class EndTransactionRequestHeader(CustomHeader):
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool | None = None
+    transaction_id: str | None = None
+    topic: str | None = None
+
+
+@custom_header
+class CheckTransactionStateRequestHeader(CustomHeader):
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    topic: str | None = None
+    broker_name: str | None = wire("bname", None)
+
+
+# --- admin (CODES.md §1.2, §3.11) --------------------------------------------------
+
+
+@custom_header
+class CreateTopicRequestHeader(CustomHeader):
+    topic: str
+    default_topic: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_filter_type: str
+    topic_sys_flag: int | None = None
+    order: bool = False
+    attributes: str | None = None
+    force: bool | None = None
+
+
+@custom_header
+class TopicRequestHeader(CustomHeader):
+    """Requests naming just a topic: DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, ..."""
+
+    topic: str
+
+
+@custom_header
+class GetConsumeStatsRequestHeader(CustomHeader):
+    consumer_group: str
+    topic: str | None = None
+
+
+@custom_header
+class DeleteSubscriptionGroupRequestHeader(CustomHeader):
+    group_name: str
+    clean_offset: bool | None = None
+
+
+# --- name server (CODES.md §3.10) ------------------------------------------------
+
+
+@custom_header
+class GetRouteInfoRequestHeader(CustomHeader):
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@custom_header
+class RegisterBrokerRequestHeader(CustomHeader):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: int
+    heartbeat_timeout_millis: int | None = None
+    enable_acting_master: bool | None = None
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@custom_header
+class RegisterBrokerResponseHeader(CustomHeader):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@custom_header
+class BrokerIdentityRequestHeader(CustomHeader):
+    """UNREGISTER_BROKER and QUERY_DATA_VERSION: which broker is asking."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@custom_header
+class QueryDataVersionResponseHeader(CustomHeader):
+    changed: bool
+
+
+@custom_header
+class BrokerHeartbeatRequestHeader(CustomHeader):
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int | None = None
+    epoch: int | None = None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
+    heartbeat_timeout_mills: int | None = None
+    election_priority: int | None = None
+
+
+@custom_header
+class PutKVConfigRequestHeader(CustomHeader):
+    namespace: str
+    key: str
+    value: str
+
+
+@custom_header
+class KVConfigKeyRequestHeader(CustomHeader):
+    """GET_KV_CONFIG and DELETE_KV_CONFIG."""
+
+    namespace: str
+    key: str
+
+
+@custom_header
+class GetKVConfigResponseHeader(CustomHeader):
+    value: str | None = None
+
+
+@custom_header
+class GetKVListByNamespaceRequestHeader(CustomHeader):
+    namespace: str
+
+
+@custom_header
+class DeleteTopicFromNamesrvRequestHeader(CustomHeader):
+    topic: str
+    cluster_name: str | None = None
+
+
+@custom_header
+class GetTopicsByClusterRequestHeader(CustomHeader):
+    cluster: str
+
+
+@custom_header
+class BrokerNameRequestHeader(CustomHeader):
+    """WIPE_WRITE_PERM_OF_BROKER and ADD_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str
+
+
+@custom_header
+class WipeWritePermOfBrokerResponseHeader(CustomHeader):
+    wipe_topic_count: int
+
+
+@custom_header
+class AddWritePermOfBrokerResponseHeader(CustomHeader):
+    add_topic_count: int
