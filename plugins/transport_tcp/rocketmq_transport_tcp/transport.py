@@ -1,0 +1,89 @@
+"""RocketMQ remoting over TCP, with optional TLS: the transport every client speaks."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+
+import anyio
+from anyio.abc import ByteStream, SocketAttribute, TaskStatus
+from anyio.streams.tls import TLSListener, TLSStream
+
+from rocketmq_core.errors import ConfigError
+from rocketmq_core.remoting.transport import StreamHandler, TlsOptions, format_address
+
+
+class TcpTransport:
+    """Listener and connector over TCP; TCP_NODELAY always, TLS when asked."""
+
+    name = "tcp"
+
+    async def listen(
+        self,
+        host: str,
+        port: int,
+        handler: StreamHandler,
+        *,
+        tls: TlsOptions | None = None,
+        task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        listener = await anyio.create_tcp_listener(local_host=host, local_port=port, reuse_port=False)
+        bound_host, bound_port = listener.extra(SocketAttribute.local_address)[:2]
+
+        async def serve_stream(stream: ByteStream) -> None:
+            _no_delay(stream)
+            await handler(stream)
+
+        if tls is not None:
+            listener = TLSListener(listener, server_context(tls), standard_compatible=False)
+        async with listener:
+            task_status.started(format_address(bound_host, bound_port))
+            await listener.serve(serve_stream)
+
+    async def connect(
+        self, host: str, port: int, *, tls: TlsOptions | None = None
+    ) -> ByteStream:
+        stream = await anyio.connect_tcp(host, port)
+        _no_delay(stream)
+        if tls is None:
+            return stream
+        try:
+            return await TLSStream.wrap(
+                stream,
+                hostname=tls.server_hostname or host,
+                ssl_context=client_context(tls),
+                standard_compatible=False,
+            )
+        except BaseException:
+            await anyio.aclose_forcefully(stream)
+            raise
+
+
+def server_context(tls: TlsOptions) -> ssl.SSLContext:
+    if not tls.cert_file or not tls.key_file:
+        raise ConfigError("TLS on a listener needs both a certificate file and a key file")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"cannot load TLS certificate {tls.cert_file!r} / key {tls.key_file!r}: {exc}"
+        ) from exc
+    return context
+
+
+def client_context(tls: TlsOptions) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
+    if not tls.verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if tls.cert_file and tls.key_file:
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+    return context
+
+
+def _no_delay(stream: ByteStream) -> None:
+    # Small request/response frames must not wait for Nagle's algorithm.
+    raw = stream.extra(SocketAttribute.raw_socket, None)
+    if raw is not None and raw.family in (socket.AF_INET, socket.AF_INET6):
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -1,0 +1,61 @@
+"""The ``rocketmq`` command line: sub-commands come from plugins, built-ins included."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .errors import ConfigError, PluginError
+from .plugins import PluginHost, load_plugins
+
+
+def build_parser(host: PluginHost) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rocketmq",
+        description="A RocketMQ-compatible name server and broker, built from plugins.",
+    )
+    parser.add_argument(
+        "--version", action="store_true", help="show the version of the core and every plugin"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for entry in sorted(host.registry.cli_commands.entries(), key=lambda e: e.name):
+        sub = commands.add_parser(entry.name, help=entry.obj.help, description=entry.obj.help)
+        entry.obj.add_arguments(sub)
+        host.hook.rocketmq_add_options(command=entry.name, parser=sub)
+    return parser
+
+
+def version_text(host: PluginHost) -> str:
+    lines = [f"rocketmq-core {__version__}"]
+    for plugin in host.plugins:
+        if plugin.source == "builtin":
+            continue
+        origin = f"{plugin.distribution or '(no distribution)'} {plugin.version or ''}".rstrip()
+        suffix = "" if plugin.status == "loaded" else f" [{plugin.status}]"
+        lines.append(f"  plugin {plugin.name}: {origin}{suffix}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    host = load_plugins()
+    parser = build_parser(host)
+    args = parser.parse_args(argv)
+    if args.version:
+        print(version_text(host))
+        return 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    command = host.registry.cli_commands.get(args.command)
+    try:
+        return command.run(args, host) or 0
+    except (ConfigError, PluginError) as exc:
+        print(f"rocketmq {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

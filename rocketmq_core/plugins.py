@@ -1,0 +1,197 @@
+"""Finding, loading, blocking and describing plugins.
+
+Plugins come from two places: the built-ins in ``rocketmq_core/builtin/`` and the
+entry points of group ``rocketmq``. ``ROCKETMQ_DISABLE_PLUGINS=a,b`` blocks plugins
+by name (or by distribution name). A plugin that fails to import or to register is
+kept in the list with the reason; it never stops the others from loading.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from . import __version__, hookspecs
+from .errors import PluginError
+from .registry import Registry
+
+ENTRY_POINT_GROUP = "rocketmq"
+DISABLE_ENV = "ROCKETMQ_DISABLE_PLUGINS"
+
+# Built-in plugins: registered through the same hooks as any installed plugin.
+BUILTIN_PLUGINS = ("rocketmq_core.builtin.plugins_command",)
+
+
+@dataclass
+class PluginInfo:
+    """What ``rocketmq plugins list`` shows about one plugin."""
+
+    name: str
+    module: str
+    distribution: str | None
+    version: str | None
+    source: str  # "builtin" or "entry point"
+    status: str = "loaded"  # "loaded", "blocked", "failed"
+    error: str | None = None
+    hooks: list[str] = field(default_factory=list)
+    registered: dict[str, list[str]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "module": self.module,
+            "distribution": self.distribution,
+            "version": self.version,
+            "source": self.source,
+            "status": self.status,
+            "error": self.error,
+            "hooks": self.hooks,
+            "registered": self.registered,
+        }
+
+
+class PluginHost:
+    """The loaded plugins, their pluggy manager, and what they registered."""
+
+    def __init__(self) -> None:
+        self.manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self.manager.add_hookspecs(hookspecs)
+        self.plugins: list[PluginInfo] = []
+        self.registry = Registry()
+
+    @property
+    def hook(self) -> Any:
+        return self.manager.hook
+
+    @property
+    def problems(self) -> list[str]:
+        """One line per plugin that failed to load or to register."""
+        return [f"plugin {p.name!r}: {p.error}" for p in self.plugins if p.status == "failed"]
+
+    def info(self, name: str) -> PluginInfo:
+        for plugin in self.plugins:
+            if plugin.name == name:
+                return plugin
+        raise KeyError(name)
+
+    def add(self, info: PluginInfo, load: Any, blocked: set[str]) -> None:
+        """Import and register one plugin; record rather than raise on failure."""
+        self.plugins.append(info)
+        if info.name in blocked or (info.distribution or "") in blocked:
+            info.status = "blocked"
+            self.manager.set_blocked(info.name)
+            return
+        try:
+            module = load()
+            self.manager.register(module, name=info.name)
+            self.manager.check_pending()
+        except Exception as exc:
+            info.status = "failed"
+            info.error = _describe(exc)
+            if self.manager.get_plugin(info.name) is not None:
+                self.manager.unregister(name=info.name)
+            return
+        info.hooks = sorted(
+            impl.name for impl in self.manager.get_hookcallers(module) or ()
+        )
+
+    def register_all(self) -> None:
+        """Call every ``rocketmq_register_*`` hook, one plugin at a time."""
+        for hook_name, collection_name in hookspecs.REGISTRATION_HOOKS.items():
+            collection = getattr(self.registry, collection_name)
+            caller = getattr(self.manager.hook, hook_name)
+            # pluggy calls the last registered first; registration keeps load order
+            for impl in caller.get_hookimpls():
+                info = self.info(impl.plugin_name)
+                if info.status != "loaded":
+                    continue
+                register = _bound_register(collection, info)
+                try:
+                    impl.function(register=register)
+                except Exception as exc:
+                    info.status = "failed"
+                    info.error = _describe(exc)
+
+
+def _bound_register(collection: Any, info: PluginInfo) -> Any:
+    """A ``register`` callable that files entries under ``info``'s plugin name."""
+
+    def register(name_or_code: Any, obj: Any, /, **options: Any) -> None:
+        entry = collection.add(name_or_code, obj, info.name, **options)
+        info.registered.setdefault(collection.kind, []).append(entry.name)
+
+    return register
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, PluginError):
+        return str(exc)
+    # Where the failure happened in the plugin's own code helps its author most.
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" (at {last.filename}:{last.lineno})"
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def blocked_from_env(environ: dict[str, str] | os._Environ[str] = os.environ) -> set[str]:
+    raw = environ.get(DISABLE_ENV, "")
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def load_plugins(
+    *,
+    blocked: Iterable[str] | None = None,
+    entry_points: Iterable[metadata.EntryPoint] | None = None,
+    builtins: Iterable[str] = BUILTIN_PLUGINS,
+) -> PluginHost:
+    """Load built-ins and entry points (``entry_points`` overrides discovery)."""
+    blocked_names = blocked_from_env() if blocked is None else set(blocked)
+    host = PluginHost()
+    for module_name in builtins:
+        info = PluginInfo(
+            name="builtin." + module_name.rsplit(".", 1)[-1],
+            module=module_name,
+            distribution="rocketmq-core",
+            version=__version__,
+            source="builtin",
+        )
+        host.add(info, _importer(module_name), blocked_names)
+    if entry_points is None:
+        entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for entry_point in sorted(entry_points, key=lambda ep: ep.name):
+        dist = entry_point.dist
+        info = PluginInfo(
+            name=entry_point.name,
+            module=entry_point.value,
+            distribution=dist.name if dist is not None else None,
+            version=dist.version if dist is not None else None,
+            source="entry point",
+        )
+        if any(p.name == info.name for p in host.plugins):
+            host.plugins.append(info)
+            info.status = "failed"
+            info.error = (
+                f"another plugin is already named {info.name!r}"
+                f" (distribution {host.info(info.name).distribution}); one of them must go"
+            )
+            continue
+        host.add(info, entry_point.load, blocked_names)
+    host.register_all()
+    return host
+
+
+def _importer(module_name: str) -> Any:
+    def load() -> ModuleType:
+        return importlib.import_module(module_name)
+
+    return load

@@ -1,0 +1,177 @@
+"""The collections that the ``rocketmq_register_*`` hooks fill in.
+
+Each entry remembers which plugin registered it, so a duplicate is reported by
+naming both plugins and ``rocketmq plugins list`` can say who provides what.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from .errors import ConfigError, PluginError
+from .protocol.codes import RequestCode
+
+T = TypeVar("T")
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+SERVERS = ("broker", "namesrv")
+
+
+class NamedRegister(Protocol):
+    def __call__(self, name: str, obj: Any, /) -> None: ...
+
+
+class ProcessorRegister(Protocol):
+    def __call__(
+        self,
+        code: int | None,
+        factory: Callable[[Any], Any],
+        /,
+        *,
+        server: str = "broker",
+        limit: int | None = None,
+        backlog: int | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    name: str
+    obj: T
+    plugin: str
+
+
+class NamedRegistry(Generic[T]):
+    """Objects of one kind (transports, stores, ...) by name."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, Entry[T]] = {}
+
+    def add(self, name: str, obj: T, plugin: str) -> Entry[T]:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise PluginError(
+                f"plugin {plugin!r} registered the {self.kind} name {name!r}:"
+                " names are lower snake case, like 'tcp' or 'averagely_by_circle'"
+            )
+        existing = self._entries.get(name)
+        if existing is not None:
+            raise PluginError(
+                f"the {self.kind} {name!r} is registered by both plugin {existing.plugin!r}"
+                f" and plugin {plugin!r}; uninstall one, or block one with"
+                f" ROCKETMQ_DISABLE_PLUGINS={plugin}"
+            )
+        entry = self._entries[name] = Entry(name, obj, plugin)
+        return entry
+
+    def get(self, name: str) -> T:
+        """The object registered as ``name``; ConfigError listing the choices if none."""
+        entry = self._entries.get(name)
+        if entry is None:
+            choices = ", ".join(sorted(self._entries)) or "none installed"
+            raise ConfigError(f"unknown {self.kind} {name!r}; available: {choices}")
+        return entry.obj
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def entries(self) -> Iterator[Entry[T]]:
+        return iter(self._entries.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass(frozen=True)
+class ProcessorEntry:
+    server: str
+    code: int | None  # None: the server's default processor
+    factory: Callable[[Any], Any]
+    plugin: str
+    limit: int | None = None
+    backlog: int | None = None
+
+    @property
+    def name(self) -> str:
+        if self.code is None:
+            return f"{self.server}:default"
+        try:
+            return f"{self.server}:{RequestCode(self.code).name}"
+        except ValueError:
+            return f"{self.server}:{self.code}"
+
+
+class ProcessorRegistry:
+    """Processor factories keyed by (server, request code)."""
+
+    kind = "processor"
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, int | None], ProcessorEntry] = {}
+
+    def add(
+        self,
+        code: int | None,
+        factory: Callable[[Any], Any],
+        plugin: str,
+        *,
+        server: str = "broker",
+        limit: int | None = None,
+        backlog: int | None = None,
+    ) -> ProcessorEntry:
+        if server not in SERVERS:
+            raise PluginError(
+                f"plugin {plugin!r} registered a processor for server {server!r};"
+                f" servers are {', '.join(SERVERS)}"
+            )
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise PluginError(f"plugin {plugin!r} registered a processor for code {code!r}")
+        entry = ProcessorEntry(server, None if code is None else int(code), factory, plugin,
+                               limit, backlog)
+        existing = self._entries.get((server, entry.code))
+        if existing is not None:
+            raise PluginError(
+                f"the processor {entry.name} is registered by both plugin"
+                f" {existing.plugin!r} and plugin {plugin!r}"
+            )
+        self._entries[(server, entry.code)] = entry
+        return entry
+
+    def for_server(self, server: str) -> list[ProcessorEntry]:
+        return [entry for (name, _code), entry in self._entries.items() if name == server]
+
+    def entries(self) -> Iterator[ProcessorEntry]:
+        return iter(self._entries.values())
+
+    def names(self) -> list[str]:
+        return sorted(entry.name for entry in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass
+class Registry:
+    """Everything the loaded plugins registered."""
+
+    transports: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("transport"))
+    processors: ProcessorRegistry = field(default_factory=ProcessorRegistry)
+    stores: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("store"))
+    dispatchers: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("dispatcher"))
+    allocation_strategies: NamedRegistry[Any] = field(
+        default_factory=lambda: NamedRegistry("allocation strategy")
+    )
+    flush_policies: NamedRegistry[Any] = field(
+        default_factory=lambda: NamedRegistry("flush policy")
+    )
+    put_hooks: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("put hook"))
+    broker_services: NamedRegistry[Any] = field(
+        default_factory=lambda: NamedRegistry("broker service")
+    )
+    cli_commands: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("CLI command"))

@@ -1,0 +1,1 @@
+"""Where the sans-IO protocol meets anyio: connections, servers, clients."""

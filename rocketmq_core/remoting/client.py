@@ -1,0 +1,156 @@
+"""RemotingClient: requests to many peers by address, one cached connection each."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from inspect import isawaitable
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..errors import RemotingConnectError, RemotingError
+from ..protocol.codec import MAX_FRAME_LENGTH
+from ..protocol.command import OpaqueSequence, RemotingCommand
+from .connection import Connection
+from .processor import ProcessorTable, RpcHook
+from .transport import TlsOptions, Transport, parse_address
+
+log = logging.getLogger("rocketmq.remoting")
+
+ResponseCallback = Callable[[RemotingCommand | None, Exception | None], Awaitable[None] | None]
+
+
+class RemotingClient:
+    """Invoke requests on peers named by ``host:port``; an async context manager.
+
+    Peers may send requests back on the same connections (the broker asks a producer
+    to check a transaction); ``processors`` answers them.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        processors: ProcessorTable | None = None,
+        hooks: Iterable[RpcHook] = (),
+        connect_timeout: float = 3.0,
+        tls: TlsOptions | None = None,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+    ) -> None:
+        self.transport = transport
+        self.processors = processors
+        self.hooks = tuple(hooks)
+        self.connect_timeout = connect_timeout
+        self.tls = tls
+        self.max_frame_length = max_frame_length
+        self._opaques = OpaqueSequence()
+        self._connections: dict[str, Connection] = {}
+        self._connecting: dict[str, anyio.Lock] = {}
+        self._closed_callbacks: list[Callable[[str, Connection], Any]] = []
+        self._task_group: TaskGroup | None = None
+
+    async def __aenter__(self) -> RemotingClient:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._task_group is not None
+        try:
+            with anyio.CancelScope(shield=True):
+                for connection in list(self._connections.values()):
+                    await connection.aclose()
+            self._task_group.cancel_scope.cancel()
+        finally:
+            result = await self._task_group.__aexit__(*exc_info)
+            self._task_group = None
+        return result
+
+    def on_connection_closed(self, callback: Callable[[str, Connection], Any]) -> None:
+        """``callback(address, connection)`` when a connection to a peer closes."""
+        self._closed_callbacks.append(callback)
+
+    async def connection(self, address: str) -> Connection:
+        """The open connection to ``address``, connecting first if there is none."""
+        connection = self._connections.get(address)
+        if connection is not None and not connection.closed:
+            return connection
+        if self._task_group is None:
+            raise RemotingError("RemotingClient used outside 'async with'")
+        lock = self._connecting.setdefault(address, anyio.Lock())
+        async with lock:
+            connection = self._connections.get(address)
+            if connection is not None and not connection.closed:
+                return connection
+            host, port = parse_address(address)
+            try:
+                with anyio.fail_after(self.connect_timeout):
+                    stream = await self.transport.connect(host, port, tls=self.tls)
+            except (OSError, TimeoutError) as exc:
+                reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
+                raise RemotingConnectError(f"cannot connect to {address}: {reason}") from exc
+            connection = Connection(
+                stream,
+                self.processors,
+                hooks=self.hooks,
+                opaques=self._opaques,
+                max_frame_length=self.max_frame_length,
+            )
+            connection.on_close(lambda closed: self._forget(address, closed))
+            await self._task_group.start(connection.run)
+            self._connections[address] = connection
+            return connection
+
+    async def invoke(
+        self, address: str, request: RemotingCommand, timeout: float = 3.0
+    ) -> RemotingCommand:
+        """Send ``request`` to ``address`` and return the response."""
+        connection = await self.connection(address)
+        return await connection.invoke(request, timeout)
+
+    async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
+        connection = await self.connection(address)
+        await connection.invoke_oneway(request)
+
+    def invoke_callback(
+        self,
+        address: str,
+        request: RemotingCommand,
+        callback: ResponseCallback,
+        timeout: float = 3.0,
+    ) -> None:
+        """Send ``request`` in the background; ``callback(response, error)`` gets the result.
+
+        Exactly one of ``response`` and ``error`` is set. The callback may be async.
+        """
+        if self._task_group is None:
+            raise RemotingError("RemotingClient used outside 'async with'")
+        self._task_group.start_soon(self._invoke_then_call, address, request, callback, timeout)
+
+    async def _invoke_then_call(
+        self, address: str, request: RemotingCommand, callback: ResponseCallback, timeout: float
+    ) -> None:
+        try:
+            response = await self.invoke(address, request, timeout)
+        except RemotingError as exc:
+            outcome = callback(None, exc)
+        else:
+            outcome = callback(response, None)
+        if isawaitable(outcome):
+            await outcome
+
+    async def close_connection(self, address: str) -> None:
+        connection = self._connections.get(address)
+        if connection is not None:
+            await connection.aclose()
+
+    def _forget(self, address: str, connection: Connection) -> None:
+        if self._connections.get(address) is connection:
+            del self._connections[address]
+        for callback in self._closed_callbacks:
+            try:
+                callback(address, connection)
+            except Exception:
+                log.exception("connection-closed callback %r failed", callback)

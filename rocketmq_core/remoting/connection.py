@@ -1,0 +1,385 @@
+"""One remoting connection, used the same way by servers and clients.
+
+Requests flow both ways on a connection (a broker calls producers back), so both
+sides run the same loop: read a chunk, decode every frame in it, complete the
+pending invocations its responses answer, hand its requests to the processor
+table, and queue the answers. A single writer task sends everything queued in one
+``send``: the responses ready in one loop turn leave in one write.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from inspect import isawaitable
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream, SocketAttribute, TaskGroup, TaskStatus
+
+from ..errors import (
+    ConnectionClosedError,
+    LocalProtocolError,
+    ProtocolError,
+    RemoteProtocolError,
+    RemotingTimeoutError,
+    ResponseError,
+)
+from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_into
+from ..protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
+from ..protocol.command import OpaqueSequence, RemotingCommand
+from .processor import ProcessorRoute, ProcessorTable, RequestContext, RpcHook
+from .transport import format_address
+
+log = logging.getLogger("rocketmq.remoting")
+
+RECEIVE_SIZE = 256 * 1024
+# Stop reading requests while this much is queued for a peer that does not read.
+WRITE_HIGH_WATER = 8 * 1024 * 1024
+BUSY_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+
+
+class _Pending:
+    """An invocation waiting for its response."""
+
+    __slots__ = ("error", "event", "response")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.response: RemotingCommand | None = None
+        self.error: Exception | None = None
+
+
+class Connection:
+    """A framed, multiplexed remoting connection over any byte stream."""
+
+    def __init__(
+        self,
+        stream: ByteStream,
+        processors: ProcessorTable | None = None,
+        *,
+        hooks: Iterable[RpcHook] = (),
+        opaques: OpaqueSequence | None = None,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+    ) -> None:
+        self._stream = stream
+        self._processors = processors
+        self._hooks = tuple(hooks)
+        self._opaques = opaques or OpaqueSequence()
+        self._max_frame_length = max_frame_length
+        self._pending: dict[int, _Pending] = {}
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._wakeup = anyio.Event()  # set: the writer has something to send
+        self._flushed = anyio.Event()  # set: the writer has sent everything queued
+        self._flushed.set()
+        self._sending = False
+        self._inflight = 0  # requests handed to tasks, not answered yet
+        self._idle = anyio.Event()
+        self._done = anyio.Event()
+        self._closed = False
+        self._draining = False
+        self._read_scope = anyio.CancelScope()
+        self._task_group: TaskGroup | None = None
+        self._close_callbacks: list[Callable[[Connection], Any]] = []
+        self.peer_address = _address(stream, SocketAttribute.remote_address)
+        self.local_address = _address(stream, SocketAttribute.local_address)
+        self.context = RequestContext(self, self.peer_address, self.local_address)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<Connection {self.local_address} <-> {self.peer_address} {state}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def on_close(self, callback: Callable[[Connection], Any]) -> None:
+        """Call ``callback(connection)`` once the connection has closed."""
+        if self._closed:
+            callback(self)
+        else:
+            self._close_callbacks.append(callback)
+
+    # --- running -------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[Connection] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the connection until the peer leaves, ``aclose`` or a drain ends it."""
+        try:
+            async with anyio.create_task_group() as task_group:
+                self._task_group = task_group
+                task_group.start_soon(self._write_loop)
+                task_status.started(self)
+                with self._read_scope:
+                    await self._read_loop(task_group)
+                if self._draining:
+                    await self._wait_until_answered()
+                task_group.cancel_scope.cancel()
+        finally:
+            self._closed = True
+            self._fail_pending(ConnectionClosedError(f"connection to {self.peer_address} closed"))
+            self._flushed.set()
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
+            self._done.set()
+            for callback in self._close_callbacks:
+                try:
+                    callback(self)
+                except Exception:
+                    log.exception("close callback %r failed", callback)
+
+    def drain(self) -> None:
+        """Stop reading; ``run`` returns once every request read so far is answered.
+
+        Bound the wait with a cancel scope around ``run`` (or call ``aclose``).
+        """
+        self._draining = True
+        self._read_scope.cancel()
+
+    async def aclose(self) -> None:
+        """Close now: in-flight requests are cancelled and waiting invocations fail."""
+        self._read_scope.cancel()
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+            with anyio.CancelScope(shield=True):
+                await self._done.wait()
+        elif not self._closed:
+            self._closed = True
+            await self._stream.aclose()
+
+    async def _read_loop(self, task_group: TaskGroup) -> None:
+        decoder = FrameDecoder(self._max_frame_length)
+        receive = self._stream.receive
+        while True:
+            try:
+                chunk = await receive(RECEIVE_SIZE)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return
+            except OSError as exc:
+                log.debug("read from %s failed: %s", self.peer_address, exc)
+                return
+            try:
+                commands = decoder.feed(chunk)
+            except RemoteProtocolError as exc:
+                await self._refuse_stream(exc)
+                return
+            for command in commands:
+                if command.flag & FLAG_RESPONSE:
+                    self._complete(command)
+                else:
+                    self._dispatch(command, task_group)
+            if self._out:
+                self._wakeup.set()
+                if self._out_bytes > WRITE_HIGH_WATER:
+                    await self._wait_flushed()
+
+    async def _write_loop(self) -> None:
+        send = self._stream.send
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup = anyio.Event()
+                self._sending = True
+                while self._out:
+                    data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+                    self._out.clear()
+                    self._out_bytes = 0
+                    await send(data)
+                self._sending = False
+                self._flushed.set()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            log.debug("write to %s failed: %s", self.peer_address, exc)
+            self._closed = True
+            self._flushed.set()
+            self._read_scope.cancel()
+
+    async def _wait_flushed(self) -> None:
+        """Wait until the writer has sent everything queued so far."""
+        if self._flushed.is_set():
+            self._flushed = anyio.Event()
+        self._wakeup.set()
+        await self._flushed.wait()
+
+    async def _refuse_stream(self, error: RemoteProtocolError) -> None:
+        """Answer the offending request when we know its id, then give up the stream."""
+        log.warning("closing connection from %s: %s", self.peer_address, error)
+        if error.opaque is not None:
+            response = RemotingCommand(
+                error.response_code, opaque=error.opaque, flag=FLAG_RESPONSE, remark=str(error)
+            )
+            encode_into(response, self._out)
+            data = b"".join(self._out)
+            self._out.clear()
+            with anyio.move_on_after(1, shield=True):
+                try:
+                    await self._stream.send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    pass
+
+    # --- requests from the peer ----------------------------------------------------------
+
+    def _dispatch(self, request: RemotingCommand, task_group: TaskGroup) -> None:
+        route = self._processors.lookup(request.code) if self._processors else None
+        if route is None:
+            self._respond(
+                request,
+                request.response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    f" request type {request.code} not supported",
+                ),
+            )
+            return
+        ctx = self.context
+        try:
+            for hook in self._hooks:
+                refusal = hook.before_request(ctx, request)
+                if refusal is not None:
+                    self._respond(request, refusal)
+                    return
+            if route.full:
+                self._respond(request, request.response(ResponseCode.SYSTEM_BUSY, BUSY_REMARK))
+                return
+            result = route.processor(ctx, request)
+        except Exception as exc:
+            self._respond(request, _error_response(request, exc, route))
+            return
+        if result is None or isinstance(result, RemotingCommand):
+            self._respond(request, result)
+        elif isawaitable(result):
+            route.active += 1
+            self._inflight += 1
+            task_group.start_soon(self._finish, request, route, result)
+        else:
+            self._respond(
+                request,
+                _error_response(
+                    request, TypeError(f"processor returned {type(result).__name__}"), route
+                ),
+            )
+
+    async def _finish(self, request: RemotingCommand, route: ProcessorRoute, pending: Any) -> None:
+        try:
+            if route.limit is not None:
+                if route.limiter is None:
+                    route.limiter = anyio.CapacityLimiter(route.limit)
+                async with route.limiter:
+                    response = await pending
+            else:
+                response = await pending
+        except Exception as exc:
+            response = _error_response(request, exc, route)
+        finally:
+            route.active -= 1
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+        self._respond(request, response)
+        self._wakeup.set()
+
+    def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is None or request.flag & FLAG_ONEWAY:
+            return  # Java suppresses every answer to a oneway request, errors included
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        response.serialize_type = request.serialize_type
+        for hook in self._hooks:
+            hook.after_response(self.context, request, response)
+        try:
+            self._out_bytes += encode_into(response, self._out, self._max_frame_length)
+        except LocalProtocolError as exc:
+            log.error("cannot send the response to %r: %s", request, exc)
+            refusal = request.response(ResponseCode.SYSTEM_ERROR, f"response not sendable: {exc}")
+            self._out_bytes += encode_into(refusal, self._out, self._max_frame_length)
+
+    async def _wait_until_answered(self) -> None:
+        while self._inflight:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+        while (self._out or self._sending) and not self._closed:
+            await self._wait_flushed()
+
+    # --- requests to the peer ------------------------------------------------------------
+
+    async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``request`` and return its response; RemotingTimeoutError after ``timeout`` s."""
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer_address} is closed")
+        opaque = request.opaque = self._opaques.next()
+        request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        for hook in self._hooks:
+            hook.before_request(self.context, request)
+        waiter = self._pending[opaque] = _Pending()
+        try:
+            await self._send(request)
+            with anyio.move_on_after(timeout):
+                await waiter.event.wait()
+        finally:
+            del self._pending[opaque]
+        if waiter.error is not None:
+            raise waiter.error
+        response = waiter.response
+        if response is None:
+            raise RemotingTimeoutError(
+                f"no response to {_request_name(request.code)} from {self.peer_address}"
+                f" within {timeout:g} s"
+            )
+        for hook in self._hooks:
+            hook.after_response(self.context, request, response)
+        return response
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Send ``request`` flagged oneway: the peer sends no response."""
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer_address} is closed")
+        request.opaque = self._opaques.next()
+        request.flag = (request.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
+        for hook in self._hooks:
+            hook.before_request(self.context, request)
+        await self._send(request)
+
+    async def _send(self, request: RemotingCommand) -> None:
+        if self._out_bytes > WRITE_HIGH_WATER:
+            await self._wait_flushed()
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer_address} is closed")
+        self._out_bytes += encode_into(request, self._out, self._max_frame_length)
+        self._wakeup.set()
+
+    def _complete(self, response: RemotingCommand) -> None:
+        waiter = self._pending.get(response.opaque)
+        if waiter is None:
+            log.debug("dropping a response nobody waits for: %r", response)
+            return
+        waiter.response = response
+        waiter.event.set()
+
+    def _fail_pending(self, error: Exception) -> None:
+        for waiter in self._pending.values():
+            if waiter.response is None:
+                waiter.error = error
+                waiter.event.set()
+
+
+def _error_response(
+    request: RemotingCommand, error: Exception, route: ProcessorRoute
+) -> RemotingCommand:
+    if isinstance(error, ProtocolError):
+        return request.response(error.response_code, str(error))
+    if isinstance(error, ResponseError):
+        return request.response(error.code, error.remark)
+    log.error("processor %s failed on %r", route.name, request, exc_info=error)
+    return request.response(ResponseCode.SYSTEM_ERROR, f"{type(error).__name__}: {error}")
+
+
+def _request_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request {code}"
+
+
+def _address(stream: ByteStream, attribute: Any) -> str:
+    value = stream.extra(attribute, None)
+    if isinstance(value, tuple) and len(value) >= 2:
+        return format_address(str(value[0]), int(value[1]))
+    return str(value) if value is not None else "unknown"

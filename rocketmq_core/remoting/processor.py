@@ -1,0 +1,113 @@
+"""ProcessorTable: request code -> processor, with limits; RequestContext; RPC hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from .connection import Connection
+
+Response = RemotingCommand | None
+# A processor answers inline (a command or None) or returns an awaitable of one.
+Processor = Callable[["RequestContext", RemotingCommand], Response | Awaitable[Response]]
+
+
+@dataclass(eq=False)
+class RequestContext:
+    """What a processor knows of where a request came from: one per connection.
+
+    ``connection`` can send requests back to the peer (the broker asking a producer
+    to check a transaction); ``attributes`` is free for hooks (an ACL principal).
+    """
+
+    connection: Connection
+    peer_address: str
+    local_address: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+class RpcHook(Protocol):
+    """Runs around every request: ACL checks and signing, tracing, metrics.
+
+    On a server ``before_request`` may return a response to answer with instead of
+    calling the processor (a refused ACL check); on a client it runs just before the
+    request is sent and may add fields (a signature). ``after_response`` sees each
+    response before it is sent (server) or returned (client).
+    """
+
+    def before_request(self, ctx: RequestContext, request: RemotingCommand) -> Response: ...
+
+    def after_response(
+        self, ctx: RequestContext, request: RemotingCommand, response: RemotingCommand
+    ) -> None: ...
+
+
+class ProcessorRoute:
+    """One processor and its admission state (Java's per-processor pool and queue)."""
+
+    __slots__ = ("active", "backlog", "limit", "limiter", "name", "processor")
+
+    def __init__(
+        self, name: str, processor: Processor, limit: int | None, backlog: int | None
+    ) -> None:
+        self.name = name
+        self.processor = processor
+        self.limit = limit
+        self.backlog = backlog
+        self.active = 0  # deferred requests running or waiting for a slot
+        self.limiter: Any = None  # anyio.CapacityLimiter, made inside the event loop
+
+    @property
+    def full(self) -> bool:
+        """No room left for one more deferred request: answer SYSTEM_BUSY."""
+        if self.limit is None:
+            return False
+        return self.active >= self.limit + (self.backlog if self.backlog is not None else 0)
+
+
+class ProcessorTable:
+    """Processors keyed by request code, plus an optional default for the rest."""
+
+    def __init__(self) -> None:
+        self._routes: dict[int, ProcessorRoute] = {}
+        self._default: ProcessorRoute | None = None
+
+    def register(
+        self,
+        code: int | Iterable[int],
+        processor: Processor,
+        *,
+        limit: int | None = None,
+        backlog: int | None = None,
+    ) -> None:
+        """Route ``code`` (or several codes, sharing one limit) to ``processor``.
+
+        ``limit``: how many deferred requests run at once; ``backlog``: how many more
+        may wait for a slot before requests are refused with SYSTEM_BUSY.
+        """
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        codes = [code] if isinstance(code, int) else list(code)
+        route = ProcessorRoute(_name(processor), processor, limit, backlog)
+        for one in codes:
+            self._routes[int(one)] = route
+
+    def set_default(
+        self, processor: Processor, *, limit: int | None = None, backlog: int | None = None
+    ) -> None:
+        """The processor for every code without one of its own."""
+        self._default = ProcessorRoute(_name(processor), processor, limit, backlog)
+
+    def lookup(self, code: int) -> ProcessorRoute | None:
+        return self._routes.get(code, self._default)
+
+    def codes(self) -> list[int]:
+        return sorted(self._routes)
+
+
+def _name(processor: Any) -> str:
+    return getattr(processor, "__qualname__", None) or type(processor).__qualname__

@@ -1,0 +1,121 @@
+"""Serving the remoting protocol: one Connection per accepted stream, graceful stop."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+from anyio.abc import ByteStream, TaskGroup, TaskStatus
+
+from ..protocol.codec import MAX_FRAME_LENGTH
+from .connection import Connection
+from .processor import ProcessorTable, RpcHook
+from .transport import TlsOptions, Transport
+
+log = logging.getLogger("rocketmq.remoting")
+
+
+async def serve_connection(
+    stream: ByteStream,
+    processors: ProcessorTable,
+    *,
+    hooks: Iterable[RpcHook] = (),
+    max_frame_length: int = MAX_FRAME_LENGTH,
+    task_status: TaskStatus[Connection] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve requests on ``stream`` until the peer goes away; closes the stream."""
+    connection = Connection(stream, processors, hooks=hooks, max_frame_length=max_frame_length)
+    await connection.run(task_status=task_status)
+
+
+class RemotingServer:
+    """Accepts connections on a transport and serves a ProcessorTable on each.
+
+    ``serve`` runs until cancelled (abrupt) or ``stop`` (graceful: stop accepting,
+    let every connection answer what it has read, then close).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        processors: ProcessorTable,
+        *,
+        hooks: Iterable[RpcHook] = (),
+        tls: TlsOptions | None = None,
+        max_frame_length: int = MAX_FRAME_LENGTH,
+    ) -> None:
+        self.transport = transport
+        self.processors = processors
+        self.hooks = tuple(hooks)
+        self.tls = tls
+        self.max_frame_length = max_frame_length
+        self.address: str | None = None
+        self.connections: set[Connection] = set()
+        self._listen_scope = anyio.CancelScope()
+        self._task_group: TaskGroup | None = None
+        self._no_connections = anyio.Event()
+        self._opened_callbacks: list[Callable[[Connection], Any]] = []
+        self._closed_callbacks: list[Callable[[Connection], Any]] = []
+
+    def on_connection_opened(self, callback: Callable[[Connection], Any]) -> None:
+        self._opened_callbacks.append(callback)
+
+    def on_connection_closed(self, callback: Callable[[Connection], Any]) -> None:
+        """``callback(connection)`` after any connection closes (a broker went away)."""
+        self._closed_callbacks.append(callback)
+
+    async def serve(
+        self, host: str = "0.0.0.0", port: int = 0, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Listen on ``host:port``; report the bound ``host:port`` through task_status."""
+        async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
+            self.address = await task_group.start(self._listen, host, port)
+            task_status.started(self.address)
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop accepting, drain every connection for up to ``grace`` seconds, close."""
+        self._listen_scope.cancel()
+        for connection in list(self.connections):
+            connection.drain()
+        if self.connections:
+            self._no_connections = anyio.Event()
+            with anyio.move_on_after(grace):
+                await self._no_connections.wait()
+        for connection in list(self.connections):
+            log.warning("closing %r: still busy after the %g s grace period", connection, grace)
+            await connection.aclose()
+
+    async def _listen(self, host: str, port: int, *, task_status: TaskStatus[str]) -> None:
+        with self._listen_scope:
+            await self.transport.listen(
+                host, port, self._accept, tls=self.tls, task_status=task_status
+            )
+
+    async def _accept(self, stream: ByteStream) -> None:
+        # Connections live in the server's task group, not the listener's, so that
+        # closing the listener leaves them running to drain.
+        assert self._task_group is not None
+        self._task_group.start_soon(self._serve_stream, stream)
+
+    async def _serve_stream(self, stream: ByteStream) -> None:
+        connection = Connection(
+            stream, self.processors, hooks=self.hooks, max_frame_length=self.max_frame_length
+        )
+        self.connections.add(connection)
+        connection.on_close(self._forget)
+        for callback in self._opened_callbacks:
+            callback(connection)
+        await connection.run()
+
+    def _forget(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        if not self.connections:
+            self._no_connections.set()
+        for callback in self._closed_callbacks:
+            try:
+                callback(connection)
+            except Exception:
+                log.exception("connection-closed callback %r failed", callback)
