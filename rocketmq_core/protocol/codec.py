@@ -176,19 +176,33 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     opaque = fields.get("opaque", 0)
     if type(opaque) is not int:
         opaque = _json_int(fields, "opaque", None)
-    command = RemotingCommand(
-        _json_int(fields, "code", opaque),
+    code = fields.get("code")
+    if type(code) is not int:
+        code = _json_int(fields, "code", opaque)
+    flag = fields.get("flag", 0)
+    if type(flag) is not int:
+        flag = _json_int(fields, "flag", opaque)
+    version = fields.get("version", 0)
+    if type(version) is not int:
+        version = _json_int(fields, "version", opaque)
+    language = fields.get("language")
+    remark = fields.get("remark")
+    if remark is not None and type(remark) is not str:
+        raise RemoteProtocolError(f"header field 'remark' is not a string: {remark!r}", opaque=opaque)
+    if not -0x80000000 <= opaque <= 0x7FFFFFFF:
+        raise RemoteProtocolError(f"opaque {opaque} is not an int32")
+    return RemotingCommand(
+        code,
         opaque=opaque,
-        flag=_json_int(fields, "flag", opaque, 0),
-        version=_json_int(fields, "version", opaque, 0),
-        language=_json_language(fields.get("language")),
-        remark=_json_remark(fields.get("remark"), opaque),
+        flag=flag,
+        version=version,
+        language=_LANGUAGE_BY_NAME.get(language, _OTHER)
+        if type(language) is str
+        else _json_language(language),
+        remark=remark,
         ext_fields=_json_ext_fields(fields.get("extFields"), opaque),
         serialize_type=_JSON,
     )
-    if not -0x80000000 <= command.opaque <= 0x7FFFFFFF:
-        raise RemoteProtocolError(f"opaque {command.opaque} is not an int32")
-    return command
 
 
 def _json_int(fields: dict, name: str, opaque: int | None, default: int | None = None) -> int:
@@ -209,12 +223,6 @@ def _json_language(value: object) -> int:
     if type(value) is int and value in _LANGUAGE_NAMES:
         return value
     return _OTHER
-
-
-def _json_remark(value: object, opaque: int) -> str | None:
-    if value is None or type(value) is str:
-        return value  # type: ignore[return-value]
-    raise RemoteProtocolError(f"header field 'remark' is not a string: {value!r}", opaque=opaque)
 
 
 def _json_ext_fields(value: object, opaque: int) -> dict[str, str]:

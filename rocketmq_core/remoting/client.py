@@ -107,7 +107,9 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout: float = 3.0
     ) -> RemotingCommand:
         """Send ``request`` to ``address`` and return the response."""
-        connection = await self.connection(address)
+        connection = self._connections.get(address)
+        if connection is None or connection.closed:
+            connection = await self.connection(address)
         return await connection.invoke(request, timeout)
 
     async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:

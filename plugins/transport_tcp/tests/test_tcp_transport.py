@@ -1,0 +1,119 @@
+"""transport_tcp keeps the transport contract, sets TCP_NODELAY and speaks TLS."""
+
+from __future__ import annotations
+
+import socket
+
+import anyio
+import pytest
+import trustme
+from anyio.abc import SocketAttribute
+
+from rocketmq_core.errors import ConfigError, RemotingConnectError
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.remoting.transport import TlsOptions, parse_address
+from rocketmq_core.testing.transport import (
+    ECHO,
+    ConformanceProcessors,
+    TransportConformance,
+    serving,
+)
+from rocketmq_transport_tcp import TcpTransport
+
+
+class TestTcpConformance(TransportConformance):
+    @pytest.fixture
+    def transport(self):
+        return TcpTransport()
+
+
+def test_registered_as_tcp_through_its_entry_point(plugin_host):
+    info = plugin_host.info("transport_tcp")
+    assert info.source == "entry point"
+    assert info.distribution == "rocketmq-transport-tcp"
+    assert info.registered == {"transport": ["tcp"]}
+    assert isinstance(plugin_host.registry.transports.get("tcp"), TcpTransport)
+
+
+@pytest.mark.anyio
+async def test_both_ends_disable_nagle():
+    transport = TcpTransport()
+    accepted = []
+
+    async def handler(stream):
+        raw = stream.extra(SocketAttribute.raw_socket)
+        accepted.append(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        await stream.aclose()
+
+    async with anyio.create_task_group() as task_group:
+        address = await task_group.start(transport.listen, "127.0.0.1", 0, handler)
+        host, port = parse_address(address)
+        stream = await transport.connect(host, port)
+        async with stream:
+            raw = stream.extra(SocketAttribute.raw_socket)
+            assert raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            with anyio.fail_after(5):
+                while not accepted:
+                    await anyio.sleep(0.01)
+        task_group.cancel_scope.cancel()
+    assert port > 0
+    assert accepted[0]
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    authority = trustme.CA()
+    certificate = authority.issue_cert("localhost", "127.0.0.1")
+    folder = tmp_path_factory.mktemp("tls")
+    ca_file, cert_file, key_file = folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    certificate.cert_chain_pems[0].write_to_path(str(cert_file))
+    certificate.private_key_pem.write_to_path(str(key_file))
+    return str(ca_file), str(cert_file), str(key_file)
+
+
+@pytest.mark.anyio
+async def test_tls_round_trip_and_a_client_that_does_not_trust_the_server(tls_files):
+    ca_file, cert_file, key_file = tls_files
+    from rocketmq_core.remoting.server import RemotingServer
+
+    processors = ConformanceProcessors()
+    server = RemotingServer(
+        TcpTransport(), processors.table(), tls=TlsOptions(cert_file=cert_file, key_file=key_file)
+    )
+    async with anyio.create_task_group() as task_group:
+        address = await task_group.start(server.serve, "127.0.0.1", 0)
+        trusted = TlsOptions(ca_file=ca_file, server_hostname="localhost")
+        async with RemotingClient(TcpTransport(), tls=trusted) as client:
+            response = await client.invoke(address, RemotingCommand.request(ECHO, None, b"secret"))
+            assert response.body == b"secret"
+        # without the CA the handshake fails, and says so as a connect error
+        async with RemotingClient(TcpTransport(), tls=TlsOptions()) as client:
+            with pytest.raises((RemotingConnectError, OSError, anyio.BrokenResourceError)):
+                await client.invoke(address, RemotingCommand.request(ECHO), timeout=2)
+        task_group.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_tls_listener_without_a_key_is_a_config_error(tls_files):
+    _ca, cert_file, _key = tls_files
+    transport = TcpTransport()
+
+    async def handler(stream):  # pragma: no cover - never reached
+        await stream.aclose()
+
+    with pytest.raises(ConfigError, match="needs both a certificate file and a key file"):
+        await transport.listen(
+            "127.0.0.1", 0, handler, tls=TlsOptions(cert_file=cert_file), task_status=None
+        )
+
+
+@pytest.mark.anyio
+async def test_connect_refused_names_the_address():
+    processors = ConformanceProcessors()
+    async with serving(TcpTransport(), processors) as (server, address):
+        pass  # the server is gone once the block ends
+    async with RemotingClient(TcpTransport()) as client:
+        with pytest.raises(RemotingConnectError, match=address):
+            await client.invoke(address, RemotingCommand.request(ECHO), timeout=1)
