@@ -1,0 +1,100 @@
+"""Typed custom headers: long and V2 names, C++ typing, required fields."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocketmq_core.errors import HeaderError
+from rocketmq_core.protocol.codec import FrameDecoder
+from rocketmq_core.protocol.codes import RequestCode
+from rocketmq_core.protocol.headers import (
+    SEND_V2_NAMES,
+    PullMessageRequestHeader,
+    ResetOffsetRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+)
+from rocketmq_core.testing.golden import all_frames
+
+
+def golden(code: int):
+    frame = next(g for g in all_frames() if g.code == code and not g.flag & 1)
+    return FrameDecoder().feed(frame.frame)[0]
+
+
+def test_cpp_send_message_header():
+    header = SendMessageRequestHeader.from_ext_fields(golden(RequestCode.SEND_MESSAGE).ext_fields)
+    assert header.producer_group == "PID-test"
+    assert header.topic == "TopicTest"
+    assert header.default_topic == "TBW102"
+    assert header.default_topic_queue_nums == 4
+    assert header.queue_id == 0
+    assert header.born_timestamp == 1795317680683
+    assert header.batch is False and header.unit_mode is False
+    assert header.reconsume_times == 0
+    assert header.max_reconsume_times is None
+
+
+def test_v2_short_names_round_trip():
+    header = SendMessageRequestHeader(
+        producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=-1, sys_flag=0, born_timestamp=1700000000000, flag=0,
+        properties="TAGS\x01a\x02", batch=True, max_reconsume_times=16,
+    )
+    v2 = header.to_ext_fields(SEND_V2_NAMES)
+    assert v2 == {
+        "a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "-1", "f": "0",
+        "g": "1700000000000", "h": "0", "i": "TAGS\x01a\x02", "l": "16", "m": "true",
+    }
+    assert SendMessageRequestHeader.from_ext_fields(v2, SEND_V2_NAMES) == header
+
+
+def test_binary_v2_golden_frame():
+    command = golden(RequestCode.SEND_MESSAGE_V2)
+    assert command.ext_fields["m"] == "true"
+    with pytest.raises(HeaderError, match="<c> is null"):
+        SendMessageRequestHeader.from_ext_fields(command.ext_fields, SEND_V2_NAMES)
+
+
+def test_cpp_pull_header_with_numbers():
+    header = PullMessageRequestHeader.from_ext_fields(golden(RequestCode.PULL_MESSAGE).ext_fields)
+    assert (header.queue_id, header.max_msg_nums, header.sys_flag) == (1, 32, 6)
+    assert header.queue_offset == 5 and header.suspend_timeout_millis == 15000
+    assert header.subscription == "*" and header.expression_type is None
+
+
+@pytest.mark.parametrize("raw, expected", [("true", True), ("TRUE", True), ("1", True),
+                                           ("false", False), ("0", False), ("yes", False)])
+def test_booleans_as_java_and_cpp_send_them(raw, expected):
+    fields = {"group": "g", "topic": "t", "timestamp": "1", "isForce": raw}
+    assert ResetOffsetRequestHeader.from_ext_fields(fields).is_force is expected
+
+
+def test_missing_required_field_names_it():
+    with pytest.raises(HeaderError, match=r"the custom field <topic> is null") as caught:
+        PullMessageRequestHeader.from_ext_fields({"consumerGroup": "G"})
+    assert not caught.value.fatal
+    assert caught.value.response_code == 1
+
+
+def test_bad_integer_names_the_field_and_value():
+    with pytest.raises(HeaderError, match=r"<queueId> is not an integer: 'x'"):
+        SendMessageResponseHeader.from_ext_fields({"msgId": "m", "queueId": "x", "queueOffset": "1"})
+
+
+def test_explicit_wire_names_and_strings_out():
+    header = SendMessageResponseHeader(msg_id="ID", queue_id=1, queue_offset=7, region_id="DefaultRegion", trace_on=False)
+    assert header.to_ext_fields() == {
+        "msgId": "ID", "queueId": "1", "queueOffset": "7",
+        "MSG_REGION": "DefaultRegion", "TRACE_ON": "false",
+    }
+    cpp = {"clientID": "c1", "producerGroup": "", "consumerGroup": "CG"}
+    parsed = UnregisterClientRequestHeader.from_ext_fields(cpp)
+    assert parsed.client_id == "c1" and parsed.consumer_group == "CG"
+
+
+def test_headers_are_slotted():
+    header = SendMessageResponseHeader(msg_id="x", queue_id=0, queue_offset=0)
+    with pytest.raises(AttributeError):
+        header.not_a_field = 1
