@@ -24,6 +24,7 @@ from pathlib import Path
 
 import anyio
 import orjson
+from rocketmq_transport_tcp import TcpTransport
 
 from rocketmq_core.protocol.codec import FrameDecoder, encode_into
 from rocketmq_core.protocol.command import OpaqueSequence, RemotingCommand
@@ -32,7 +33,6 @@ from rocketmq_core.remoting.connection import RECEIVE_SIZE
 from rocketmq_core.remoting.processor import ProcessorTable
 from rocketmq_core.remoting.server import RemotingServer
 from rocketmq_core.remoting.transport import parse_address
-from rocketmq_transport_tcp import TcpTransport
 
 ECHO_CODE = 10  # SEND_MESSAGE's code: a real code, served by a plain processor
 BODY = b"x" * 100
@@ -223,9 +223,19 @@ def main() -> int:
             client = subprocess.run(
                 pinned(
                     [
-                        sys.executable, __file__, "--client", address, "--inflight", args.inflight,
-                        "--duration", str(args.duration), "--warmup", str(args.warmup),
-                        "--clients", args.clients, *common,
+                        sys.executable,
+                        __file__,
+                        "--client",
+                        address,
+                        "--inflight",
+                        args.inflight,
+                        "--duration",
+                        str(args.duration),
+                        "--warmup",
+                        str(args.warmup),
+                        "--clients",
+                        args.clients,
+                        *common,
                     ],
                     client_core,
                 ),

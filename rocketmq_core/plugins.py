@@ -99,9 +99,7 @@ class PluginHost:
             if self.manager.get_plugin(info.name) is not None:
                 self.manager.unregister(name=info.name)
             return
-        info.hooks = sorted(
-            impl.name for impl in self.manager.get_hookcallers(module) or ()
-        )
+        info.hooks = sorted(impl.name for impl in self.manager.get_hookcallers(module) or ())
 
     def register_all(self) -> None:
         """Call every ``rocketmq_register_*`` hook, one plugin at a time."""

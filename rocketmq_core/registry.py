@@ -132,8 +132,9 @@ class ProcessorRegistry:
             )
         if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
             raise PluginError(f"plugin {plugin!r} registered a processor for code {code!r}")
-        entry = ProcessorEntry(server, None if code is None else int(code), factory, plugin,
-                               limit, backlog)
+        entry = ProcessorEntry(
+            server, None if code is None else int(code), factory, plugin, limit, backlog
+        )
         existing = self._entries.get((server, entry.code))
         if existing is not None:
             raise PluginError(

@@ -58,7 +58,9 @@ def test_cpp_send_message_quirks():
 
 
 def test_many_frames_in_one_chunk_and_a_frame_split_across_chunks():
-    commands = [RemotingCommand(code, opaque=code, body=bytes([code]) * code) for code in range(1, 40)]
+    commands = [
+        RemotingCommand(code, opaque=code, body=bytes([code]) * code) for code in range(1, 40)
+    ]
     stream = b"".join(encode_command(command) for command in commands)
     decoder = FrameDecoder()
     cut = len(stream) // 2 + 3

@@ -17,7 +17,7 @@ def decode_in_chunks(data: bytes, sizes: list[int]) -> None:
     decoder = FrameDecoder(max_frame_length=1 << 16)
     position = 0
     try:
-        for size in sizes + [len(data)]:
+        for size in [*sizes, len(data)]:
             for command in decoder.feed(data[position : position + size]):
                 assert isinstance(command, RemotingCommand)
                 assert all(type(v) is str for v in command.ext_fields.values())
@@ -56,7 +56,11 @@ def test_mutated_golden_frames(frame, flips, sizes):
 )
 def test_encode_decode_round_trip(opaque, code, ext_fields, remark, body, serialize_type):
     command = RemotingCommand(
-        code, opaque=opaque, remark=remark, ext_fields=ext_fields, body=body,
+        code,
+        opaque=opaque,
+        remark=remark,
+        ext_fields=ext_fields,
+        body=body,
         serialize_type=serialize_type,
     )
     (decoded,) = FrameDecoder().feed(encode_command(command))

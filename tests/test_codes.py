@@ -47,18 +47,30 @@ def test_every_response_code_of_the_spec(spec_text):
 
 def test_codes_named_in_ranges_and_prose():
     for name, number in [
-        ("ACK_MESSAGE", 200051), ("POP_ROLLBACK", 200056), ("BATCH_ACK_MESSAGE", 200151),
-        ("SET_MESSAGE_REQUEST_MODE", 401), ("GET_SUBSCRIPTIONGROUP_CONFIG", 352),
-        ("DELETE_ACL_CONFIG", 51), ("UNLOCK_BATCH_MQ", 42),
+        ("ACK_MESSAGE", 200051),
+        ("POP_ROLLBACK", 200056),
+        ("BATCH_ACK_MESSAGE", 200151),
+        ("SET_MESSAGE_REQUEST_MODE", 401),
+        ("GET_SUBSCRIPTIONGROUP_CONFIG", 352),
+        ("DELETE_ACL_CONFIG", 51),
+        ("UNLOCK_BATCH_MQ", 42),
     ]:
         assert RequestCode[name] == number
-    for name, number in [("RPC_TIME_OUT", -1006), ("UPDATE_AND_CREATE_ACL_CONFIG_FAILED", 209),
-                         ("CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS", 2016), ("POLICY_NOT_EXIST", 3002)]:
+    for name, number in [
+        ("RPC_TIME_OUT", -1006),
+        ("UPDATE_AND_CREATE_ACL_CONFIG_FAILED", 209),
+        ("CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS", 2016),
+        ("POLICY_NOT_EXIST", 3002),
+    ]:
         assert ResponseCode[name] == number
     # 209 prints as its 5.x name; the 4.9 name is an alias
     assert ResponseCode(209).name == "POLLING_FULL"
 
 
 def test_language_bytes():
-    assert [(code.name, int(code)) for code in LanguageCode][:3] == [("JAVA", 0), ("CPP", 1), ("DOTNET", 2)]
+    assert [(code.name, int(code)) for code in LanguageCode][:3] == [
+        ("JAVA", 0),
+        ("CPP", 1),
+        ("DOTNET", 2),
+    ]
     assert LanguageCode.NODE_JS == 13

@@ -38,14 +38,31 @@ def test_cpp_send_message_header():
 
 def test_v2_short_names_round_trip():
     header = SendMessageRequestHeader(
-        producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=4,
-        queue_id=-1, sys_flag=0, born_timestamp=1700000000000, flag=0,
-        properties="TAGS\x01a\x02", batch=True, max_reconsume_times=16,
+        producer_group="PG",
+        topic="T",
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=-1,
+        sys_flag=0,
+        born_timestamp=1700000000000,
+        flag=0,
+        properties="TAGS\x01a\x02",
+        batch=True,
+        max_reconsume_times=16,
     )
     v2 = header.to_ext_fields(SEND_V2_NAMES)
     assert v2 == {
-        "a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "-1", "f": "0",
-        "g": "1700000000000", "h": "0", "i": "TAGS\x01a\x02", "l": "16", "m": "true",
+        "a": "PG",
+        "b": "T",
+        "c": "TBW102",
+        "d": "4",
+        "e": "-1",
+        "f": "0",
+        "g": "1700000000000",
+        "h": "0",
+        "i": "TAGS\x01a\x02",
+        "l": "16",
+        "m": "true",
     }
     assert SendMessageRequestHeader.from_ext_fields(v2, SEND_V2_NAMES) == header
 
@@ -64,8 +81,10 @@ def test_cpp_pull_header_with_numbers():
     assert header.subscription == "*" and header.expression_type is None
 
 
-@pytest.mark.parametrize("raw, expected", [("true", True), ("TRUE", True), ("1", True),
-                                           ("false", False), ("0", False), ("yes", False)])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [("true", True), ("TRUE", True), ("1", True), ("false", False), ("0", False), ("yes", False)],
+)
 def test_booleans_as_java_and_cpp_send_them(raw, expected):
     fields = {"group": "g", "topic": "t", "timestamp": "1", "isForce": raw}
     assert ResetOffsetRequestHeader.from_ext_fields(fields).is_force is expected
@@ -80,14 +99,21 @@ def test_missing_required_field_names_it():
 
 def test_bad_integer_names_the_field_and_value():
     with pytest.raises(HeaderError, match=r"<queueId> is not an integer: 'x'"):
-        SendMessageResponseHeader.from_ext_fields({"msgId": "m", "queueId": "x", "queueOffset": "1"})
+        SendMessageResponseHeader.from_ext_fields(
+            {"msgId": "m", "queueId": "x", "queueOffset": "1"}
+        )
 
 
 def test_explicit_wire_names_and_strings_out():
-    header = SendMessageResponseHeader(msg_id="ID", queue_id=1, queue_offset=7, region_id="DefaultRegion", trace_on=False)
+    header = SendMessageResponseHeader(
+        msg_id="ID", queue_id=1, queue_offset=7, region_id="DefaultRegion", trace_on=False
+    )
     assert header.to_ext_fields() == {
-        "msgId": "ID", "queueId": "1", "queueOffset": "7",
-        "MSG_REGION": "DefaultRegion", "TRACE_ON": "false",
+        "msgId": "ID",
+        "queueId": "1",
+        "queueOffset": "7",
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "false",
     }
     cpp = {"clientID": "c1", "producerGroup": "", "consumerGroup": "CG"}
     parsed = UnregisterClientRequestHeader.from_ext_fields(cpp)

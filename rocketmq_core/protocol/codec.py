@@ -107,9 +107,7 @@ class FrameDecoder:
             header_end = position + 8 + (type_and_length & 0xFFFFFF)
             if header_end <= len(view):
                 try:
-                    header = _decode_header(
-                        type_and_length >> 24, view[position + 8 : header_end]
-                    )
+                    header = _decode_header(type_and_length >> 24, view[position + 8 : header_end])
                     opaque = header.opaque
                 except RemoteProtocolError:
                     pass
@@ -188,7 +186,9 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     language = fields.get("language")
     remark = fields.get("remark")
     if remark is not None and type(remark) is not str:
-        raise RemoteProtocolError(f"header field 'remark' is not a string: {remark!r}", opaque=opaque)
+        raise RemoteProtocolError(
+            f"header field 'remark' is not a string: {remark!r}", opaque=opaque
+        )
     if not -0x80000000 <= opaque <= 0x7FFFFFFF:
         raise RemoteProtocolError(f"opaque {opaque} is not an int32")
     return RemotingCommand(
@@ -229,7 +229,9 @@ def _json_ext_fields(value: object, opaque: int) -> dict[str, str]:
     if value is None:
         return {}
     if type(value) is not dict:
-        raise RemoteProtocolError(f"header field 'extFields' is not an object: {value!r}", opaque=opaque)
+        raise RemoteProtocolError(
+            f"header field 'extFields' is not an object: {value!r}", opaque=opaque
+        )
     for item in value.values():
         if type(item) is not str:
             return _stringify_values(value)
@@ -342,7 +344,9 @@ def _utf8(data: memoryview, opaque: int) -> str:
     try:
         return str(data, "utf-8")
     except UnicodeDecodeError as exc:
-        raise RemoteProtocolError(f"binary header text is not UTF-8: {exc}", opaque=opaque) from None
+        raise RemoteProtocolError(
+            f"binary header text is not UTF-8: {exc}", opaque=opaque
+        ) from None
 
 
 def _int16(value: int) -> int:

@@ -144,8 +144,9 @@ class Connection:
         self._read_scope.cancel()
         if self._task_group is not None:
             self._task_group.cancel_scope.cancel()
-            with anyio.CancelScope(shield=True):
-                await self._done.wait()
+            # Not shielded: a processor of this very connection may be the caller,
+            # and its task must end before the connection can.
+            await self._done.wait()
         elif not self._closed:
             self._closed = True
             await self._stream.aclose()
@@ -210,14 +211,10 @@ class Connection:
             response = RemotingCommand(
                 error.response_code, opaque=error.opaque, flag=FLAG_RESPONSE, remark=str(error)
             )
-            encode_into(response, self._out)
-            data = b"".join(self._out)
-            self._out.clear()
-            with anyio.move_on_after(1, shield=True):
-                try:
-                    await self._stream.send(data)
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                    pass
+            self._out_bytes += encode_into(response, self._out)
+            # the writer sends it with anything queued before; then the stream closes
+            with anyio.move_on_after(1):
+                await self._wait_flushed()
 
     # --- requests from the peer ----------------------------------------------------------
 

@@ -67,7 +67,11 @@ class RemotingServer:
         self._closed_callbacks.append(callback)
 
     async def serve(
-        self, host: str = "0.0.0.0", port: int = 0, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED
+        self,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        *,
+        task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Listen on ``host:port``; report the bound ``host:port`` through task_status."""
         async with anyio.create_task_group() as task_group:

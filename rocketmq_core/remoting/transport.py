@@ -46,9 +46,7 @@ class Transport(Protocol):
         ``task_status.started`` once connections can be accepted (port 0 picks one).
         ``handler`` owns the stream and closes it."""
 
-    async def connect(
-        self, host: str, port: int, *, tls: TlsOptions | None = None
-    ) -> ByteStream:
+    async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         """Open a stream to ``host:port``; raise OSError when that fails."""
 
 

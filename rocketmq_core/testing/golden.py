@@ -48,7 +48,12 @@ def captured_frames() -> list[GoldenFrame]:
 
 def _frame(serialize_type: int, header: bytes, body: bytes = b"") -> bytes:
     length = 4 + len(header) + len(body)
-    return length.to_bytes(4, "big") + (serialize_type << 24 | len(header)).to_bytes(4, "big") + header + body
+    return (
+        length.to_bytes(4, "big")
+        + (serialize_type << 24 | len(header)).to_bytes(4, "big")
+        + header
+        + body
+    )
 
 
 def _binary_header(code, language, version, opaque, flag, remark: bytes, fields: list) -> bytes:
@@ -83,43 +88,72 @@ def reference_frames() -> list[GoldenFrame]:
         b'"version":63}\n'
     )
     binary_send = _binary_header(
-        310, 0, 409, 42, 0, b"",
+        310,
+        0,
+        409,
+        42,
+        0,
+        b"",
         [(b"a", b"PG"), (b"b", b"TopicTest"), (b"e", b"3"), (b"m", b"true")],
     )
-    binary_error = _binary_header(
-        1, 0, 409, 43, 1, "bad \u00e9".encode(), []
-    )
+    binary_error = _binary_header(1, 0, 409, 43, 1, "bad \u00e9".encode(), [])
     return [
         GoldenFrame(
             "java 5.x pull response (JSON, no trailing newline)",
             _frame(0, java_pull_response),
-            19, 8, 1, "REMOTING.md §5.1",
-            ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "10",
-                        "minOffset": "0", "maxOffset": "10"},
+            19,
+            8,
+            1,
+            "REMOTING.md §5.1",
+            ext_fields={
+                "suggestWhichBrokerId": "0",
+                "nextBeginOffset": "10",
+                "minOffset": "0",
+                "maxOffset": "10",
+            },
             remark="OFFSET_OVERFLOW_ONE",
         ),
         GoldenFrame(
             "cpp pull request (numbers where strings are expected)",
             _frame(0, cpp_pull),
-            11, 7, 0, "REMOTING.md §5.2, CODES.md §3.4",
-            ext_fields={"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "x",
-                        "commitOffset": "0", "consumerGroup": "G", "maxMsgNums": "32",
-                        "queueId": "1", "queueOffset": "5", "subVersion": "1",
-                        "subscription": "*", "suspendTimeoutMillis": "15000",
-                        "sysFlag": "6", "topic": "T"},
+            11,
+            7,
+            0,
+            "REMOTING.md §5.2, CODES.md §3.4",
+            ext_fields={
+                "AccessKey": "",
+                "OnsChannel": "ALIYUN",
+                "Signature": "x",
+                "commitOffset": "0",
+                "consumerGroup": "G",
+                "maxMsgNums": "32",
+                "queueId": "1",
+                "queueOffset": "5",
+                "subVersion": "1",
+                "subscription": "*",
+                "suspendTimeoutMillis": "15000",
+                "sysFlag": "6",
+                "topic": "T",
+            },
             remark="",
         ),
         GoldenFrame(
             "java binary SEND_MESSAGE_V2 with a body",
             _frame(1, binary_send, b"hello"),
-            310, 42, 0, "REMOTING.md §6",
+            310,
+            42,
+            0,
+            "REMOTING.md §6",
             ext_fields={"a": "PG", "b": "TopicTest", "e": "3", "m": "true"},
             body=b"hello",
         ),
         GoldenFrame(
             "java binary error response with a UTF-8 remark",
             _frame(1, binary_error),
-            1, 43, 1, "REMOTING.md §6",
+            1,
+            43,
+            1,
+            "REMOTING.md §6",
             ext_fields={},
             remark="bad \u00e9",
         ),

@@ -165,7 +165,9 @@ class TransportConformance:
                     await opened.wait()
                     peak = max(peak, len(server.connections))
                     body = f"client {number}".encode()
-                    response = await client.invoke(address, RemotingCommand.request(ECHO, None, body))
+                    response = await client.invoke(
+                        address, RemotingCommand.request(ECHO, None, body)
+                    )
                     results[number] = response.body
 
             opened = anyio.Event()

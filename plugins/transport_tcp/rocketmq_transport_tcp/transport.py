@@ -27,7 +27,9 @@ class TcpTransport:
         tls: TlsOptions | None = None,
         task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        listener = await anyio.create_tcp_listener(local_host=host, local_port=port, reuse_port=False)
+        listener = await anyio.create_tcp_listener(
+            local_host=host, local_port=port, reuse_port=False
+        )
         bound_host, bound_port = listener.extra(SocketAttribute.local_address)[:2]
 
         async def serve_stream(stream: ByteStream) -> None:
@@ -40,9 +42,7 @@ class TcpTransport:
             task_status.started(format_address(bound_host, bound_port))
             await listener.serve(serve_stream)
 
-    async def connect(
-        self, host: str, port: int, *, tls: TlsOptions | None = None
-    ) -> ByteStream:
+    async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         stream = await anyio.connect_tcp(host, port)
         _no_delay(stream)
         if tls is None:

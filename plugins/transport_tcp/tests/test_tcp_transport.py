@@ -8,6 +8,7 @@ import anyio
 import pytest
 import trustme
 from anyio.abc import SocketAttribute
+from rocketmq_transport_tcp import TcpTransport
 
 from rocketmq_core.errors import ConfigError, RemotingConnectError
 from rocketmq_core.protocol.command import RemotingCommand
@@ -19,7 +20,6 @@ from rocketmq_core.testing.transport import (
     TransportConformance,
     serving,
 )
-from rocketmq_transport_tcp import TcpTransport
 
 
 class TestTcpConformance(TransportConformance):
@@ -112,7 +112,7 @@ async def test_tls_listener_without_a_key_is_a_config_error(tls_files):
 @pytest.mark.anyio
 async def test_connect_refused_names_the_address():
     processors = ConformanceProcessors()
-    async with serving(TcpTransport(), processors) as (server, address):
+    async with serving(TcpTransport(), processors) as (_server, address):
         pass  # the server is gone once the block ends
     async with RemotingClient(TcpTransport()) as client:
         with pytest.raises(RemotingConnectError, match=address):

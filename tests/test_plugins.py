@@ -1,0 +1,227 @@
+"""Plugin loading, blocking, failures and duplicates; the `rocketmq` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+
+import pytest
+
+from rocketmq_core.errors import ConfigError
+from rocketmq_core.hookspecs import hookimpl
+from rocketmq_core.plugins import load_plugins
+from rocketmq_core.registry import Registry
+
+
+def entry_point(name: str, module: str) -> metadata.EntryPoint:
+    return metadata.EntryPoint(name=name, value=module, group="rocketmq")
+
+
+@pytest.fixture
+def plugin_modules(tmp_path, monkeypatch):
+    """Write plugin modules into an importable folder: {module name: source}."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(sources: dict[str, str]) -> None:
+        for name, source in sources.items():
+            (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+            sys.modules.pop(name, None)
+
+    yield write
+
+
+GOOD = """
+    from rocketmq_core.hookspecs import hookimpl
+
+    @hookimpl
+    def rocketmq_register_allocation_strategies(register):
+        register("by_zone", object())
+
+    @hookimpl
+    def rocketmq_register_processors(register):
+        register(34, lambda app: None, server="broker", limit=4)
+        register(None, lambda app: None, server="namesrv")
+"""
+
+
+def test_builtins_and_installed_entry_points_load(plugin_host):
+    names = {plugin.name: plugin for plugin in plugin_host.plugins}
+    assert names["builtin.plugins_command"].source == "builtin"
+    assert names["builtin.plugins_command"].registered == {"CLI command": ["plugins"]}
+    assert names["transport_tcp"].status == "loaded"
+    assert plugin_host.registry.transports.names() == ["tcp"]
+    assert plugin_host.problems == []
+
+
+def test_a_plugin_registers_and_the_host_says_what_it_registered(plugin_modules):
+    plugin_modules({"good_plugin": GOOD})
+    host = load_plugins(blocked=(), entry_points=[entry_point("good", "good_plugin")])
+    info = host.info("good")
+    assert info.status == "loaded"
+    assert info.hooks == ["rocketmq_register_allocation_strategies", "rocketmq_register_processors"]
+    assert info.registered == {
+        "allocation strategy": ["by_zone"],
+        "processor": ["broker:HEART_BEAT", "namesrv:default"],
+    }
+    (broker_entry,) = host.registry.processors.for_server("broker")
+    assert (broker_entry.code, broker_entry.limit, broker_entry.plugin) == (34, 4, "good")
+
+
+def test_a_plugin_that_fails_to_import_is_listed_with_the_reason(plugin_modules):
+    plugin_modules({"broken_plugin": "import not_a_module_anywhere\n", "good_plugin": GOOD})
+    host = load_plugins(
+        blocked=(),
+        entry_points=[entry_point("broken", "broken_plugin"), entry_point("good", "good_plugin")],
+    )
+    broken = host.info("broken")
+    assert broken.status == "failed"
+    assert "ModuleNotFoundError" in broken.error and "not_a_module_anywhere" in broken.error
+    assert host.info("good").status == "loaded"
+    assert host.problems == [f"plugin 'broken': {broken.error}"]
+
+
+def test_an_unknown_hook_is_refused(plugin_modules):
+    plugin_modules(
+        {
+            "typo_plugin": """
+        from rocketmq_core.hookspecs import hookimpl
+
+        @hookimpl
+        def rocketmq_register_transport(register):
+            pass
+    """
+        }
+    )
+    host = load_plugins(blocked=(), entry_points=[entry_point("typo", "typo_plugin")])
+    info = host.info("typo")
+    assert info.status == "failed"
+    assert "rocketmq_register_transport" in info.error
+    assert host.manager.get_plugin("typo") is None
+
+
+def test_duplicate_names_name_both_plugins(plugin_modules):
+    only_strategy = GOOD.split("    @hookimpl\n    def rocketmq_register_processors")[0]
+    plugin_modules({"first_plugin": only_strategy, "second_plugin": only_strategy})
+    host = load_plugins(
+        blocked=(),
+        entry_points=[entry_point("first", "first_plugin"), entry_point("second", "second_plugin")],
+    )
+    failed = [plugin for plugin in host.plugins if plugin.status == "failed"]
+    assert len(failed) == 1
+    assert "'first'" in failed[0].error and "'second'" in failed[0].error
+    assert "the allocation strategy 'by_zone' is registered by both" in failed[0].error
+
+
+def test_invalid_names_are_refused(plugin_modules):
+    plugin_modules(
+        {
+            "caps_plugin": """
+        from rocketmq_core.hookspecs import hookimpl
+
+        @hookimpl
+        def rocketmq_register_stores(register):
+            register("My-Store", object())
+    """
+        }
+    )
+    host = load_plugins(blocked=(), entry_points=[entry_point("caps", "caps_plugin")])
+    assert "lower snake case" in host.info("caps").error
+
+
+def test_blocked_plugins_are_listed_but_not_loaded(plugin_modules, monkeypatch):
+    plugin_modules({"good_plugin": GOOD})
+    monkeypatch.setenv("ROCKETMQ_DISABLE_PLUGINS", " good , builtin.plugins_command")
+    host = load_plugins(entry_points=[entry_point("good", "good_plugin")])
+    assert host.info("good").status == "blocked"
+    assert host.info("builtin.plugins_command").status == "blocked"
+    assert "good_plugin" not in sys.modules
+    assert len(host.registry.allocation_strategies) == 0
+
+
+def test_registry_lookup_lists_the_choices():
+    registry = Registry()
+    registry.transports.add("tcp", object(), "transport_tcp")
+    with pytest.raises(ConfigError, match="unknown transport 'quic'; available: tcp"):
+        registry.transports.get("quic")
+
+
+def test_hookimpl_marker_is_the_projects():
+    @hookimpl
+    def rocketmq_register_stores(register):
+        pass
+
+    assert hasattr(rocketmq_register_stores, "rocketmq_impl")
+
+
+# --- the CLI, as a user runs it ---------------------------------------------------------
+
+
+def rocketmq(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "rocketmq_core.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+    )
+
+
+def test_cli_plugins_list_json_shows_transport_tcp_from_its_entry_point():
+    result = rocketmq("plugins", "list", "--json")
+    assert result.returncode == 0, result.stderr
+    plugins = {plugin["name"]: plugin for plugin in json.loads(result.stdout)}
+    tcp = plugins["transport_tcp"]
+    assert tcp["source"] == "entry point"
+    assert tcp["distribution"] == "rocketmq-transport-tcp"
+    assert tcp["version"]
+    assert tcp["hooks"] == ["rocketmq_register_transports"]
+    assert tcp["registered"] == {"transport": ["tcp"]}
+
+
+def test_cli_plugins_list_text():
+    result = rocketmq("plugins", "list")
+    assert result.returncode == 0, result.stderr
+    assert "transport_tcp  [loaded]  rocketmq-transport-tcp" in result.stdout
+    assert "    transport: tcp" in result.stdout
+
+
+def test_cli_version_lists_plugin_versions():
+    result = rocketmq("--version")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("rocketmq-core ")
+    assert any(line.startswith("  plugin transport_tcp: rocketmq-transport-tcp ") for line in lines)
+
+
+def test_cli_survives_a_broken_installed_plugin(tmp_path):
+    """A real entry point (a dist-info on the path) whose module cannot import."""
+    dist_info = tmp_path / "rocketmq_broken_demo-1.2.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: rocketmq-broken-demo\nVersion: 1.2\n"
+    )
+    (dist_info / "entry_points.txt").write_text("[rocketmq]\nbroken_demo = broken_demo_plugin\n")
+    (tmp_path / "broken_demo_plugin.py").write_text("raise RuntimeError('boom at import')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    result = rocketmq("plugins", "list", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "broken_demo  [failed]  rocketmq-broken-demo 1.2" in result.stdout
+    assert "error: RuntimeError: boom at import" in result.stdout
+    assert "transport_tcp  [loaded]" in result.stdout
+    version = rocketmq("--version", env=env)
+    assert "plugin broken_demo: rocketmq-broken-demo 1.2 [failed]" in version.stdout
+    blocked = rocketmq(
+        "plugins", "list", "--json", env={**env, "ROCKETMQ_DISABLE_PLUGINS": "broken_demo"}
+    )
+    statuses = {plugin["name"]: plugin["status"] for plugin in json.loads(blocked.stdout)}
+    assert statuses["broken_demo"] == "blocked"
+
+
+def test_cli_without_a_command_prints_help():
+    result = rocketmq()
+    assert result.returncode == 2
+    assert "plugins" in result.stderr

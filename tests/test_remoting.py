@@ -1,0 +1,303 @@
+"""Remoting behaviour over real TCP connections, on asyncio and trio."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+from rocketmq_core.errors import (
+    ConnectionClosedError,
+    HeaderError,
+    RemotingTimeoutError,
+)
+from rocketmq_core.protocol.codec import encode_command
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.remoting.processor import ProcessorTable
+from rocketmq_core.remoting.server import RemotingServer
+from rocketmq_core.remoting.transport import parse_address
+from rocketmq_core.testing.transport import read_commands
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def tcp(plugin_host):
+    return plugin_host.registry.transports.get("tcp")
+
+
+@asynccontextmanager
+async def running(transport, table, **options):
+    server = RemotingServer(transport, table, **options)
+    async with anyio.create_task_group() as task_group:
+        address = await task_group.start(server.serve, "127.0.0.1", 0)
+        try:
+            yield server, address
+        finally:
+            task_group.cancel_scope.cancel()
+
+
+def request(code: int, body: bytes = b"", **fields: str) -> RemotingCommand:
+    return RemotingCommand.request(code, fields or None, body)
+
+
+async def test_inline_async_and_deferred_processors(tcp):
+    async def later(value: str) -> RemotingCommand:
+        await anyio.sleep(0.01)
+        return RemotingCommand(0, remark=value)
+
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(remark="inline"))
+    table.register(2, lambda ctx, req: later("deferred"))
+
+    async def coroutine_processor(ctx, req):
+        await anyio.sleep(0.01)
+        return req.response(remark=f"async from {ctx.peer_address == ctx.connection.peer_address}")
+
+    table.register(3, coroutine_processor)
+    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        remarks = [(await client.invoke(address, request(code))).remark for code in (1, 2, 3)]
+    assert remarks == ["inline", "deferred", "async from True"]
+
+
+async def test_unknown_code_and_default_processor(tcp):
+    table = ProcessorTable()
+    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        response = await client.invoke(address, request(999))
+        assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        assert response.remark == " request type 999 not supported"
+        table.set_default(lambda ctx, req: req.response(remark=f"default {req.code}"))
+        assert (await client.invoke(address, request(999))).remark == "default 999"
+
+
+async def test_processor_errors_become_responses_and_the_connection_survives(tcp):
+    def broken(ctx, req):
+        raise ValueError("no such queue 9")
+
+    def bad_header(ctx, req):
+        raise HeaderError(
+            "the custom field <topic> is null", response_code=ResponseCode.INVALID_PARAMETER
+        )
+
+    async def broken_later(ctx, req):
+        await anyio.sleep(0)
+        raise KeyError("gone")
+
+    table = ProcessorTable()
+    table.register(1, broken)
+    table.register(2, bad_header)
+    table.register(3, broken_later)
+    table.register(4, lambda ctx, req: req.response(remark="fine"))
+    async with running(tcp, table) as (server, address), RemotingClient(tcp) as client:
+        first = await client.invoke(address, request(1))
+        assert (first.code, first.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "ValueError: no such queue 9",
+        )
+        second = await client.invoke(address, request(2))
+        assert (second.code, second.remark) == (
+            ResponseCode.INVALID_PARAMETER,
+            "the custom field <topic> is null",
+        )
+        third = await client.invoke(address, request(3))
+        assert third.code == ResponseCode.SYSTEM_ERROR and "KeyError" in third.remark
+        assert (await client.invoke(address, request(4))).remark == "fine"
+        assert len(server.connections) == 1
+
+
+async def test_limit_and_backlog_answer_system_busy(tcp):
+    release = anyio.Event()
+
+    async def held(ctx, req):
+        await release.wait()
+        return req.response(remark="done")
+
+    table = ProcessorTable()
+    table.register(1, held, limit=1, backlog=1)
+    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        answers = []
+
+        async def call() -> None:
+            answers.append(await client.invoke(address, request(1), timeout=5))
+
+        async with anyio.create_task_group() as task_group:
+            for _ in range(3):
+                task_group.start_soon(call)
+            with anyio.fail_after(5):
+                while not answers:
+                    await anyio.sleep(0.01)
+            release.set()
+    busy = [a for a in answers if a.code == ResponseCode.SYSTEM_BUSY]
+    assert len(busy) == 1
+    assert busy[0].remark == "[OVERLOAD]system busy, start flow control for a while"
+    assert sorted(a.remark for a in answers if a.code == 0) == ["done", "done"]
+
+
+async def test_timeout_then_late_response_is_dropped(tcp):
+    async def slow(ctx, req):
+        await anyio.sleep(float(req.ext_fields["s"]))
+        return req.response(remark=req.ext_fields["s"])
+
+    table = ProcessorTable()
+    table.register(RequestCode.PULL_MESSAGE, slow)
+    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        with pytest.raises(
+            RemotingTimeoutError, match=f"PULL_MESSAGE from {address} within 0.05 s"
+        ):
+            await client.invoke(address, request(RequestCode.PULL_MESSAGE, s="0.3"), timeout=0.05)
+        # the late answer to the first request must not be taken for this one
+        response = await client.invoke(
+            address, request(RequestCode.PULL_MESSAGE, s="0.4"), timeout=5
+        )
+        assert response.remark == "0.4"
+
+
+async def test_server_calls_the_client_back_on_its_connection(tcp):
+    async def ask_back(ctx, req):
+        check = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {"msgId": "M1"})
+        answer = await ctx.connection.invoke(check, timeout=5)
+        return req.response(remark=f"client said {answer.remark}")
+
+    server_table = ProcessorTable()
+    server_table.register(RequestCode.END_TRANSACTION, ask_back)
+    client_table = ProcessorTable()
+    client_table.register(
+        RequestCode.CHECK_TRANSACTION_STATE,
+        lambda ctx, req: req.response(remark=f"commit {req.ext_fields['msgId']}"),
+    )
+    async with running(tcp, server_table) as (_server, address):
+        async with RemotingClient(tcp, processors=client_table) as client:
+            response = await client.invoke(address, request(RequestCode.END_TRANSACTION))
+    assert response.remark == "client said commit M1"
+
+
+async def test_waiting_invocations_fail_when_the_connection_closes(tcp):
+    async def hang_up(ctx, req):
+        await ctx.connection.aclose()
+
+    table = ProcessorTable()
+    table.register(1, hang_up)
+    closed = []
+    async with running(tcp, table) as (server, address), RemotingClient(tcp) as client:
+        server.on_connection_closed(closed.append)
+        client.on_connection_closed(lambda addr, conn: closed.append(addr))
+        with pytest.raises(ConnectionClosedError, match="closed"):
+            await client.invoke(address, request(1), timeout=5)
+        with anyio.fail_after(5):
+            while len(closed) < 2:
+                await anyio.sleep(0.01)
+        assert address in closed
+        # the next invocation opens a new connection
+        table.register(1, lambda ctx, req: req.response(remark="again"))
+        assert (await client.invoke(address, request(1))).remark == "again"
+
+
+async def test_invoke_with_callback(tcp):
+    async def slow(ctx, req):
+        await anyio.sleep(1)
+
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(remark="called back"))
+    table.register(2, slow)
+    results = []
+    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        done = anyio.Event()
+
+        async def on_result(response, error):
+            results.append((response.remark if response else None, type(error).__name__))
+            if len(results) == 2:
+                done.set()
+
+        client.invoke_callback(address, request(1), on_result)
+        client.invoke_callback(address, request(2), on_result, timeout=0.05)
+        with anyio.fail_after(5):
+            await done.wait()
+    assert sorted(results, key=str) == [("called back", "NoneType"), (None, "RemotingTimeoutError")]
+
+
+async def test_rpc_hooks_on_both_sides(tcp):
+    class Signer:
+        def before_request(self, ctx, req):
+            req.ext_fields["Signature"] = f"signed-{req.code}"
+
+        def after_response(self, ctx, req, resp):
+            resp.ext_fields["seen_by_client_hook"] = "yes"
+
+    class Guard:
+        def before_request(self, ctx, req):
+            if req.ext_fields.get("Signature") != f"signed-{req.code}":
+                return req.response(ResponseCode.NO_PERMISSION, "bad signature")
+            return None
+
+        def after_response(self, ctx, req, resp):
+            resp.ext_fields["traced"] = "1"
+
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(remark=req.ext_fields["Signature"]))
+    async with running(tcp, table, hooks=[Guard()]) as (_server, address):
+        async with RemotingClient(tcp, hooks=[Signer()]) as client:
+            response = await client.invoke(address, request(1))
+            assert response.remark == "signed-1"
+            assert response.ext_fields == {"traced": "1", "seen_by_client_hook": "yes"}
+        async with RemotingClient(tcp) as unsigned:
+            refused = await unsigned.invoke(address, request(1))
+            assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "bad signature")
+
+
+async def test_responses_ready_in_one_turn_leave_in_one_write(tcp):
+    sends = []
+
+    class CountingTransport:
+        name = "counting"
+
+        async def listen(self, host, port, handler, *, tls=None, task_status):
+            async def counted(stream):
+                original = stream.send
+
+                async def send(data):
+                    sends.append(data.count(b'"flag":1'))
+                    await original(data)
+
+                stream.send = send
+                await handler(stream)
+
+            await tcp.listen(host, port, counted, tls=tls, task_status=task_status)
+
+        async def connect(self, host, port, *, tls=None):
+            return await tcp.connect(host, port, tls=tls)
+
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(body=req.body))
+    async with running(CountingTransport(), table) as (_server, address):
+        stream = await tcp.connect(*parse_address(address))
+        async with stream:
+            frames = []
+            for opaque in range(50):
+                command = request(1, b"x" * 20)
+                command.opaque = opaque
+                frames.append(encode_command(command))
+            await stream.send(b"".join(frames))
+            responses = await read_commands(stream, 50)
+    assert [r.opaque for r in responses] == list(range(50))
+    assert sum(sends) == 50
+    assert len(sends) <= 2  # one write per chunk read (two if TCP split the request burst)
+
+
+async def test_oneway_invocation_and_cpp_style_flag_zero(tcp):
+    seen = []
+
+    def record(ctx, req):
+        seen.append(req.is_oneway)
+        return req.response(remark="answered")
+
+    table = ProcessorTable()
+    table.register(RequestCode.UPDATE_CONSUMER_OFFSET, record)
+    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        await client.invoke_oneway(address, request(RequestCode.UPDATE_CONSUMER_OFFSET))
+        # the C++ client's "oneway" arrives with flag 0 and is answered; it drops the answer
+        answer = await client.invoke(address, request(RequestCode.UPDATE_CONSUMER_OFFSET))
+    assert seen == [True, False]
+    assert answer.remark == "answered"
