@@ -27,6 +27,8 @@ _BINARY_KEY_LEN = struct.Struct(">h")
 _JSON = SerializeType.JSON
 _ROCKETMQ = SerializeType.ROCKETMQ
 
+_loads = orjson.loads
+_new_command = object.__new__  # decoding fills every slot itself: no __init__ call
 _LANGUAGE_BY_NAME = {language.name: int(language) for language in LanguageCode}
 _LANGUAGE_NAMES = {int(language): language.name for language in LanguageCode}
 _OTHER = int(LanguageCode.OTHER)
@@ -55,38 +57,50 @@ class FrameDecoder:
         """
         if self._failed is not None:
             raise self._failed
+        if type(data) is not bytes:
+            data = bytes(data)
         buffer = self._buffer
         if buffer:
             buffer += data
-            source: bytes | bytearray | memoryview = buffer
+            source: bytes | bytearray = buffer
         else:
-            source = data
+            source = data  # the common case: slices of bytes are bytes, one copy each
         commands: list[RemotingCommand] = []
         end = len(source)
         position = 0
         max_length = self.max_frame_length - 4
-        with memoryview(source) as view:
-            while end - position >= 4:
-                (length,) = _INT32.unpack_from(view, position)
-                if length > max_length or length < 4:
-                    self._fail_on_length(view, position, length)
-                frame_end = position + 4 + length
-                if frame_end > end:
-                    break
-                (type_and_length,) = _INT32.unpack_from(view, position + 4)
-                header_length = type_and_length & 0xFFFFFF
-                header_start = position + 8
-                body_start = header_start + header_length
-                if body_start > frame_end:
-                    self._fail(
-                        f"bad header length {header_length}: the frame has only"
-                        f" {length - 4} bytes after the length fields"
-                    )
-                command = _decode_header(type_and_length >> 24, view[header_start:body_start])
-                if body_start < frame_end:
-                    command.body = view[body_start:frame_end].tobytes()
-                commands.append(command)
-                position = frame_end
+        unpack_prefix = _PREFIX.unpack_from
+        while end - position >= 8:
+            length, type_and_length = unpack_prefix(source, position)
+            if length > max_length or length < 4:
+                self._fail_on_length(source, position, length)
+            frame_end = position + 4 + length
+            if frame_end > end:
+                break
+            header_start = position + 8
+            body_start = header_start + (type_and_length & 0xFFFFFF)
+            if body_start > frame_end:
+                self._fail(
+                    f"bad header length {type_and_length & 0xFFFFFF}: the frame has only"
+                    f" {length - 4} bytes after the length fields"
+                )
+            serialize_type = type_and_length >> 24
+            if serialize_type == _JSON:
+                command = _decode_json_header(source[header_start:body_start])
+            else:
+                command = _decode_header(serialize_type, source[header_start:body_start])
+            if body_start < frame_end:
+                command.body = (
+                    source[body_start:frame_end]
+                    if source is data
+                    else _copy_out(source, body_start, frame_end)
+                )
+            commands.append(command)
+            position = frame_end
+        if end - position >= 4:  # a length alone can already be refused
+            (length,) = _INT32.unpack_from(source, position)
+            if length > max_length or length < 4:
+                self._fail_on_length(source, position, length)
         if source is buffer:
             del buffer[:position]
         elif position < end:
@@ -97,7 +111,7 @@ class FrameDecoder:
         self._failed = RemoteProtocolError(message, opaque=opaque)
         raise self._failed
 
-    def _fail_on_length(self, view: memoryview, position: int, length: int) -> None:
+    def _fail_on_length(self, view: bytes | bytearray, position: int, length: int) -> None:
         if length < 4:
             self._fail(f"bad frame length {length}: a frame has at least 4 bytes")
         # Name the request in the error when its header has already arrived.
@@ -117,6 +131,11 @@ class FrameDecoder:
             opaque=opaque,
         )
         raise self._failed
+
+
+def _copy_out(buffer: bytearray, start: int, end: int) -> bytes:
+    with memoryview(buffer) as view:
+        return view[start:end].tobytes()  # one copy, where bytes(buffer[a:b]) makes two
 
 
 def encode_command(command: RemotingCommand, max_frame_length: int = MAX_FRAME_LENGTH) -> bytes:
@@ -156,7 +175,7 @@ def encode_into(
 # --- JSON header -----------------------------------------------------------------
 
 
-def _decode_header(serialize_type: int, header: memoryview) -> RemotingCommand:
+def _decode_header(serialize_type: int, header: bytes | bytearray) -> RemotingCommand:
     if serialize_type == _JSON:
         return _decode_json_header(header)
     if serialize_type == _ROCKETMQ:
@@ -164,45 +183,59 @@ def _decode_header(serialize_type: int, header: memoryview) -> RemotingCommand:
     raise RemoteProtocolError(f"unknown serialize type {serialize_type}: only 0 (JSON) and 1")
 
 
-def _decode_json_header(header: memoryview) -> RemotingCommand:
+def _decode_json_header(header: bytes | bytearray) -> RemotingCommand:
     try:
-        fields = orjson.loads(header)
+        fields = _loads(header)
     except orjson.JSONDecodeError as exc:
         raise RemoteProtocolError(f"header is not valid JSON: {exc}") from None
     if type(fields) is not dict:
         raise RemoteProtocolError("header JSON is not an object")
-    opaque = fields.get("opaque", 0)
-    if type(opaque) is not int:
-        opaque = _json_int(fields, "opaque", None)
-    code = fields.get("code")
-    if type(code) is not int:
+    get = fields.get
+    code = get("code")
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    version = get("version", 0)
+    if type(code) is not int or type(opaque) is not int:
+        opaque = opaque if type(opaque) is int else _json_int(fields, "opaque", None)
         code = _json_int(fields, "code", opaque)
-    flag = fields.get("flag", 0)
-    if type(flag) is not int:
-        flag = _json_int(fields, "flag", opaque)
-    version = fields.get("version", 0)
-    if type(version) is not int:
-        version = _json_int(fields, "version", opaque)
-    language = fields.get("language")
-    remark = fields.get("remark")
+    if type(flag) is not int or type(version) is not int:
+        flag = _json_int(fields, "flag", opaque, 0)
+        version = _json_int(fields, "version", opaque, 0)
+    if not -0x80000000 <= opaque <= 0x7FFFFFFF:
+        raise RemoteProtocolError(f"opaque {opaque} is not an int32")
+    language = get("language")
+    remark = get("remark")
     if remark is not None and type(remark) is not str:
         raise RemoteProtocolError(
             f"header field 'remark' is not a string: {remark!r}", opaque=opaque
         )
-    if not -0x80000000 <= opaque <= 0x7FFFFFFF:
-        raise RemoteProtocolError(f"opaque {opaque} is not an int32")
-    return RemotingCommand(
-        code,
-        opaque=opaque,
-        flag=flag,
-        version=version,
-        language=_LANGUAGE_BY_NAME.get(language, _OTHER)
+    ext_fields = get("extFields")
+    if ext_fields is None:
+        ext_fields = {}
+    elif type(ext_fields) is not dict:
+        raise RemoteProtocolError(
+            f"header field 'extFields' is not an object: {ext_fields!r}", opaque=opaque
+        )
+    else:
+        for value in ext_fields.values():
+            if type(value) is not str:
+                ext_fields = _stringify_values(ext_fields)
+                break
+    command = _new_command(RemotingCommand)
+    command.code = code
+    command.opaque = opaque
+    command.flag = flag
+    command.version = version
+    command.language = (
+        _LANGUAGE_BY_NAME.get(language, _OTHER)
         if type(language) is str
-        else _json_language(language),
-        remark=remark,
-        ext_fields=_json_ext_fields(fields.get("extFields"), opaque),
-        serialize_type=_JSON,
+        else _json_language(language)
     )
+    command.remark = remark
+    command.ext_fields = ext_fields
+    command.body = b""
+    command.serialize_type = _JSON
+    return command
 
 
 def _json_int(fields: dict, name: str, opaque: int | None, default: int | None = None) -> int:
@@ -223,19 +256,6 @@ def _json_language(value: object) -> int:
     if type(value) is int and value in _LANGUAGE_NAMES:
         return value
     return _OTHER
-
-
-def _json_ext_fields(value: object, opaque: int) -> dict[str, str]:
-    if value is None:
-        return {}
-    if type(value) is not dict:
-        raise RemoteProtocolError(
-            f"header field 'extFields' is not an object: {value!r}", opaque=opaque
-        )
-    for item in value.values():
-        if type(item) is not str:
-            return _stringify_values(value)
-    return value
 
 
 def _stringify_values(fields: dict) -> dict[str, str]:
@@ -282,7 +302,7 @@ def _encode_json_header(command: RemotingCommand) -> bytes:
 # --- ROCKETMQ binary header --------------------------------------------------------
 
 
-def _decode_binary_header(header: memoryview) -> RemotingCommand:
+def _decode_binary_header(header: bytes | bytearray) -> RemotingCommand:
     size = len(header)
     if size < _BINARY_FIXED.size + 4:
         raise RemoteProtocolError(f"binary header of {size} bytes is shorter than 21 bytes")
@@ -315,7 +335,7 @@ def _decode_binary_header(header: memoryview) -> RemotingCommand:
     )
 
 
-def _decode_binary_map(block: memoryview, opaque: int) -> dict[str, str]:
+def _decode_binary_map(block: bytes | bytearray, opaque: int) -> dict[str, str]:
     fields: dict[str, str] = {}
     position = 0
     size = len(block)
@@ -340,7 +360,7 @@ def _decode_binary_map(block: memoryview, opaque: int) -> dict[str, str]:
     return fields
 
 
-def _utf8(data: memoryview, opaque: int) -> str:
+def _utf8(data: bytes | bytearray, opaque: int) -> str:
     try:
         return str(data, "utf-8")
     except UnicodeDecodeError as exc:
