@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-
 import anyio
 import pytest
 
@@ -17,9 +15,8 @@ from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.processor import ProcessorTable
-from rocketmq_core.remoting.server import RemotingServer
 from rocketmq_core.remoting.transport import parse_address
-from rocketmq_core.testing.transport import read_commands
+from rocketmq_core.testing.transport import read_commands, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -27,17 +24,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture
 def tcp(plugin_host):
     return plugin_host.registry.transports.get("tcp")
-
-
-@asynccontextmanager
-async def running(transport, table, **options):
-    server = RemotingServer(transport, table, **options)
-    async with anyio.create_task_group() as task_group:
-        address = await task_group.start(server.serve, "127.0.0.1", 0)
-        try:
-            yield server, address
-        finally:
-            task_group.cancel_scope.cancel()
 
 
 def request(code: int, body: bytes = b"", **fields: str) -> RemotingCommand:
@@ -58,14 +44,14 @@ async def test_inline_async_and_deferred_processors(tcp):
         return req.response(remark=f"async from {ctx.peer_address == ctx.connection.peer_address}")
 
     table.register(3, coroutine_processor)
-    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
         remarks = [(await client.invoke(address, request(code))).remark for code in (1, 2, 3)]
     assert remarks == ["inline", "deferred", "async from True"]
 
 
 async def test_unknown_code_and_default_processor(tcp):
     table = ProcessorTable()
-    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
         response = await client.invoke(address, request(999))
         assert response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         assert response.remark == " request type 999 not supported"
@@ -91,7 +77,7 @@ async def test_processor_errors_become_responses_and_the_connection_survives(tcp
     table.register(2, bad_header)
     table.register(3, broken_later)
     table.register(4, lambda ctx, req: req.response(remark="fine"))
-    async with running(tcp, table) as (server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (server, address), RemotingClient(tcp) as client:
         first = await client.invoke(address, request(1))
         assert (first.code, first.remark) == (
             ResponseCode.SYSTEM_ERROR,
@@ -117,7 +103,7 @@ async def test_limit_and_backlog_answer_system_busy(tcp):
 
     table = ProcessorTable()
     table.register(1, held, limit=1, backlog=1)
-    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
         answers = []
 
         async def call() -> None:
@@ -143,7 +129,7 @@ async def test_timeout_then_late_response_is_dropped(tcp):
 
     table = ProcessorTable()
     table.register(RequestCode.PULL_MESSAGE, slow)
-    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
         with pytest.raises(
             RemotingTimeoutError, match=f"PULL_MESSAGE from {address} within 0.05 s"
         ):
@@ -168,7 +154,7 @@ async def test_server_calls_the_client_back_on_its_connection(tcp):
         RequestCode.CHECK_TRANSACTION_STATE,
         lambda ctx, req: req.response(remark=f"commit {req.ext_fields['msgId']}"),
     )
-    async with running(tcp, server_table) as (_server, address):
+    async with serving(tcp, server_table) as (_server, address):
         async with RemotingClient(tcp, processors=client_table) as client:
             response = await client.invoke(address, request(RequestCode.END_TRANSACTION))
     assert response.remark == "client said commit M1"
@@ -181,7 +167,7 @@ async def test_waiting_invocations_fail_when_the_connection_closes(tcp):
     table = ProcessorTable()
     table.register(1, hang_up)
     closed = []
-    async with running(tcp, table) as (server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (server, address), RemotingClient(tcp) as client:
         server.on_connection_closed(closed.append)
         client.on_connection_closed(lambda addr, conn: closed.append(addr))
         with pytest.raises(ConnectionClosedError, match="closed"):
@@ -203,7 +189,7 @@ async def test_invoke_with_callback(tcp):
     table.register(1, lambda ctx, req: req.response(remark="called back"))
     table.register(2, slow)
     results = []
-    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
         done = anyio.Event()
 
         async def on_result(response, error):
@@ -237,7 +223,7 @@ async def test_rpc_hooks_on_both_sides(tcp):
 
     table = ProcessorTable()
     table.register(1, lambda ctx, req: req.response(remark=req.ext_fields["Signature"]))
-    async with running(tcp, table, hooks=[Guard()]) as (_server, address):
+    async with serving(tcp, table, hooks=[Guard()]) as (_server, address):
         async with RemotingClient(tcp, hooks=[Signer()]) as client:
             response = await client.invoke(address, request(1))
             assert response.remark == "signed-1"
@@ -271,7 +257,7 @@ async def test_responses_ready_in_one_turn_leave_in_one_write(tcp):
 
     table = ProcessorTable()
     table.register(1, lambda ctx, req: req.response(body=req.body))
-    async with running(CountingTransport(), table) as (_server, address):
+    async with serving(CountingTransport(), table) as (_server, address):
         stream = await tcp.connect(*parse_address(address))
         async with stream:
             frames = []
@@ -295,7 +281,7 @@ async def test_oneway_invocation_and_cpp_style_flag_zero(tcp):
 
     table = ProcessorTable()
     table.register(RequestCode.UPDATE_CONSUMER_OFFSET, record)
-    async with running(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
         await client.invoke_oneway(address, request(RequestCode.UPDATE_CONSUMER_OFFSET))
         # the C++ client's "oneway" arrives with flag 0 and is answered; it drops the answer
         answer = await client.invoke(address, request(RequestCode.UPDATE_CONSUMER_OFFSET))

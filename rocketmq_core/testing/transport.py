@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -74,9 +75,10 @@ class ConformanceProcessors:
 
 @asynccontextmanager
 async def serving(
-    transport: Transport, processors: ConformanceProcessors
+    transport: Transport, processors: ProcessorTable, **server_options: Any
 ) -> AsyncIterator[tuple[RemotingServer, str]]:
-    server = RemotingServer(transport, processors.table())
+    """A RemotingServer on 127.0.0.1 and a free port for the block; yields it and its address."""
+    server = RemotingServer(transport, processors, **server_options)
     async with anyio.create_task_group() as task_group:
         address = await task_group.start(server.serve, "127.0.0.1", 0)
         try:
@@ -125,7 +127,7 @@ class TransportConformance:
 
     async def test_golden_frames_round_trip(self, transport, processors):
         requests = [g for g in all_frames() if not g.flag & FLAG_RESPONSE]
-        async with serving(transport, processors) as (_server, address):
+        async with serving(transport, processors.table()) as (_server, address):
             stream = await self.connect_raw(transport, address)
             async with stream:
                 await stream.send(b"".join(golden.frame for golden in requests))
@@ -147,7 +149,7 @@ class TransportConformance:
         # leave room for the opaque digits and the response's remark
         body += b"\x07" * (MAX_FRAME_LENGTH - header_size - len(body) - 64)
         request.body = body
-        async with serving(transport, processors) as (_server, address):
+        async with serving(transport, processors.table()) as (_server, address):
             async with RemotingClient(transport) as client:
                 response = await client.invoke(address, request, timeout=30)
         assert response.code == ResponseCode.SUCCESS
@@ -155,7 +157,7 @@ class TransportConformance:
 
     async def test_hundred_concurrent_clients(self, transport, processors):
         results: dict[int, bytes] = {}
-        async with serving(transport, processors) as (server, address):
+        async with serving(transport, processors.table()) as (server, address):
             peak = 0
 
             async def one_client(number: int) -> None:
@@ -182,7 +184,7 @@ class TransportConformance:
         assert results == {number: f"client {number}".encode() for number in range(100)}
 
     async def test_abrupt_close_leaks_no_task(self, transport, processors):
-        async with serving(transport, processors) as (server, address):
+        async with serving(transport, processors.table()) as (server, address):
             stream = await self.connect_raw(transport, address)
             slow = RemotingCommand.request(SLOW, {"seconds": "30"})
             slow.opaque = 1
@@ -197,7 +199,7 @@ class TransportConformance:
         assert processors.slow_cancelled == 1
 
     async def test_graceful_drain(self, transport, processors):
-        async with serving(transport, processors) as (server, address):
+        async with serving(transport, processors.table()) as (server, address):
             async with RemotingClient(transport) as client:
                 answers = []
 
@@ -220,7 +222,7 @@ class TransportConformance:
                     await client.invoke(address, RemotingCommand.request(ECHO), timeout=2)
 
     async def test_oneway_gets_no_response(self, transport, processors):
-        async with serving(transport, processors) as (_server, address):
+        async with serving(transport, processors.table()) as (_server, address):
             stream = await self.connect_raw(transport, address)
             async with stream:
                 oneway = RemotingCommand.request(RECORD, {"n": "1"}, oneway=True)
@@ -252,7 +254,7 @@ class TransportConformance:
             request.opaque = 77
             frame = encode_command(request)
             bad_bytes = (MAX_FRAME_LENGTH + 1).to_bytes(4, "big") + frame[4:]
-        async with serving(transport, processors) as (server, address):
+        async with serving(transport, processors.table()) as (server, address):
             async with RemotingClient(transport) as client:
                 assert (await client.invoke(address, RemotingCommand.request(ECHO))).code == 0
                 stream = await self.connect_raw(transport, address)

@@ -76,23 +76,17 @@ def tls_files(tmp_path_factory):
 @pytest.mark.anyio
 async def test_tls_round_trip_and_a_client_that_does_not_trust_the_server(tls_files):
     ca_file, cert_file, key_file = tls_files
-    from rocketmq_core.remoting.server import RemotingServer
-
     processors = ConformanceProcessors()
-    server = RemotingServer(
-        TcpTransport(), processors.table(), tls=TlsOptions(cert_file=cert_file, key_file=key_file)
-    )
-    async with anyio.create_task_group() as task_group:
-        address = await task_group.start(server.serve, "127.0.0.1", 0)
+    server_tls = TlsOptions(cert_file=cert_file, key_file=key_file)
+    async with serving(TcpTransport(), processors.table(), tls=server_tls) as (_server, address):
         trusted = TlsOptions(ca_file=ca_file, server_hostname="localhost")
         async with RemotingClient(TcpTransport(), tls=trusted) as client:
             response = await client.invoke(address, RemotingCommand.request(ECHO, None, b"secret"))
             assert response.body == b"secret"
         # without the CA the handshake fails, and says so as a connect error
         async with RemotingClient(TcpTransport(), tls=TlsOptions()) as client:
-            with pytest.raises((RemotingConnectError, OSError, anyio.BrokenResourceError)):
+            with pytest.raises(RemotingConnectError, match="cannot connect to"):
                 await client.invoke(address, RemotingCommand.request(ECHO), timeout=2)
-        task_group.cancel_scope.cancel()
 
 
 @pytest.mark.anyio
@@ -112,7 +106,7 @@ async def test_tls_listener_without_a_key_is_a_config_error(tls_files):
 @pytest.mark.anyio
 async def test_connect_refused_names_the_address():
     processors = ConformanceProcessors()
-    async with serving(TcpTransport(), processors) as (_server, address):
+    async with serving(TcpTransport(), processors.table()) as (_server, address):
         pass  # the server is gone once the block ends
     async with RemotingClient(TcpTransport()) as client:
         with pytest.raises(RemotingConnectError, match=address):
