@@ -203,3 +203,33 @@ def test_oneway_request_flag():
 def test_opaque_sequence_wraps_within_int32():
     sequence = OpaqueSequence(start=0x7FFFFFFE)
     assert [sequence.next() for _ in range(3)] == [0x7FFFFFFE, 0x7FFFFFFF, 0]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"code":"--1","opaque":1}',
+        b'{"code":"\xc2\xb2","opaque":1}',
+        b'{"code":"' + b"9" * 5000 + b'","opaque":1}',
+        b'{"code":1,"opaque":1,"extFields":{"a":' + b"[" * 300 + b"]" * 300 + b"}}",
+    ],
+    ids=["double-minus", "superscript-digit", "huge-number", "deep-nesting"],
+)
+def test_hostile_headers_stay_protocol_errors(header):
+    with pytest.raises(RemoteProtocolError):
+        FrameDecoder().feed(frame(header))
+
+
+def test_frames_before_a_bad_one_are_delivered_then_the_error():
+    good = encode_command(RemotingCommand(1, opaque=1))
+    decoder = FrameDecoder()
+    assert [c.opaque for c in decoder.feed(good + good + frame(b"{bad"))] == [1, 1]
+    with pytest.raises(RemoteProtocolError, match="not valid JSON"):
+        decoder.feed(good)
+
+
+def test_encoding_failures_are_local_protocol_errors():
+    with pytest.raises(LocalProtocolError, match="cannot encode"):
+        encode_command(RemotingCommand(1, body="text, not bytes"))
+    with pytest.raises(LocalProtocolError, match="cannot encode"):
+        encode_command(RemotingCommand(1, ext_fields={"k": {1, 2}}))

@@ -287,3 +287,48 @@ async def test_oneway_invocation_and_cpp_style_flag_zero(tcp):
         answer = await client.invoke(address, request(RequestCode.UPDATE_CONSUMER_OFFSET))
     assert seen == [True, False]
     assert answer.remark == "answered"
+
+
+async def test_an_unsendable_response_becomes_system_error_and_nothing_else_breaks(tcp):
+    class BrokenHook:
+        def before_request(self, ctx, req):
+            return None
+
+        def after_response(self, ctx, req, resp):
+            if req.code == 2:
+                raise RuntimeError("hook bug")
+
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(body="a str body"))
+    table.register(2, lambda ctx, req: req.response(remark="fine"))
+    table.register(3, lambda ctx, req: req.response(remark="still serving"))
+    async with serving(tcp, table, hooks=[BrokenHook()]) as (server, address):
+        async with RemotingClient(tcp) as client:
+            first = await client.invoke(address, request(1))
+            assert first.code == ResponseCode.SYSTEM_ERROR
+            assert "not sendable" in first.remark
+            second = await client.invoke(address, request(2))
+            assert (second.code, second.remark) == (
+                ResponseCode.SYSTEM_ERROR,
+                "response not sendable: RuntimeError",
+            )
+            assert (await client.invoke(address, request(3))).remark == "still serving"
+            assert len(server.connections) == 1
+
+
+async def test_a_failing_callback_does_not_break_the_client(tcp):
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(remark="ok"))
+    calls = []
+
+    def failing(response, error):
+        calls.append(response.remark)
+        raise ValueError("callback bug")
+
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        client.invoke_callback(address, request(1), failing)
+        with anyio.fail_after(5):
+            while not calls:
+                await anyio.sleep(0.01)
+        assert (await client.invoke(address, request(1))).remark == "ok"
+    assert calls == ["ok"]

@@ -7,6 +7,7 @@ Malformed input raises RemoteProtocolError and nothing else.
 
 from __future__ import annotations
 
+import re
 import struct
 
 import orjson
@@ -27,6 +28,7 @@ _BINARY_KEY_LEN = struct.Struct(">h")
 _JSON = SerializeType.JSON
 _ROCKETMQ = SerializeType.ROCKETMQ
 
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")
 _loads = orjson.loads
 _new_command = object.__new__  # decoding fills every slot itself: no __init__ call
 _LANGUAGE_BY_NAME = {language.name: int(language) for language in LanguageCode}
@@ -84,11 +86,13 @@ class FrameDecoder:
                     f"bad header length {type_and_length & 0xFFFFFF}: the frame has only"
                     f" {length - 4} bytes after the length fields"
                 )
-            serialize_type = type_and_length >> 24
-            if serialize_type == _JSON:
-                command = _decode_json_header(source[header_start:body_start])
-            else:
-                command = _decode_header(serialize_type, source[header_start:body_start])
+            try:
+                command = _decode_header(type_and_length >> 24, source[header_start:body_start])
+            except RemoteProtocolError as exc:
+                self._failed = exc
+                if commands:  # hand over what came before; the next feed raises
+                    return commands
+                raise
             if body_start < frame_end:
                 command.body = (
                     source[body_start:frame_end]
@@ -152,12 +156,22 @@ def encode_into(
 
     Parts let a writer join many frames with one copy of each body.
     """
-    if command.serialize_type == _ROCKETMQ:
-        header = _encode_binary_header(command)
-    else:
-        header = _encode_json_header(command)
+    try:
+        if command.serialize_type == _ROCKETMQ:
+            header = _encode_binary_header(command)
+        else:
+            header = _encode_json_header(command)
+        body = command.body
+        if type(body) is not bytes:
+            body = bytes(body)  # bytearray and memoryview are fine; str is a bug
+    except LocalProtocolError:
+        raise
+    except Exception as exc:
+        raise LocalProtocolError(
+            f"cannot encode {command!r}: {type(exc).__name__}: {exc}", opaque=command.opaque
+        ) from None
     header_length = len(header)
-    length = 4 + header_length + len(command.body)
+    length = 4 + header_length + len(body)
     if length > max_frame_length - 4:
         raise LocalProtocolError(
             f"frame of {length + 4} bytes exceeds the limit of {max_frame_length} bytes",
@@ -167,8 +181,8 @@ def encode_into(
     if header_length > _MAX_HEADER_LENGTH:
         raise LocalProtocolError(f"header of {header_length} bytes does not fit 24 bits")
     out.append(_PREFIX.pack(length, command.serialize_type << 24 | header_length) + header)
-    if command.body:
-        out.append(command.body)
+    if body:
+        out.append(body)
     return length + 4
 
 
@@ -176,10 +190,15 @@ def encode_into(
 
 
 def _decode_header(serialize_type: int, header: bytes | bytearray) -> RemotingCommand:
-    if serialize_type == _JSON:
-        return _decode_json_header(header)
-    if serialize_type == _ROCKETMQ:
-        return _decode_binary_header(header)
+    try:
+        if serialize_type == _JSON:
+            return _decode_json_header(header)
+        if serialize_type == _ROCKETMQ:
+            return _decode_binary_header(header)
+    except RemoteProtocolError:
+        raise
+    except Exception as exc:  # whatever a hostile header provokes stays a protocol error
+        raise RemoteProtocolError(f"undecodable header: {type(exc).__name__}: {exc}") from None
     raise RemoteProtocolError(f"unknown serialize type {serialize_type}: only 0 (JSON) and 1")
 
 
@@ -243,7 +262,7 @@ def _json_int(fields: dict, name: str, opaque: int | None, default: int | None =
     if type(value) is int:
         return value
     # fastjson reads numeric strings as numbers; so do we.
-    if type(value) is str and value.lstrip("-").isdigit():
+    if type(value) is str and _DECIMAL.fullmatch(value):
         return int(value)
     if value is None:
         raise RemoteProtocolError(f"header has no {name!r}", opaque=opaque)

@@ -88,7 +88,7 @@ class RemotingClient:
             try:
                 with anyio.fail_after(self.connect_timeout):
                     stream = await self.transport.connect(host, port, tls=self.tls)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
                 reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
                 raise RemotingConnectError(f"cannot connect to {address}: {reason}") from exc
             connection = Connection(
@@ -136,12 +136,17 @@ class RemotingClient:
     ) -> None:
         try:
             response = await self.invoke(address, request, timeout)
-        except RemotingError as exc:
-            outcome = callback(None, exc)
+        except Exception as exc:
+            response, error = None, exc
         else:
-            outcome = callback(response, None)
-        if isawaitable(outcome):
-            await outcome
+            error = None
+        try:
+            outcome = callback(response, error)
+            if isawaitable(outcome):
+                await outcome
+        except Exception:
+            # a failing callback must not take the client's connections down with it
+            log.exception("response callback %r failed", callback)
 
     async def close_connection(self, address: str) -> None:
         connection = self._connections.get(address)

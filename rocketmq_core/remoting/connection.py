@@ -21,7 +21,6 @@ from anyio.abc import ByteStream, SocketAttribute, TaskGroup, TaskStatus
 
 from ..errors import (
     ConnectionClosedError,
-    LocalProtocolError,
     ProtocolError,
     RemoteProtocolError,
     RemotingTimeoutError,
@@ -36,8 +35,11 @@ from .transport import format_address
 log = logging.getLogger("rocketmq.remoting")
 
 RECEIVE_SIZE = 256 * 1024
-# Stop reading requests while this much is queued for a peer that does not read.
+# Our own requests wait while this much is queued for the peer.
 WRITE_HIGH_WATER = 8 * 1024 * 1024
+# The read loop never stops reading (two peers that both stopped would wait on each
+# other forever); a peer that leaves this much unread is disconnected instead.
+UNREAD_LIMIT = 64 * 1024 * 1024
 BUSY_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
 
@@ -174,8 +176,13 @@ class Connection:
                     self._dispatch(command, task_group)
             if self._out:
                 self._wakeup.set()
-                if self._out_bytes > WRITE_HIGH_WATER:
-                    await self._wait_flushed()
+                if self._out_bytes > UNREAD_LIMIT:
+                    log.warning(
+                        "closing connection from %s: it left %d bytes of responses unread",
+                        self.peer_address,
+                        self._out_bytes,
+                    )
+                    return
 
     async def _write_loop(self) -> None:
         send = self._stream.send
@@ -189,6 +196,8 @@ class Connection:
                     self._out.clear()
                     self._out_bytes = 0
                     await send(data)
+                    if self._out_bytes <= WRITE_HIGH_WATER:
+                        self._flushed.set()  # room again for waiting senders
                 self._sending = False
                 self._flushed.set()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -282,13 +291,14 @@ class Connection:
         response.opaque = request.opaque
         response.flag |= FLAG_RESPONSE
         response.serialize_type = request.serialize_type
-        for hook in self._hooks:
-            hook.after_response(self.context, request, response)
         try:
+            for hook in self._hooks:
+                hook.after_response(self.context, request, response)
             self._out_bytes += encode_into(response, self._out, self._max_frame_length)
-        except LocalProtocolError as exc:
+        except Exception as exc:
             log.error("cannot send the response to %r: %s", request, exc)
-            refusal = request.response(ResponseCode.SYSTEM_ERROR, f"response not sendable: {exc}")
+            remark = f"response not sendable: {type(exc).__name__}"
+            refusal = request.response(ResponseCode.SYSTEM_ERROR, remark)
             self._out_bytes += encode_into(refusal, self._out, self._max_frame_length)
 
     async def _wait_until_answered(self) -> None:
@@ -308,6 +318,14 @@ class Connection:
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         for hook in self._hooks:
             hook.before_request(self.context, request)
+        if self._out_bytes > WRITE_HIGH_WATER or self._closed:
+            with anyio.move_on_after(timeout):
+                await self._wait_writable()
+            if self._out_bytes > WRITE_HIGH_WATER:
+                raise RemotingTimeoutError(
+                    f"{_request_name(request.code)} to {self.peer_address} not sent within"
+                    f" {timeout:g} s: the peer is not reading"
+                )
         if self._loop is not None:
             response = await self._wait_asyncio(request, opaque, timeout)
         else:
@@ -330,8 +348,6 @@ class Connection:
         waiter = self._pending[opaque] = loop.create_future()
         timer = loop.call_later(timeout, _expire, waiter)
         try:
-            if self._out_bytes > WRITE_HIGH_WATER or self._closed:
-                await self._wait_writable()
             self._out_bytes += encode_into(request, self._out, self._max_frame_length)
             self._wakeup.set()
             return await waiter
@@ -344,7 +360,8 @@ class Connection:
     ) -> RemotingCommand | None:
         waiter = self._pending[opaque] = _Pending()
         try:
-            await self._send(request)
+            self._out_bytes += encode_into(request, self._out, self._max_frame_length)
+            self._wakeup.set()
             with anyio.move_on_after(timeout):
                 await waiter.event.wait()
         finally:

@@ -56,6 +56,7 @@ class RemotingServer:
         self._listen_scope = anyio.CancelScope()
         self._task_group: TaskGroup | None = None
         self._no_connections = anyio.Event()
+        self._stopping = False
         self._opened_callbacks: list[Callable[[Connection], Any]] = []
         self._closed_callbacks: list[Callable[[Connection], Any]] = []
 
@@ -81,6 +82,7 @@ class RemotingServer:
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop accepting, drain every connection for up to ``grace`` seconds, close."""
+        self._stopping = True
         self._listen_scope.cancel()
         for connection in list(self.connections):
             connection.drain()
@@ -105,14 +107,22 @@ class RemotingServer:
         self._task_group.start_soon(self._serve_stream, stream)
 
     async def _serve_stream(self, stream: ByteStream) -> None:
+        if self._stopping:  # accepted just before stop() closed the listener
+            await anyio.aclose_forcefully(stream)
+            return
         connection = Connection(
             stream, self.processors, hooks=self.hooks, max_frame_length=self.max_frame_length
         )
         self.connections.add(connection)
         connection.on_close(self._forget)
-        for callback in self._opened_callbacks:
-            callback(connection)
-        await connection.run()
+        try:
+            for callback in self._opened_callbacks:
+                callback(connection)
+            await connection.run()
+        except Exception:
+            # one connection's failure is logged, never the whole server's
+            log.exception("connection from %s failed", connection.peer_address)
+            await connection.aclose()
 
     def _forget(self, connection: Connection) -> None:
         self.connections.discard(connection)
