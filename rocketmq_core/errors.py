@@ -75,10 +75,6 @@ class ConnectionClosedError(RemotingError):
     """The connection closed while a request was waiting for its response."""
 
 
-class RemotingBusyError(RemotingError):
-    """Too many requests are already waiting on this connection."""
-
-
 class ResponseError(RocketMQError):
     """The peer answered with a code other than SUCCESS."""
 
