@@ -59,6 +59,13 @@ class HeaderError(RemoteProtocolError):
         super().__init__(message, response_code=response_code, fatal=False)
 
 
+class BodyError(RemoteProtocolError):
+    """A request body (JSON or binary) that cannot be read. Never fatal."""
+
+    def __init__(self, message: str, *, response_code: int = ResponseCode.SYSTEM_ERROR) -> None:
+        super().__init__(message, response_code=response_code, fatal=False)
+
+
 class RemotingError(RocketMQError):
     """The conversation failed below the level of content."""
 

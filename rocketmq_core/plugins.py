@@ -27,7 +27,10 @@ ENTRY_POINT_GROUP = "rocketmq"
 DISABLE_ENV = "ROCKETMQ_DISABLE_PLUGINS"
 
 # Built-in plugins: registered through the same hooks as any installed plugin.
-BUILTIN_PLUGINS = ("rocketmq_core.builtin.plugins_command",)
+BUILTIN_PLUGINS = (
+    "rocketmq_core.builtin.plugins_command",
+    "rocketmq_core.builtin.namesrv",
+)
 
 
 @dataclass

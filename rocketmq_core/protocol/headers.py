@@ -90,7 +90,7 @@ def _parse_bool(raw: str) -> bool:
     return raw == "1" or raw.lower() == "true"
 
 
-def _camel_case(name: str) -> str:
+def camel_case(name: str) -> str:
     first, *rest = name.split("_")
     return first + "".join(part.capitalize() for part in rest)
 
@@ -113,7 +113,7 @@ def custom_header(cls: type[H]) -> type[H]:
             or field.default_factory is not dataclasses.MISSING
         )
         required = not has_default and not optional
-        wire_name = field.metadata.get("wire") or _camel_case(field.name)
+        wire_name = field.metadata.get("wire") or camel_case(field.name)
         specs.append((field.name, wire_name, kind, required))
     cls._fields = tuple(specs)
     return cls
@@ -497,3 +497,9 @@ class WipeWritePermOfBrokerResponseHeader(CustomHeader):
 @custom_header
 class AddWritePermOfBrokerResponseHeader(CustomHeader):
     add_topic_count: int
+
+
+@custom_header
+class GetBrokerMemberGroupRequestHeader(CustomHeader):
+    cluster_name: str
+    broker_name: str

@@ -110,4 +110,5 @@ class ProcessorTable:
 
 
 def _name(processor: Any) -> str:
+    processor = getattr(processor, "func", processor)  # a functools.partial: name its function
     return getattr(processor, "__qualname__", None) or type(processor).__qualname__

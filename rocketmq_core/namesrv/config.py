@@ -1,0 +1,82 @@
+"""NamesrvConfig: the name server's settings, by RocketMQ's namesrv.conf keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from ..config import Settings, setting
+from ..protocol.constants import DEFAULT_NAMESRV_PORT
+
+
+def _home(*parts: str) -> str:
+    return str(Path.home().joinpath(*parts))
+
+
+@dataclasses.dataclass
+class NamesrvConfig(Settings):
+    rocketmq_home: str = setting(
+        os.environ.get("ROCKETMQ_HOME", ""), key="rocketmqHome", help="installation root"
+    )
+    kv_config_path: str = setting(
+        _home("namesrv", "kvConfig.json"), help="where KV config is persisted"
+    )
+    config_store_path: str = setting(
+        _home("namesrv", "namesrv.properties"),
+        help="where UPDATE_NAMESRV_CONFIG persists the configuration",
+    )
+    product_env_name: str = setting("center")
+    cluster_test: bool = setting(False)
+    order_message_enable: bool = setting(
+        False, help="add orderTopicConf from the ORDER_TOPIC_CONFIG KV namespace to routes"
+    )
+    return_order_topic_config_to_broker: bool = setting(
+        True, help="send the ORDER_TOPIC_CONFIG namespace back to registering brokers"
+    )
+    scan_not_active_broker_interval: int = setting(
+        5000, help="ms between scans for brokers that stopped registering"
+    )
+    broker_channel_expired_time: int = setting(
+        120_000, help="ms without registration or heartbeat after which a broker is dropped"
+    )
+    enable_all_topic_list: bool = setting(True, help="answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER")
+    enable_topic_list: bool = setting(True, help="answer the unit and cluster topic lists")
+    delete_topic_with_broker_registration: bool = setting(
+        False, help="a topic missing from a master's new registration leaves that broker"
+    )
+    config_black_list: str = setting(
+        "configBlackList;configStorePath;kvConfigPath",
+        help="keys UPDATE_NAMESRV_CONFIG may not change, separated by ';'",
+    )
+    listen_port: int = setting(DEFAULT_NAMESRV_PORT)
+    bind_address: str = setting("0.0.0.0")
+    transport: str = setting("tcp", help="the transport plugin to listen with")
+
+    # thread-pool and Netty tuning of the Java server: meaningless here, so not reported
+    ignored_keys = frozenset(
+        {
+            "serverWorkerThreads",
+            "serverCallbackExecutorThreads",
+            "serverSelectorThreads",
+            "serverOnewaySemaphoreValue",
+            "serverAsyncSemaphoreValue",
+            "serverChannelMaxIdleTimeSeconds",
+            "serverSocketSndBufSize",
+            "serverSocketRcvBufSize",
+            "serverPooledByteBufAllocatorEnable",
+            "useEpollNativeSelector",
+            "defaultThreadPoolNums",
+            "clientRequestThreadPoolNums",
+            "clientRequestThreadPoolQueueCapacity",
+            "defaultThreadPoolQueueCapacity",
+            "unRegisterBrokerQueueCapacity",
+            "supportActingMaster",
+            "needWaitForService",
+            "waitSecondsForService",
+            "notifyMinBrokerIdChanged",
+        }
+    )
+
+    def black_listed(self) -> set[str]:
+        return {key.strip() for key in self.config_black_list.split(";") if key.strip()}

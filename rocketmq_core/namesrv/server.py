@@ -1,0 +1,147 @@
+"""NameServer: the route table served over a transport, plus the broker liveness scan."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from ..config import format_properties
+from ..errors import PluginError
+from ..persist import atomic_write
+from ..plugins import PluginHost, load_plugins
+from ..remoting.connection import Connection
+from ..remoting.processor import ProcessorTable
+from ..remoting.server import RemotingServer
+from .config import NamesrvConfig
+from .kvconfig import KVConfig
+from .routes import RouteTable
+
+log = logging.getLogger("rocketmq.namesrv")
+
+
+class NameServer:
+    """One name server: ``run`` it in a task group, or use ``NameServer.serving``.
+
+    ``clock`` returns seconds (monotonic); tests may pass their own.
+    """
+
+    def __init__(
+        self,
+        config: NamesrvConfig | None = None,
+        *,
+        host: PluginHost | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config or NamesrvConfig()
+        self.host = host or load_plugins()
+        self.routes = RouteTable()
+        self.kv = KVConfig(self.config.kv_config_path)
+        self.address: str | None = None
+        self.server: RemotingServer | None = None
+        self._clock = clock
+        self._task_group: TaskGroup | None = None
+        self._apply_config()
+
+    def now(self) -> float:
+        """Milliseconds on the liveness clock."""
+        return self._clock() * 1000.0
+
+    @classmethod
+    @asynccontextmanager
+    async def serving(
+        cls, config: NamesrvConfig | None = None, **options: Any
+    ) -> AsyncIterator[NameServer]:
+        """A started name server, stopped gracefully when the block exits."""
+        namesrv = cls(config, **options)
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(namesrv.run)
+            try:
+                yield namesrv
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await namesrv.stop()
+
+    async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until ``stop``; reports the bound ``host:port`` through task_status."""
+        if self.host.problems:
+            raise PluginError(
+                "refusing to start with broken plugins:\n  "
+                + "\n  ".join(self.host.problems)
+                + "\nreinstall them, or block them with ROCKETMQ_DISABLE_PLUGINS=<name>"
+            )
+        self.kv.load()
+        transport = self.host.registry.transports.get(self.config.transport)
+        self.server = RemotingServer(transport, self.processor_table())
+        self.server.on_connection_closed(self._connection_closed)
+        async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
+            self.address = await task_group.start(
+                self.server.serve, self.config.bind_address, self.config.listen_port
+            )
+            task_group.start_soon(self._scan_not_active_brokers)
+            self.host.hook.rocketmq_namesrv_started(namesrv=self, address=self.address)
+            task_status.started(self.address)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, answer what was read, close every connection."""
+        if self._task_group is None:
+            return
+        self.host.hook.rocketmq_namesrv_stopping(namesrv=self)
+        if self.server is not None:
+            await self.server.stop(grace)
+        await self.kv.persist()
+        self._task_group.cancel_scope.cancel()
+        self._task_group = None
+
+    def processor_table(self) -> ProcessorTable:
+        """Every namesrv processor the plugins registered, bound to this server."""
+        table = ProcessorTable()
+        for entry in self.host.registry.processors.for_server("namesrv"):
+            processor = entry.factory(self)
+            if entry.code is None:
+                table.set_default(processor, limit=entry.limit, backlog=entry.backlog)
+            else:
+                table.register(entry.code, processor, limit=entry.limit, backlog=entry.backlog)
+        return table
+
+    # --- liveness ------------------------------------------------------------------------
+
+    def _connection_closed(self, connection: Connection) -> None:
+        for addr in self.routes.remove_channel(connection):
+            log.info("broker %s left: its connection closed", addr)
+
+    async def _scan_not_active_brokers(self) -> None:
+        while True:
+            await anyio.sleep(self.config.scan_not_active_broker_interval / 1000)
+            for addr, channel in self.routes.expire(self.now()):
+                log.warning(
+                    "broker %s expired: silent for more than %d ms",
+                    addr,
+                    self.routes.broker_channel_expired_time,
+                )
+                if isinstance(channel, Connection) and self._task_group is not None:
+                    self._task_group.start_soon(channel.aclose)  # as Java closes the channel
+
+    # --- configuration -------------------------------------------------------------------
+
+    def _apply_config(self) -> None:
+        self.routes.broker_channel_expired_time = self.config.broker_channel_expired_time
+        self.routes.delete_topic_with_broker_registration = (
+            self.config.delete_topic_with_broker_registration
+        )
+
+    def config_text(self) -> str:
+        return format_properties(self.config.to_properties())
+
+    async def update_config(self, values: Mapping[str, str]) -> None:
+        """UPDATE_NAMESRV_CONFIG: apply now, and persist to ``configStorePath``."""
+        self.config.update(values, source="UPDATE_NAMESRV_CONFIG")
+        self._apply_config()
+        data = self.config_text().encode()
+        await anyio.to_thread.run_sync(atomic_write, self.config.config_store_path, data)

@@ -1,0 +1,34 @@
+"""Durable small files: configs, offsets, KV tables (DESIGN rule 5).
+
+Blocking; call through ``anyio.to_thread.run_sync`` from the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file whole."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # make the rename itself durable
+    finally:
+        os.close(directory)
+
+
+def read_optional(path: str | os.PathLike[str]) -> bytes | None:
+    """The file's bytes, or None when it does not exist yet."""
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,54 @@
+"""Permission bits, topic flags and well-known names (ROUTE.md §3, §4)."""
+
+from __future__ import annotations
+
+import re
+from enum import IntFlag
+
+MASTER_ID = 0
+DEFAULT_NAMESRV_PORT = 9876
+
+
+class Perm(IntFlag):
+    """PermName: what producers and consumers may do with a topic or broker."""
+
+    INHERIT = 1  # may serve as an auto-create template (TBW102)
+    WRITE = 2
+    READ = 4
+    PRIORITY = 8
+
+    @staticmethod
+    def render(perm: int) -> str:
+        """``RW-`` style, as ``mqadmin`` prints it."""
+        return (
+            ("R" if perm & Perm.READ else "-")
+            + ("W" if perm & Perm.WRITE else "-")
+            + ("X" if perm & Perm.INHERIT else "-")
+        )
+
+
+PERM_RW = Perm.READ | Perm.WRITE
+
+
+class TopicSysFlag(IntFlag):
+    UNIT = 1
+    UNIT_SUB = 2
+
+
+DEFAULT_TOPIC = "TBW102"  # the auto-create template
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+BENCHMARK_TOPIC = "BenchmarkTest"
+
+# the name-server KV namespace holding per-topic orderly queue layouts
+ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
+
+NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
+TOPIC_MAX_LENGTH = 127
