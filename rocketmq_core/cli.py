@@ -50,11 +50,26 @@ def main(argv: list[str] | None = None) -> int:
     command = host.registry.cli_commands.get(args.command)
     try:
         return command.run(args, host) or 0
-    except (ConfigError, PluginError) as exc:
-        print(f"rocketmq {args.command}: error: {exc}", file=sys.stderr)
+    except (ConfigError, PluginError, BaseExceptionGroup) as exc:
+        actionable = _actionable(exc)
+        if actionable is None:
+            raise
+        print(f"rocketmq {args.command}: error: {actionable}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _actionable(exc: BaseException) -> BaseException | None:
+    """The config or plugin error inside ``exc`` (task groups wrap what they raise)."""
+    if isinstance(exc, ConfigError | PluginError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _actionable(inner)
+            if found is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

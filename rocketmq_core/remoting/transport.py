@@ -7,6 +7,7 @@ remoting layer's. Plugins register transports through
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -44,7 +45,8 @@ class Transport(Protocol):
         """Accept connections until cancelled, calling ``handler(stream)`` for each
         in a task of its own; report the bound ``host:port`` through
         ``task_status.started`` once connections can be accepted (port 0 picks one).
-        ``handler`` owns the stream and closes it."""
+        ``handler`` owns the stream and closes it. When the address cannot be
+        bound, raise ``listen_error(host, port, oserror)`` (a ConfigError)."""
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         """Open a stream to ``host:port``; raise OSError when that fails."""
@@ -62,3 +64,16 @@ def parse_address(address: str) -> tuple[str, int]:
 
 def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def listen_error(host: str, port: int, error: OSError) -> ConfigError:
+    """What a transport raises when it cannot listen: the address and what to do."""
+    address = format_address(host, port)
+    hint = ""
+    if error.errno == errno.EADDRINUSE:
+        hint = "; another server is using it: stop it or choose another port"
+    elif error.errno == errno.EADDRNOTAVAIL:
+        hint = "; no local interface has that address"
+    elif error.errno == errno.EACCES:
+        hint = "; ports below 1024 need privileges"
+    return ConfigError(f"cannot listen on {address}: {error.strerror or error}{hint}")

@@ -12,6 +12,7 @@ Every test runs a real RemotingServer over the transport, on both anyio backends
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from ..errors import ConnectionClosedError, RemotingConnectError
+from ..errors import ConfigError, ConnectionClosedError, RemotingConnectError
 from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_command
 from ..protocol.codes import FLAG_RESPONSE, ResponseCode
 from ..protocol.command import RemotingCommand
@@ -141,6 +142,16 @@ class TransportConformance:
             assert response.remark == f"echo {golden.code}"
             # the answer mirrors the request's header encoding
             assert response.serialize_type == golden.frame[4]
+
+    async def test_address_in_use_is_a_config_error_naming_it(self, transport, processors):
+        async with serving(transport, processors.table()) as (_server, address):
+            host, port = parse_address(address)
+
+            async def ignore(stream):
+                await stream.aclose()
+
+            with pytest.raises(ConfigError, match=f"cannot listen on {re.escape(address)}"):
+                await transport.listen(host, port, ignore)
 
     async def test_largest_frame_body(self, transport, processors):
         request = RemotingCommand.request(ECHO, {"k": "v"}, b"")

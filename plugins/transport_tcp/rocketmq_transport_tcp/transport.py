@@ -10,7 +10,12 @@ from anyio.abc import ByteStream, SocketAttribute, TaskStatus
 from anyio.streams.tls import TLSListener, TLSStream
 
 from rocketmq_core.errors import ConfigError
-from rocketmq_core.remoting.transport import StreamHandler, TlsOptions, format_address
+from rocketmq_core.remoting.transport import (
+    StreamHandler,
+    TlsOptions,
+    format_address,
+    listen_error,
+)
 
 
 class TcpTransport:
@@ -27,9 +32,12 @@ class TcpTransport:
         tls: TlsOptions | None = None,
         task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        listener = await anyio.create_tcp_listener(
-            local_host=host, local_port=port, reuse_port=False
-        )
+        try:
+            listener = await anyio.create_tcp_listener(
+                local_host=host, local_port=port, reuse_port=False
+            )
+        except OSError as exc:
+            raise listen_error(host, port, exc) from None
         bound_host, bound_port = listener.extra(SocketAttribute.local_address)[:2]
 
         async def serve_stream(stream: ByteStream) -> None:
