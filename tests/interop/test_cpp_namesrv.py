@@ -94,3 +94,26 @@ async def test_cpp_producer_follows_our_route(tmp_path, plugin_host):
     assert [s.topic for s in sends] == ["InteropTopic"]
     assert sends[0].producer_group == "PID-interop"
     assert 0 <= sends[0].queue_id < 4
+
+
+@pytest.mark.anyio
+async def test_cpp_producer_auto_creates_through_the_tbw102_route(tmp_path, plugin_host):
+    # an unknown topic is TOPIC_NOT_EXIST; the client then sends by TBW102's route
+    client = load_cpp_client()
+    transport = plugin_host.registry.transports.get("tcp")
+    broker = RecordingBroker()
+    table = ProcessorTable()
+    table.set_default(broker)
+    async with (
+        serving(transport, table) as (_server, broker_addr),
+        NameServer.serving(namesrv_config(tmp_path), host=plugin_host) as namesrv,
+        RemotingClient(transport) as remoting,
+    ):
+        await remoting.invoke(
+            namesrv.address,
+            register_broker_request(broker_addr=broker_addr, topics={"TBW102": 8}, perm=7),
+        )
+        result = await anyio.to_thread.run_sync(produce_one, client, namesrv.address, "Fresh")
+    assert result.status == client.SendStatus.OK, result
+    (send,) = broker.sends()
+    assert (send.topic, send.default_topic, send.default_topic_queue_nums) == ("Fresh", "TBW102", 4)
