@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,23 +22,15 @@ from pathlib import Path
 
 import anyio
 import orjson
+from loadgen import MEASURES, PLACEMENTS, machine, pinned, report, run_backend
 from rocketmq_transport_tcp import TcpTransport
 
-from rocketmq_core.protocol.codec import FrameDecoder, encode_into
-from rocketmq_core.protocol.command import OpaqueSequence, RemotingCommand
-from rocketmq_core.remoting.client import RemotingClient
-from rocketmq_core.remoting.connection import RECEIVE_SIZE
+from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.processor import ProcessorTable
 from rocketmq_core.remoting.server import RemotingServer
-from rocketmq_core.remoting.transport import parse_address
 
 ECHO_CODE = 10  # SEND_MESSAGE's code: a real code, served by a plain processor
 BODY = b"x" * 100
-
-
-def run_backend(main, backend: str, use_uvloop: bool) -> None:
-    options = {"use_uvloop": True} if backend == "asyncio" and use_uvloop else {}
-    anyio.run(main, backend=backend, backend_options=options)
 
 
 def serve(port_file: str, backend: str, use_uvloop: bool) -> None:
@@ -58,113 +48,12 @@ def serve(port_file: str, backend: str, use_uvloop: bool) -> None:
     run_backend(main, backend, use_uvloop)
 
 
-async def measure(address: str, inflight: int, warmup: float, duration: float) -> dict:
-    latencies: list[float] = []
-    done = 0
-    recording = False
-    stop_at = 0.0
-
-    async with RemotingClient(TcpTransport()) as client:
-
-        async def worker() -> None:
-            nonlocal done
-            while True:
-                started = time.perf_counter()
-                if started >= stop_at:
-                    return
-                response = await client.invoke(
-                    address, RemotingCommand.request(ECHO_CODE, None, BODY), timeout=10
-                )
-                assert len(response.body) == len(BODY)
-                if recording:
-                    done += 1
-                    if len(latencies) < 200_000:
-                        latencies.append(time.perf_counter() - started)
-
-        stop_at = time.perf_counter() + warmup
-        async with anyio.create_task_group() as task_group:
-            for _ in range(inflight):
-                task_group.start_soon(worker)
-        recording = True
-        started = time.perf_counter()
-        stop_at = started + duration
-        async with anyio.create_task_group() as task_group:
-            for _ in range(inflight):
-                task_group.start_soon(worker)
-        elapsed = time.perf_counter() - started
-    return summary(inflight, done, elapsed, latencies)
+def echo_request() -> RemotingCommand:
+    return RemotingCommand.request(ECHO_CODE, None, BODY)
 
 
-async def measure_pipelined(address: str, inflight: int, warmup: float, duration: float) -> dict:
-    """A lean load generator: exactly ``inflight`` requests outstanding, no task per
-    request, one write per chunk read. It measures what the server path can take."""
-    host, port = parse_address(address)
-    stream = await TcpTransport().connect(host, port)
-    decoder = FrameDecoder()
-    opaques = OpaqueSequence()
-    sent_at: dict[int, float] = {}
-    latencies: list[float] = []
-
-    def requests(count: int) -> bytes:
-        parts: list[bytes] = []
-        now = time.perf_counter()
-        for _ in range(count):
-            request = RemotingCommand.request(ECHO_CODE, None, BODY)
-            request.opaque = opaques.next()
-            sent_at[request.opaque] = now
-            encode_into(request, parts)
-        return b"".join(parts)
-
-    async def run_for(seconds: float, record: bool) -> int:
-        answered = 0
-        stop_at = time.perf_counter() + seconds
-        await stream.send(requests(inflight))
-        while True:
-            responses = decoder.feed(await stream.receive(RECEIVE_SIZE))
-            now = time.perf_counter()
-            for response in responses:
-                assert len(response.body) == len(BODY)
-                started = sent_at.pop(response.opaque)
-                if record and len(latencies) < 200_000:
-                    latencies.append(now - started)
-            answered += len(responses)
-            if now >= stop_at:
-                break
-            if responses:
-                await stream.send(requests(len(responses)))
-        while sent_at:  # let the last requests in flight come back
-            for response in decoder.feed(await stream.receive(RECEIVE_SIZE)):
-                sent_at.pop(response.opaque)
-        return answered
-
-    async with stream:
-        await run_for(warmup, False)
-        started = time.perf_counter()
-        done = await run_for(duration, True)
-        elapsed = time.perf_counter() - started
-    return summary(inflight, done, elapsed, latencies)
-
-
-def summary(inflight: int, done: int, elapsed: float, latencies: list[float]) -> dict:
-    latencies.sort()
-
-    def percentile(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1e6
-
-    return {
-        "inflight": inflight,
-        "responses": done,
-        "seconds": round(elapsed, 3),
-        "responses_per_s": round(done / elapsed),
-        "p50_us": round(percentile(0.50), 1),
-        "p99_us": round(percentile(0.99), 1),
-    }
-
-
-def pinned(command: list[str], core: int | None) -> list[str]:
-    if core is None or shutil.which("taskset") is None:
-        return command
-    return ["taskset", "-c", str(core), *command]
+def check_echo(response: RemotingCommand) -> None:
+    assert len(response.body) == len(BODY)
 
 
 def main() -> int:
@@ -195,18 +84,17 @@ def main() -> int:
 
         async def client_main() -> None:
             for kind in args.clients.split(","):
-                measure_one = {"pipelined": measure_pipelined, "sdk": measure}[kind]
                 for inflight in inflights:
-                    row = await measure_one(args.client, inflight, args.warmup, args.duration)
+                    row = await MEASURES[kind](
+                        args.client, echo_request, check_echo, inflight, args.warmup, args.duration
+                    )
                     results.append({"client": kind, **row})
 
         run_backend(client_main, args.backend, use_uvloop)
         sys.stdout.write(orjson.dumps(results).decode())
         return 0
 
-    server_core, client_core = {"split": (1, 0), "same": (0, 0), "none": (None, None)}[
-        args.placement
-    ]
+    server_core, client_core = PLACEMENTS[args.placement]
     common = ["--backend", args.backend] + (["--no-uvloop"] if args.no_uvloop else [])
     with tempfile.TemporaryDirectory() as scratch:
         port_file = os.path.join(scratch, "address")
@@ -251,22 +139,10 @@ def main() -> int:
         "backend": args.backend + ("+uvloop" if args.backend == "asyncio" and use_uvloop else ""),
         "placement": args.placement,
         "body_bytes": len(BODY),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **machine(),
     }
-    print(f"remoting_rr  {setup['backend']}  placement={args.placement}  body={len(BODY)} B")
-    print(f"{'client':>9}  {'in flight':>9}  {'responses/s':>12}  {'p50 us':>8}  {'p99 us':>8}")
-    for row in results:
-        print(
-            f"{row['client']:>9}  {row['inflight']:>9}  {row['responses_per_s']:>12,}"
-            f"  {row['p50_us']:>8}  {row['p99_us']:>8}"
-        )
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_bytes(
-        orjson.dumps({"setup": setup, "results": results}, option=orjson.OPT_INDENT_2)
-    )
-    print(f"wrote {args.output}")
+    title = f"remoting_rr  {setup['backend']}  placement={args.placement}  body={len(BODY)} B"
+    report(title, setup, results, args.output)
     return 0
 
 

@@ -1,0 +1,187 @@
+"""Shared load generators and reporting for the request/response benchmarks.
+
+``measure_pipelined`` keeps exactly N requests outstanding on one connection with no
+task per request (it measures what the server can take); ``measure_sdk`` drives the
+same load through RemotingClient, one task per request in flight (what an SDK user
+gets). Both warm up first, then count for ``duration`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+from rocketmq_transport_tcp import TcpTransport
+
+from rocketmq_core.protocol.codec import FrameDecoder, encode_into
+from rocketmq_core.protocol.command import OpaqueSequence, RemotingCommand
+from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.remoting.connection import RECEIVE_SIZE
+from rocketmq_core.remoting.transport import parse_address
+
+MakeRequest = Callable[[], RemotingCommand]
+Check = Callable[[RemotingCommand], None]
+
+
+def run_backend(main: Callable[[], Any], backend: str, use_uvloop: bool) -> None:
+    options = {"use_uvloop": True} if backend == "asyncio" and use_uvloop else {}
+    anyio.run(main, backend=backend, backend_options=options)
+
+
+async def measure_sdk(
+    address: str,
+    make_request: MakeRequest,
+    check: Check,
+    inflight: int,
+    warmup: float,
+    duration: float,
+) -> dict:
+    latencies: list[float] = []
+    done = 0
+    recording = False
+    stop_at = 0.0
+
+    async with RemotingClient(TcpTransport()) as client:
+
+        async def worker() -> None:
+            nonlocal done
+            while True:
+                started = time.perf_counter()
+                if started >= stop_at:
+                    return
+                check(await client.invoke(address, make_request(), timeout=10))
+                if recording:
+                    done += 1
+                    if len(latencies) < 200_000:
+                        latencies.append(time.perf_counter() - started)
+
+        stop_at = time.perf_counter() + warmup
+        async with anyio.create_task_group() as task_group:
+            for _ in range(inflight):
+                task_group.start_soon(worker)
+        recording = True
+        started = time.perf_counter()
+        stop_at = started + duration
+        async with anyio.create_task_group() as task_group:
+            for _ in range(inflight):
+                task_group.start_soon(worker)
+        elapsed = time.perf_counter() - started
+    return summary(inflight, done, elapsed, latencies)
+
+
+async def measure_pipelined(
+    address: str,
+    make_request: MakeRequest,
+    check: Check,
+    inflight: int,
+    warmup: float,
+    duration: float,
+) -> dict:
+    host, port = parse_address(address)
+    stream = await TcpTransport().connect(host, port)
+    decoder = FrameDecoder()
+    opaques = OpaqueSequence()
+    sent_at: dict[int, float] = {}
+    latencies: list[float] = []
+
+    def requests(count: int) -> bytes:
+        parts: list[bytes] = []
+        now = time.perf_counter()
+        for _ in range(count):
+            request = make_request()
+            request.opaque = opaques.next()
+            sent_at[request.opaque] = now
+            encode_into(request, parts)
+        return b"".join(parts)
+
+    async def run_for(seconds: float, record: bool) -> int:
+        answered = 0
+        stop_at = time.perf_counter() + seconds
+        await stream.send(requests(inflight))
+        while True:
+            responses = decoder.feed(await stream.receive(RECEIVE_SIZE))
+            now = time.perf_counter()
+            for response in responses:
+                check(response)
+                started = sent_at.pop(response.opaque)
+                if record and len(latencies) < 200_000:
+                    latencies.append(now - started)
+            answered += len(responses)
+            if now >= stop_at:
+                break
+            if responses:
+                await stream.send(requests(len(responses)))
+        while sent_at:  # let the last requests in flight come back
+            for response in decoder.feed(await stream.receive(RECEIVE_SIZE)):
+                sent_at.pop(response.opaque)
+        return answered
+
+    async with stream:
+        await run_for(warmup, False)
+        started = time.perf_counter()
+        done = await run_for(duration, True)
+        elapsed = time.perf_counter() - started
+    return summary(inflight, done, elapsed, latencies)
+
+
+MEASURES = {"pipelined": measure_pipelined, "sdk": measure_sdk}
+
+
+def summary(inflight: int, done: int, elapsed: float, latencies: list[float]) -> dict:
+    latencies.sort()
+
+    def percentile(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1e6
+
+    return {
+        "inflight": inflight,
+        "responses": done,
+        "seconds": round(elapsed, 3),
+        "responses_per_s": round(done / elapsed),
+        "p50_us": round(percentile(0.50), 1),
+        "p99_us": round(percentile(0.99), 1),
+    }
+
+
+def pinned(command: list[str], core: int | None) -> list[str]:
+    """``command`` run under ``taskset -c core`` (PERF.md: unpinned runs vary 10x)."""
+    if core is None or shutil.which("taskset") is None:
+        return command
+    return ["taskset", "-c", str(core), *command]
+
+
+PLACEMENTS = {"split": (1, 0), "same": (0, 0), "none": (None, None)}  # (server, client) core
+
+
+def machine() -> dict:
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def report(
+    title: str, setup: dict, results: list[dict], output: str, label: str = "client"
+) -> None:
+    """Print the table and write ``{"setup", "results"}`` as JSON to ``output``."""
+    print(title)
+    width = max(len(label), *(len(str(row[label])) for row in results))
+    print(f"{label:>{width}}  {'in flight':>9}  {'responses/s':>12}  {'p50 us':>8}  {'p99 us':>8}")
+    for row in results:
+        print(
+            f"{row[label]:>{width}}  {row['inflight']:>9}  {row['responses_per_s']:>12,}"
+            f"  {row['p50_us']:>8}  {row['p99_us']:>8}"
+        )
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    Path(output).write_bytes(
+        orjson.dumps({"setup": setup, "results": results}, option=orjson.OPT_INDENT_2)
+    )
+    print(f"wrote {output}")
