@@ -94,14 +94,19 @@ class RouteTable:
         first_registration = broker is None
         if broker is None:
             broker = self.brokers[broker_name] = BrokerData(cluster, broker_name)
-        if zone_name is not None:
+        routes_changed = first_registration  # a refresh alone keeps cached route bodies
+        if zone_name is not None and zone_name != broker.zone_name:
             broker.zone_name = zone_name
+            routes_changed = True
         # one host:port has one role: a slave promoted to master drops its old id
         for other_id, addr in list(broker.broker_addrs.items()):
             if addr == broker_addr and other_id != broker_id:
                 del broker.broker_addrs[other_id]
+                routes_changed = True
         previous_addr = broker.broker_addrs.get(broker_id)
-        broker.broker_addrs[broker_id] = broker_addr
+        if previous_addr != broker_addr:
+            broker.broker_addrs[broker_id] = broker_addr
+            routes_changed = True
         first_registration = first_registration or previous_addr is None
 
         version = topics.data_version if topics is not None else DataVersion()
@@ -112,6 +117,7 @@ class RouteTable:
             and (first_registration or self.data_version_changed(broker_addr, version))
         ):
             self._take_topics(broker_name, topics)
+            routes_changed = True
 
         self.live[broker_addr] = BrokerLiveInfo(
             now,
@@ -123,11 +129,14 @@ class RouteTable:
             cluster,
         )
         servers = list(filter_server_list)
-        if servers:
-            self.filter_servers[broker_addr] = servers
-        else:
-            self.filter_servers.pop(broker_addr, None)
-        self._changed()
+        if servers != self.filter_servers.get(broker_addr, []):
+            if servers:
+                self.filter_servers[broker_addr] = servers
+            else:
+                del self.filter_servers[broker_addr]
+            routes_changed = True
+        if routes_changed:
+            self._changed()
 
         if broker_id != MASTER_ID:
             master = broker.broker_addrs.get(MASTER_ID)

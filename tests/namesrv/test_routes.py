@@ -199,6 +199,8 @@ def test_route_bodies_are_cached_until_the_table_changes():
     register(table, wrapper=topics(1, T=4))
     first = table.route_body("T", standard=True)
     assert table.route_body("T", standard=True) is first
+    register(table, wrapper=topics(1, T=4), now=30_000)  # the periodic re-registration
+    assert table.route_body("T", standard=True) is first
     assert TopicRouteData.decode(first).queue_datas[0].write_queue_nums == 4
     register(table, wrapper=topics(2, T=8))
     assert (
@@ -219,7 +221,11 @@ def test_routes_returned_are_copies():
 
 
 @pytest.mark.parametrize("zone", ["zone-1"])
-def test_zone_name_is_kept(zone):
+def test_zone_name_and_filter_servers_are_in_the_route(zone):
     table = RouteTable()
-    register(table, wrapper=topics(T=1), zone_name=zone)
-    assert table.route("T").broker_datas[0].zone_name == zone
+    register(table, wrapper=topics(T=1), zone_name=zone, filter_server_list=["10.0.0.1:30000"])
+    route = table.route("T")
+    assert route.broker_datas[0].zone_name == zone
+    assert route.filter_server_table == {A_MASTER: ["10.0.0.1:30000"]}
+    register(table, wrapper=topics(T=1))
+    assert table.route("T").filter_server_table == {}
