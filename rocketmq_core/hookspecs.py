@@ -78,8 +78,11 @@ def rocketmq_register_processors(register: ProcessorRegister) -> None:
 def rocketmq_register_stores(register: NamedRegister) -> None:
     """Register message stores: ``register(name, factory)``.
 
-    ``factory(config)`` returns an object implementing
-    ``rocketmq_core.store.api.MessageStore``. Chosen by ``--store NAME``.
+    ``factory(config, flush_policy)`` returns an object implementing
+    ``rocketmq_core.store.api.MessageStore`` (``config`` is a ``StoreConfig``,
+    ``flush_policy`` the chosen FlushPolicy); ``rocketmq_core.store.loader.create_store``
+    builds one and attaches the dispatchers. Chosen by ``--store NAME``; the core
+    ships ``memory``.
     """
 
 
@@ -87,9 +90,12 @@ def rocketmq_register_stores(register: NamedRegister) -> None:
 def rocketmq_register_dispatchers(register: NamedRegister) -> None:
     """Register CommitLog dispatchers: ``register(name, factory)``.
 
-    A dispatcher is told of every appended message (and, during recovery, of every
-    message after the last consistent point) and builds a derived structure: the
-    consume queue, the key index, a timer wheel. Every registered dispatcher runs.
+    ``factory(store)`` returns a callable taking a ``DispatchRequest``, or None when it
+    has nothing to do for that store. It is told of every appended record, in log
+    order, once (and, during recovery, of every record after the last consistent
+    point) and builds a derived structure: the consume queue, the key index, a timer
+    wheel. Every registered dispatcher runs, built-ins (``consume_queue``, ``index``,
+    which write through the store's ``put_position`` / ``put_index``) first.
     """
 
 
@@ -106,9 +112,10 @@ def rocketmq_register_allocation_strategies(register: NamedRegister) -> None:
 def rocketmq_register_flush_policies(register: NamedRegister) -> None:
     """Register flush policies: ``register(name, factory)``.
 
-    A flush policy decides when appended bytes are made durable (``async``: in the
-    background by interval and dirty pages; ``sync``: group commit before the
-    producer is answered). Chosen by ``flushDiskType`` / ``--flush NAME``.
+    ``factory(store_config)`` returns a ``rocketmq_core.store.flush.FlushPolicy``: pure
+    decisions of when appended bytes are made durable (``async``: in the background
+    by interval and dirty pages; ``sync``: group commit before the producer is
+    answered). Chosen by ``flushDiskType`` / ``--flush NAME``.
     """
 
 

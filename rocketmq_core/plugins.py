@@ -30,6 +30,7 @@ DISABLE_ENV = "ROCKETMQ_DISABLE_PLUGINS"
 BUILTIN_PLUGINS = (
     "rocketmq_core.builtin.plugins_command",
     "rocketmq_core.builtin.namesrv",
+    "rocketmq_core.builtin.store",
 )
 
 

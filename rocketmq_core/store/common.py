@@ -1,0 +1,99 @@
+"""Rules every store applies the same way: what a message may be, which records get a
+consume-queue entry, what a read at the edges of a queue answers."""
+
+from __future__ import annotations
+
+from ..protocol.message import (
+    MAX_PROPERTIES_LENGTH,
+    TRANSACTION_COMMIT,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK,
+    property_value,
+    tags_code,
+)
+from .api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus, StoreConfig
+
+MAX_TOPIC_LENGTH = 255  # 5.x: %RETRY%/%DLQ% topics may exceed 127 (written as V2 records)
+
+
+def refusal(message: MessageToStore, config: StoreConfig) -> PutResult | None:
+    """Why ``message`` cannot be stored, or None when it can."""
+    if len(message.body) > config.max_message_size:
+        return PutResult(
+            PutStatus.MESSAGE_ILLEGAL,
+            remark=f"the message body is {len(message.body)} bytes;"
+            f" maxMessageSize is {config.max_message_size}",
+        )
+    if len(message.properties) > MAX_PROPERTIES_LENGTH:
+        return PutResult(
+            PutStatus.PROPERTIES_SIZE_EXCEEDED,
+            remark=f"the message properties are {len(message.properties)} bytes;"
+            f" at most {MAX_PROPERTIES_LENGTH} fit",
+        )
+    topic_length = len(message.topic.encode())
+    if not 0 < topic_length <= MAX_TOPIC_LENGTH:
+        return PutResult(
+            PutStatus.MESSAGE_ILLEGAL,
+            remark=f"the topic is {topic_length} bytes; 1 to {MAX_TOPIC_LENGTH} are allowed",
+        )
+    if not 0 <= message.queue_id <= 0x7FFFFFFF:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {message.queue_id}")
+    return None
+
+
+def enters_consume_queue(sys_flag: int) -> bool:
+    """Prepared and rolled-back transaction records are in the log but in no queue."""
+    kind = sys_flag & TRANSACTION_MASK
+    return kind in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT)
+
+
+def is_rollback(sys_flag: int) -> bool:
+    return sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK
+
+
+def waits_for_flush(message: MessageToStore) -> bool:
+    """``WAIT=false`` sends do not wait for the sync flush (Java and C++ default true)."""
+    return property_value(message.properties, b"WAIT") != b"false"
+
+
+def message_tags_code(message: MessageToStore) -> int:
+    if message.tags_code is not None:
+        return message.tags_code
+    tags = property_value(message.properties, b"TAGS")
+    return tags_code(tags.decode()) if tags else 0
+
+
+def dispatch_keys(properties: bytes) -> tuple[str | None, str | None]:
+    """(KEYS, UNIQ_KEY) of an encoded properties string."""
+    keys = property_value(properties, b"KEYS")
+    uniq = property_value(properties, b"UNIQ_KEY")
+    return (keys.decode() if keys else None, uniq.decode() if uniq else None)
+
+
+def index_keys(keys: str | None, uniq_key: str | None) -> list[str]:
+    """The keys a record is indexed under: UNIQ_KEY and each KEYS token."""
+    result = [uniq_key] if uniq_key else []
+    if keys:
+        result.extend(key for key in keys.split(" ") if key)
+    return result
+
+
+def edge_result(offset: int, min_offset: int, max_offset: int) -> GetResult | None:
+    """The answer for an offset outside [min, max), or None when entries can be read."""
+    if max_offset == 0:
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+    if offset < min_offset:
+        return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+    if offset == max_offset:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+    if offset > max_offset:
+        return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+    return None
+
+
+def tag_matches(tags: frozenset[int] | None, code: int) -> bool:
+    # subscriptions hold int32 hash codes; the queue slot is 64-bit (delivery times)
+    if tags is None:
+        return True
+    return ((code + 0x80000000) & 0xFFFFFFFF) - 0x80000000 in tags

@@ -1,0 +1,77 @@
+"""Flush policies: pure decisions of when to make appended bytes durable (STORE.md §10).
+
+A policy reads no clock and does no I/O: the store's Flusher asks it, with the
+numbers, whether to flush now or how long to wait. Built-ins ``async`` and ``sync`` are
+registered through ``rocketmq_register_flush_policies`` and chosen by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from .api import StoreConfig
+
+PAGE_SIZE = 4096
+
+
+class FlushPolicy(Protocol):
+    name: str
+    # puts wait until their bytes are durable (group commit), up to ``timeout`` seconds
+    waits: bool
+    timeout: float
+
+    def delay(self, dirty_bytes: int, since_last_flush: float, waiters: int) -> float:
+        """Seconds until the next flush; 0 means flush now."""
+
+
+@dataclass(frozen=True)
+class AsyncFlush:
+    """Flush in the background: every ``interval`` once ``least_bytes`` are dirty, and
+    whatever is dirty every ``thorough_interval``. Puts return after the append."""
+
+    interval: float = 0.5
+    least_bytes: int = 4 * PAGE_SIZE
+    thorough_interval: float = 10.0
+    name: str = "async"
+    waits: bool = False
+    timeout: float = 0.0
+
+    def delay(self, dirty_bytes: int, since_last_flush: float, waiters: int) -> float:
+        if dirty_bytes <= 0:
+            return self.interval
+        if dirty_bytes >= self.least_bytes or since_last_flush >= self.thorough_interval:
+            return 0.0
+        return min(self.interval, self.thorough_interval - since_last_flush)
+
+    @classmethod
+    def from_config(cls, config: StoreConfig) -> AsyncFlush:
+        return cls(
+            config.flush_interval,
+            config.flush_least_pages * PAGE_SIZE,
+            config.flush_thorough_interval,
+        )
+
+
+@dataclass(frozen=True)
+class SyncFlush:
+    """Group commit: a put returns once a flush covers it; the puts that arrive while one
+    flush runs share the next. Past ``timeout`` the put answers FLUSH_DISK_TIMEOUT."""
+
+    timeout: float = 5.0
+    idle_interval: float = 1.0  # dirty bytes of puts that did not wait (WAIT=false)
+    name: str = "sync"
+    waits: bool = True
+
+    def delay(self, dirty_bytes: int, since_last_flush: float, waiters: int) -> float:
+        if waiters:
+            return 0.0
+        return (
+            self.idle_interval
+            if dirty_bytes <= 0
+            else max(0.0, self.idle_interval - since_last_flush)
+        )
+
+    @classmethod
+    def from_config(cls, config: StoreConfig) -> SyncFlush:
+        return cls(timeout=config.sync_flush_timeout)

@@ -1,0 +1,350 @@
+"""MemoryStore: the reference MessageStore, in memory only.
+
+Deliberately plain (dicts and lists, no segments), so that it can serve as the model
+the conformance suite compares other stores with, and as the embedded broker's store
+in test suites. Records are still encoded in the stored layout: pulls return them as
+real brokers do.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ..protocol.message import (
+    BORNHOST_V6,
+    STOREHOST_V6,
+    body_crc,
+    host_is_v6,
+    record_size,
+    write_record,
+)
+from .api import (
+    Dispatcher,
+    DispatchRequest,
+    GetResult,
+    GetStatus,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+    QueryResult,
+    StoreClosedError,
+    StoreConfig,
+    TagFilter,
+)
+from .common import (
+    dispatch_keys,
+    edge_result,
+    enters_consume_queue,
+    index_keys,
+    is_rollback,
+    message_tags_code,
+    refusal,
+    tag_matches,
+)
+
+SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 bytes in Java)
+
+
+class _Queue:
+    __slots__ = ("entries", "min_offset", "next_offset")
+
+    def __init__(self) -> None:
+        self.min_offset = 0
+        self.next_offset = 0  # assigned at put; entries catch up at dispatch
+        self.entries: list[tuple[int, int, int, int]] = []  # phys, size, tags code, time
+
+    @property
+    def max_offset(self) -> int:
+        return self.min_offset + len(self.entries)
+
+
+class MemoryStore:
+    """A MessageStore without persistence: a reopened MemoryStore is empty."""
+
+    def __init__(self, config: StoreConfig, flush_policy: Any = None) -> None:
+        self.config = config  # nothing to flush: the policy is accepted and unused
+        self._records: dict[int, bytes] = {}
+        self._offsets: list[int] = []  # commit-log offsets in log order
+        self._times: list[int] = []  # store time of each, same order
+        self._next_phys = 0
+        self._queues: dict[tuple[str, int], _Queue] = {}
+        self._index: dict[tuple[str, str], list[tuple[int, int]]] = {}
+        self._index_last = (0, 0)
+        self._dispatchers: list[Dispatcher] = []
+        self._last_time = 0
+        self._closed = False
+        self._puts = 0
+
+    async def open(self) -> None:
+        self._closed = False
+
+    async def close(self) -> None:
+        self._closed = True
+
+    def add_dispatcher(self, dispatcher: Dispatcher) -> None:
+        self._dispatchers.append(dispatcher)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the memory store is closed")
+
+    def _now(self) -> int:
+        # store times never go backwards in log order (Java takes them under the put lock)
+        self._last_time = max(self._last_time, time.time_ns() // 1_000_000)
+        return self._last_time
+
+    # --- writing ---------------------------------------------------------------------------
+
+    async def put(self, message: MessageToStore) -> PutResult:
+        return await self.put_batch((message,))
+
+    async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
+        self._check_open()
+        if not messages:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch")
+        first = messages[0]
+        for message in messages:
+            refused = refusal(message, self.config)
+            if refused is not None:
+                return refused
+            if (message.topic, message.queue_id) != (first.topic, first.queue_id):
+                return PutResult(
+                    PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
+                )
+        store_time = self._now()
+        result = PutResult(PutStatus.PUT_OK, store_timestamp=store_time)
+        for message in messages:
+            phys, queue_offset = self._append(message, store_time)
+            if result.commit_log_offset < 0:
+                result.commit_log_offset, result.queue_offset = phys, queue_offset
+            result.msg_ids.append((self.config.store_host + phys.to_bytes(8, "big")).hex().upper())
+        self._puts += len(messages)
+        return result
+
+    def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int]:
+        store_host = self.config.store_host
+        sys_flag = message.sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)
+        if host_is_v6(message.born_host):
+            sys_flag |= BORNHOST_V6
+        if host_is_v6(store_host):
+            sys_flag |= STOREHOST_V6
+        queue = self._queues.get((message.topic, message.queue_id))
+        if queue is None:
+            queue = self._queues[(message.topic, message.queue_id)] = _Queue()
+        in_queue = enters_consume_queue(sys_flag)
+        queue_offset = queue.next_offset if in_queue else 0
+        if in_queue:
+            queue.next_offset += 1
+        topic = message.topic.encode()
+        size = record_size(
+            len(message.body),
+            len(topic),
+            len(message.properties),
+            bool(sys_flag & BORNHOST_V6),
+            bool(sys_flag & STOREHOST_V6),
+        )
+        phys = self._next_phys
+        record = bytearray(size)
+        write_record(
+            record,
+            0,
+            size=size,
+            body=message.body,
+            body_crc=body_crc(message.body),
+            topic=topic,
+            properties=message.properties,
+            queue_id=message.queue_id,
+            flag=message.flag,
+            queue_offset=queue_offset,
+            physical_offset=phys,
+            sys_flag=sys_flag,
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            store_timestamp=store_time,
+            store_host=store_host,
+            reconsume_times=message.reconsume_times,
+            prepared_transaction_offset=message.prepared_transaction_offset,
+        )
+        self._records[phys] = bytes(record)
+        self._offsets.append(phys)
+        self._times.append(store_time)
+        self._next_phys += size
+        keys, uniq_key = dispatch_keys(message.properties)
+        request = DispatchRequest(
+            message.topic,
+            message.queue_id,
+            phys,
+            size,
+            message_tags_code(message),
+            store_time,
+            queue_offset,
+            keys,
+            uniq_key,
+            sys_flag,
+            message.prepared_transaction_offset,
+        )
+        for dispatcher in self._dispatchers:
+            dispatcher(request)
+        return phys, queue_offset
+
+    def put_position(self, request: DispatchRequest) -> None:
+        """The consume-queue dispatcher's target."""
+        if not enters_consume_queue(request.sys_flag):
+            return
+        queue = self._queues.get((request.topic, request.queue_id))
+        if queue is None:
+            queue = self._queues[(request.topic, request.queue_id)] = _Queue()
+        if request.queue_offset != queue.max_offset:
+            return  # already there: dispatch is idempotent
+        queue.entries.append(
+            (request.commit_log_offset, request.size, request.tags_code, request.store_timestamp)
+        )
+        queue.next_offset = max(queue.next_offset, queue.max_offset)
+
+    def put_index(self, request: DispatchRequest) -> None:
+        """The index dispatcher's target."""
+        if not self.config.message_index_enable or is_rollback(request.sys_flag):
+            return
+        for key in index_keys(request.keys, request.uniq_key):
+            self._index.setdefault((request.topic, key), []).append(
+                (request.commit_log_offset, request.store_timestamp)
+            )
+        self._index_last = (request.store_timestamp, request.commit_log_offset)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags: TagFilter = None,
+        max_bytes: int = 256 * 1024,
+    ) -> GetResult:
+        self._check_open()
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        edge = edge_result(offset, queue.min_offset, queue.max_offset)
+        if edge is not None:
+            return edge
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, queue.min_offset, queue.max_offset)
+        total = 0
+        start = offset - queue.min_offset
+        stop = min(len(queue.entries), start + max(SCAN_LIMIT, max_count))
+        for index in range(start, stop):
+            phys, size, code, _time = queue.entries[index]
+            if not tag_matches(tags, code):
+                result.next_begin_offset = queue.min_offset + index + 1
+                continue
+            if result.records and total + size > max_bytes:
+                break
+            result.records.append(self._records[phys])
+            result.queue_offsets.append(queue.min_offset + index)
+            result.next_begin_offset = queue.min_offset + index + 1
+            total += size
+            if len(result.records) >= max_count:
+                break
+        if result.records:
+            result.status = GetStatus.FOUND
+        return result
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        return queue.min_offset if queue is not None else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        return queue.max_offset if queue is not None else 0
+
+    def queues(self) -> dict[str, list[int]]:
+        result: dict[str, list[int]] = {}
+        for topic, queue_id in self._queues:
+            result.setdefault(topic, []).append(queue_id)
+        return {topic: sorted(ids) for topic, ids in result.items()}
+
+    async def offset_by_time(
+        self, topic: str, queue_id: int, timestamp: int, boundary: str = "lower"
+    ) -> int:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None or not queue.entries:
+            return 0 if queue is None else queue.min_offset
+        times = [entry[3] for entry in queue.entries]
+        if boundary == "upper":
+            index = bisect.bisect_right(times, timestamp) - 1
+            return queue.min_offset + max(index, 0)
+        return queue.min_offset + bisect.bisect_left(times, timestamp)
+
+    async def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None or not queue.entries:
+            return -1
+        return queue.entries[0][3]
+
+    async def message_at(self, commit_log_offset: int) -> bytes | None:
+        self._check_open()
+        return self._records.get(commit_log_offset)
+
+    async def query_by_key(
+        self, topic: str, key: str, max_count: int, begin: int, end: int
+    ) -> QueryResult:
+        self._check_open()
+        result = QueryResult(
+            index_last_update_timestamp=self._index_last[0],
+            index_last_update_phy_offset=self._index_last[1],
+        )
+        for phys, stored in reversed(self._index.get((topic, key), [])):
+            if len(result.records) >= max_count:
+                break
+            record = self._records.get(phys)
+            if record is not None and begin <= stored <= end:
+                result.records.append(record)
+        return result
+
+    # --- retention and counters ------------------------------------------------------------
+
+    async def delete_expired(self, now: float | None = None, force: bool = False) -> int:
+        """Drop records older than ``file_reserved_time``; the newest record always stays."""
+        self._check_open()
+        now_ms = (time.time() if now is None else now) * 1000
+        limit = now_ms - self.config.file_reserved_time * 3600 * 1000
+        expired = bisect.bisect_left(self._times, limit)
+        expired = min(expired, len(self._offsets) - 1)
+        if expired <= 0:
+            return 0
+        for phys in self._offsets[:expired]:
+            del self._records[phys]
+        del self._offsets[:expired]
+        del self._times[:expired]
+        floor = self._offsets[0]
+        for queue in self._queues.values():
+            drop = 0
+            while drop < len(queue.entries) and queue.entries[drop][0] < floor:
+                drop += 1
+            if drop:
+                del queue.entries[:drop]
+                queue.min_offset += drop
+        return expired
+
+    @property
+    def min_commit_log_offset(self) -> int:
+        return self._offsets[0] if self._offsets else self._next_phys
+
+    @property
+    def max_commit_log_offset(self) -> int:
+        return self._next_phys
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "store": "memory",
+            "messages": len(self._offsets),
+            "puts": self._puts,
+            "bytes": self._next_phys - self.min_commit_log_offset,
+            "topics": len({topic for topic, _ in self._queues}),
+            "queues": len(self._queues),
+            "index_keys": len(self._index),
+        }
