@@ -1,0 +1,236 @@
+"""The CommitLog: every record of every topic, appended to mapped files (STORE.md §3).
+
+A record never spans files: when one does not fit (its size plus 8 bytes exceed what
+is left), an 8-byte blank record ends the file and the record goes into the next.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+from rocketmq_core.protocol.message import (
+    BLANK_MAGIC,
+    BLANK_SIZE,
+    BORNHOST_V6,
+    MAGIC_V1,
+    MAGIC_V2,
+    PHYSICAL_OFFSET_AT,
+    STOREHOST_V6,
+    RecordError,
+    StoredMessage,
+    body_crc,
+    decode_record,
+    host_is_v6,
+    record_size,
+    write_blank,
+    write_record,
+)
+from rocketmq_core.store.api import MessageToStore
+
+from .mapped_file import MappedFile, MappedFileQueue, file_name
+
+log = logging.getLogger("rocketmq.store.mmap")
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_LONG = struct.Struct(">q")
+_STORE_TIME_AT = {False: 56, True: 68}  # after an IPv4 / IPv6 born host
+
+
+class CommitLog:
+    def __init__(self, directory: Path, file_size: int, store_host: bytes) -> None:
+        self.files = MappedFileQueue(directory, file_size, reserve=True)
+        self.store_host = store_host
+        self.store_v6 = host_is_v6(store_host)
+        self.next_file: MappedFile | None = None  # made ahead of need, off the hot path
+
+    def load(self) -> None:
+        self.files.load()
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.files.max_offset
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def append(
+        self, message: MessageToStore, topic: bytes, queue_offset: int, store_time: int
+    ) -> tuple[int, int, int]:
+        """Write one record; returns (commit-log offset, size, stored sysFlag).
+
+        Raises DiskFullError (from creating the next file) with nothing written.
+        """
+        sys_flag = message.sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)
+        born_v6 = host_is_v6(message.born_host)
+        if born_v6:
+            sys_flag |= BORNHOST_V6
+        if self.store_v6:
+            sys_flag |= STOREHOST_V6
+        size = record_size(
+            len(message.body), len(topic), len(message.properties), born_v6, self.store_v6
+        )
+        mapped = self._room_for(size)
+        position = mapped.wrote
+        phys = mapped.start + position
+        write_record(
+            mapped.buffer,
+            position,
+            size=size,
+            body=message.body,
+            body_crc=body_crc(message.body),
+            topic=topic,
+            properties=message.properties,
+            queue_id=message.queue_id,
+            flag=message.flag,
+            queue_offset=queue_offset,
+            physical_offset=phys,
+            sys_flag=sys_flag,
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            store_timestamp=store_time,
+            store_host=self.store_host,
+            reconsume_times=message.reconsume_times,
+            prepared_transaction_offset=message.prepared_transaction_offset,
+        )
+        mapped.wrote = position + size
+        return phys, size, sys_flag
+
+    def room_for_batch(self, sizes: list[int]) -> None:
+        """Make sure the whole batch fits in the current file (a batch never spans files)."""
+        self._room_for(sum(sizes))
+
+    def _room_for(self, size: int) -> MappedFile:
+        mapped = self.files.last
+        if mapped is None:
+            return self._roll(0)
+        if size + BLANK_SIZE > mapped.free:
+            if size + BLANK_SIZE > self.files.file_size:
+                raise ValueError(
+                    f"a {size}-byte write cannot fit a {self.files.file_size}-byte CommitLog"
+                    " file; raise mappedFileSizeCommitLog or lower maxMessageSize"
+                )
+            new = self._roll(mapped.end)
+            write_blank(mapped.buffer, mapped.wrote, mapped.free)
+            mapped.wrote = mapped.size
+            return new
+        return mapped
+
+    def _roll(self, start: int) -> MappedFile:
+        ready = self.next_file
+        if ready is not None and ready.start == start:
+            self.next_file = None
+            self.files.files.append(ready)
+            return ready
+        return self.files.create(start)
+
+    def prepare_next_file(self) -> None:
+        """Blocking: create the file after the current one (call from a worker thread)."""
+        last = self.files.last
+        start = last.end if last is not None else 0
+        if self.next_file is None or self.next_file.start != start:
+            self.next_file = MappedFile(
+                self.files.directory / file_name(start),
+                start,
+                self.files.file_size,
+                reserve=True,
+            )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def read(self, phys: int, size: int) -> memoryview | None:
+        mapped = self.files.find(phys)
+        if mapped is None:
+            return None
+        position = phys - mapped.start
+        if position + size > mapped.wrote:
+            return None
+        return mapped.buffer[position : position + size]
+
+    def record_at(self, phys: int) -> memoryview | None:
+        """The record starting exactly at ``phys`` (checked by its own offset field)."""
+        mapped = self.files.find(phys)
+        if mapped is None:
+            return None
+        position = phys - mapped.start
+        if position + PHYSICAL_OFFSET_AT + 8 > mapped.wrote:
+            return None
+        size, magic = _SIZE_MAGIC.unpack_from(mapped.buffer, position)
+        if magic not in (MAGIC_V1, MAGIC_V2) or position + size > mapped.wrote:
+            return None
+        (own_offset,) = _LONG.unpack_from(mapped.buffer, position + PHYSICAL_OFFSET_AT)
+        if own_offset != phys:
+            return None
+        return mapped.buffer[position : position + size]
+
+    def store_time_at(self, phys: int) -> int:
+        record = self.record_at(phys)
+        if record is None:
+            return -1
+        (sys_flag,) = struct.unpack_from(">i", record, 36)
+        at = _STORE_TIME_AT[bool(sys_flag & BORNHOST_V6)]
+        return _LONG.unpack_from(record, at)[0]
+
+    # --- recovery --------------------------------------------------------------------------
+
+    def scan(self, start: int, check_crc: bool) -> Iterator[tuple[int, StoredMessage]]:
+        """Valid records from ``start`` on, stopping at the first invalid one.
+
+        Sets ``self.scan_end`` to the offset after the last valid record (or blank).
+        """
+        position = max(start, self.files.min_offset)
+        self.scan_end = position
+        while True:
+            mapped = self.files.find(position)
+            if mapped is None:
+                return
+            relative = position - mapped.start
+            if relative + BLANK_SIZE > mapped.size:
+                return
+            size, magic = _SIZE_MAGIC.unpack_from(mapped.buffer, relative)
+            if magic == BLANK_MAGIC:
+                if size != mapped.size - relative:
+                    return  # a blank record must close its file exactly
+                position = mapped.end
+                self.scan_end = position
+                continue
+            try:
+                message = decode_record(mapped.buffer, relative, check_crc=check_crc)
+            except RecordError as exc:
+                if size != 0 or magic != 0:
+                    log.warning("CommitLog ends at %d: %s", position, exc)
+                return
+            if message.commit_log_offset != position:
+                log.warning("CommitLog ends at %d: a record that belongs elsewhere", position)
+                return
+            yield position, message
+            position += size
+            self.scan_end = position
+
+    def truncate_after(self, offset: int, zero: bool) -> None:
+        self.files.truncate_after(offset, zero)
+        if self.next_file is not None:
+            self.next_file.close()
+            self.next_file.path.unlink(missing_ok=True)
+            self.next_file = None
+
+    # --- durability and retention ----------------------------------------------------------
+
+    def sync(self, upto: int) -> None:
+        """Blocking: fdatasync every file holding bytes below ``upto`` not yet flushed."""
+        for mapped in list(self.files.files):
+            if mapped.start >= upto:
+                break
+            if mapped.flushed < mapped.wrote:
+                mapped.sync()
+
+    def close(self) -> None:
+        self.files.close()
+        if self.next_file is not None:
+            self.next_file.close()
+            self.next_file = None

@@ -1,0 +1,129 @@
+"""ConsumeQueue: one topic/queue's index into the CommitLog, 20 bytes per message
+(STORE.md §4): CommitLog offset, record size, tags code. Queue offset N is entry N."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from .mapped_file import MappedFileQueue
+
+ENTRY = struct.Struct(">qiq")
+ENTRY_SIZE = ENTRY.size  # 20
+_BLANK_ENTRY = ENTRY.pack(0, 0x7FFFFFFF, 0)  # a hole before the first real entry
+
+
+class ConsumeQueue:
+    __slots__ = ("files", "min_offset", "queue_id", "topic")
+
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+        if file_size % ENTRY_SIZE:
+            raise ValueError(f"mappedFileSizeConsumeQueue {file_size} is not a multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(root / topic / str(queue_id), file_size, reserve=False)
+        self.min_offset = 0
+
+    @property
+    def max_offset(self) -> int:
+        """Entries so far: the next queue offset."""
+        return self.files.max_offset // ENTRY_SIZE
+
+    def load_and_recover(self) -> None:
+        """Map the files; the queue ends at the first entry that is not valid."""
+        self.files.load()
+        end = self.files.min_offset
+        for mapped in self.files.files:
+            valid = 0
+            for phys, size, _code in ENTRY.iter_unpack(mapped.buffer):
+                if phys < 0 or size <= 0:
+                    break
+                valid += ENTRY_SIZE
+            end = mapped.start + valid
+            if valid < mapped.size:
+                break
+        self.files.truncate_after(end)
+        self.min_offset = self.files.min_offset // ENTRY_SIZE
+
+    def append(self, queue_offset: int, phys: int, size: int, tags_code: int) -> None:
+        """Add the entry for ``queue_offset``; one already there is left as it is."""
+        expected = self.max_offset
+        if queue_offset < expected:
+            return
+        while expected < queue_offset:  # a hole (queue offsets reset): keep offsets aligned
+            self._write(_BLANK_ENTRY)
+            expected += 1
+        self._write(ENTRY.pack(phys, size, tags_code))
+
+    def _write(self, entry: bytes) -> None:
+        mapped = self.files.last
+        if mapped is None or mapped.free < ENTRY_SIZE:
+            mapped = self.files.create(mapped.end if mapped is not None else 0)
+        position = mapped.wrote
+        mapped.buffer[position : position + ENTRY_SIZE] = entry
+        mapped.wrote = position + ENTRY_SIZE
+
+    def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
+        mapped = self.files.find(queue_offset * ENTRY_SIZE)
+        if mapped is None:
+            return None
+        position = queue_offset * ENTRY_SIZE - mapped.start
+        if position + ENTRY_SIZE > mapped.wrote:
+            return None
+        return ENTRY.unpack_from(mapped.buffer, position)
+
+    def entries(self, queue_offset: int, count: int) -> memoryview:
+        """Up to ``count`` packed entries from ``queue_offset``, within one file."""
+        mapped = self.files.find(queue_offset * ENTRY_SIZE)
+        if mapped is None:
+            return memoryview(b"")
+        position = queue_offset * ENTRY_SIZE - mapped.start
+        end = min(mapped.wrote, position + count * ENTRY_SIZE)
+        return mapped.buffer[position:end]
+
+    def last_phys_end(self) -> int:
+        """The CommitLog offset just after the last record this queue refers to."""
+        if self.max_offset <= self.min_offset:
+            return -1
+        entry = self.entry(self.max_offset - 1)
+        return entry[0] + entry[1] if entry is not None else -1
+
+    def truncate_from_phys(self, phys_end: int) -> None:
+        """Drop entries that refer at or after ``phys_end`` (the CommitLog was cut there)."""
+        offset = self.max_offset
+        while offset > self.min_offset:
+            entry = self.entry(offset - 1)
+            if entry is None or entry[0] + entry[1] <= phys_end or entry[1] == 0x7FFFFFFF:
+                break
+            offset -= 1
+        if offset != self.max_offset:
+            self.files.truncate_after(offset * ENTRY_SIZE)
+
+    def correct_min_offset(self, commit_log_min: int) -> None:
+        """The first entry whose record is still in the CommitLog is the min offset."""
+        offset = max(self.min_offset, self.files.min_offset // ENTRY_SIZE)
+        while offset < self.max_offset:
+            entry = self.entry(offset)
+            if entry is not None and entry[0] >= commit_log_min and entry[1] != 0x7FFFFFFF:
+                break
+            offset += 1
+        self.min_offset = offset
+
+    def delete_expired(self, commit_log_min: int) -> int:
+        """Delete whole files whose entries all refer below the CommitLog's min offset."""
+        deleted = 0
+        while len(self.files.files) > 1:
+            first = self.files.files[0]
+            last_entry = ENTRY.unpack_from(first.buffer, first.size - ENTRY_SIZE)
+            if last_entry[0] + last_entry[1] > commit_log_min:
+                break
+            self.files.delete_first()
+            deleted += 1
+        self.correct_min_offset(commit_log_min)
+        return deleted
+
+    def sync(self) -> None:
+        self.files.sync()
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,208 @@
+"""Mapped files and queues of them (STORE.md §2).
+
+A MappedFileQueue is a directory of fixed-size files, each named by the 20-digit
+global offset of its first byte; offsets run on across files. Creating, syncing and
+deleting files are blocking calls: the store makes them from worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import mmap
+import os
+from pathlib import Path
+
+log = logging.getLogger("rocketmq.store.mmap")
+
+MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault pages in writable, without I/O
+
+
+class DiskFullError(OSError):
+    """No room to create the next file: refuse the write, corrupt nothing."""
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One file mapped in full. ``wrote`` is the write position inside it."""
+
+    __slots__ = ("buffer", "flushed", "mapping", "path", "size", "start", "touched", "wrote")
+
+    def __init__(self, path: Path, start: int, size: int, *, reserve: bool) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        exists = path.exists()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not exists or os.fstat(fd).st_size < size:
+                if reserve:
+                    # real blocks, not a sparse file: a full disk fails here, not as SIGBUS
+                    try:
+                        os.posix_fallocate(fd, 0, size)
+                    except OSError as exc:
+                        if exc.errno == errno.ENOSPC:
+                            raise DiskFullError(
+                                exc.errno, f"no space for the {size}-byte file {path}"
+                            ) from None
+                        raise
+                else:
+                    os.ftruncate(fd, size)
+            elif os.fstat(fd).st_size != size:
+                raise ValueError(
+                    f"{path} is {os.fstat(fd).st_size} bytes, not {size}:"
+                    " the configured file size changed, or the file is damaged"
+                )
+            self.mapping = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            if not exists:
+                path.unlink(missing_ok=True)
+            raise
+        os.close(fd)  # the mapping keeps the file; fdatasync reopens when it needs a descriptor
+        self.buffer = memoryview(self.mapping)
+        self.wrote = 0
+        self.flushed = 0
+        self.touched = 0
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def free(self) -> int:
+        return self.size - self.wrote
+
+    def sync(self) -> None:
+        """Make written bytes durable. fdatasync, not msync: msync holds the GIL."""
+        target = self.wrote  # the writer may go on while this runs in a worker thread
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        self.flushed = max(self.flushed, target)
+
+    def pre_touch(self, length: int) -> None:
+        """Fault in the next ``length`` bytes ahead of the writer (first touch costs)."""
+        start = self.touched
+        end = min(self.size, start + length)
+        if end <= start:
+            return
+        # on an older kernel pages fault in on first write instead
+        with contextlib.suppress(OSError, ValueError):
+            self.mapping.madvise(MADV_POPULATE_WRITE, start, end - start)
+        self.touched = end
+
+    def zero_from(self, position: int) -> None:
+        """Erase everything after ``position``: old bytes there must never look like records.
+
+        Through the file, not the mapping, so untouched pages stay out of our memory.
+        """
+        chunk = bytes(1 << 20)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            while position < self.size:
+                length = min(len(chunk), self.size - position)
+                os.pwrite(fd, chunk[:length], position)
+                position += length
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        self.buffer.release()
+        self.mapping.close()
+
+
+class MappedFileQueue:
+    """Files of ``file_size`` bytes in ``directory``, addressed by global offset."""
+
+    def __init__(self, directory: Path, file_size: int, *, reserve: bool) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.reserve = reserve
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map every existing file, in offset order."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.directory.iterdir() if p.name.isdigit())
+        for path in names:
+            start = int(path.name)
+            if start % self.file_size:
+                raise ValueError(
+                    f"{path}: its offset is not a multiple of the file size {self.file_size}"
+                )
+            mapped = MappedFile(path, start, self.file_size, reserve=self.reserve)
+            mapped.wrote = mapped.flushed = self.file_size  # until recovery says otherwise
+            self.files.append(mapped)
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """The global offset of the next byte to write."""
+        last = self.last
+        return last.start + last.wrote if last is not None else 0
+
+    def create(self, start: int) -> MappedFile:
+        mapped = MappedFile(
+            self.directory / file_name(start), start, self.file_size, reserve=self.reserve
+        )
+        self.files.append(mapped)
+        return mapped
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding global ``offset``."""
+        if not self.files or offset < self.files[0].start:
+            return None
+        index = (offset - self.files[0].start) // self.file_size
+        if index >= len(self.files):
+            return None
+        mapped = self.files[index]
+        return mapped if mapped.start <= offset < mapped.end else None
+
+    def truncate_after(self, offset: int, zero: bool = True) -> None:
+        """Recovery: the queue ends at ``offset``; later files go, the rest is zeroed.
+
+        ``zero=False`` when nothing can follow the end (after a clean shutdown).
+        """
+        kept: list[MappedFile] = []
+        for mapped in self.files:
+            if mapped.start < offset or (mapped.start == offset and not kept):
+                kept.append(mapped)
+            else:
+                mapped.close()
+                mapped.path.unlink(missing_ok=True)
+        self.files = kept
+        if kept:
+            last = kept[-1]
+            last.wrote = last.flushed = max(0, min(last.size, offset - last.start))
+            if zero:
+                last.zero_from(last.wrote)
+
+    def delete_first(self) -> MappedFile:
+        mapped = self.files.pop(0)
+        mapped.close()
+        mapped.path.unlink(missing_ok=True)
+        return mapped
+
+    def sync(self) -> None:
+        for mapped in self.files:
+            if mapped.flushed < mapped.wrote:
+                mapped.sync()
+
+    def close(self) -> None:
+        for mapped in self.files:
+            mapped.close()
+        self.files.clear()

@@ -1,0 +1,642 @@
+"""MmapStore: the MessageStore on RocketMQ's on-disk layout (STORE.md §1).
+
+    <root>/commitlog/<20-digit offset>          records of every topic
+    <root>/consumequeue/<topic>/<queue>/<...>   20-byte entries per queue offset
+    <root>/index/<yyyyMMddHHmmssSSS>            key index
+    <root>/checkpoint, abort, lock, config/
+
+One event loop owns the store. Appends and dispatch run inline in ``put`` (no reput
+thread: a message is in its consume queue when ``put`` returns); fdatasync, file
+creation, pre-touching and deletion run in worker threads from background tasks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import fcntl
+import logging
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from rocketmq_core.errors import ConfigError
+from rocketmq_core.protocol.message import host_is_v6, record_size
+from rocketmq_core.store.api import (
+    Dispatcher,
+    DispatchRequest,
+    GetResult,
+    GetStatus,
+    MessageToStore,
+    PutResult,
+    PutStatus,
+    QueryResult,
+    StoreClosedError,
+    StoreConfig,
+    TagFilter,
+)
+from rocketmq_core.store.common import (
+    dispatch_keys,
+    edge_result,
+    enters_consume_queue,
+    message_tags_code,
+    refusal,
+    tag_matches,
+    waits_for_flush,
+)
+from rocketmq_core.store.flush import AsyncFlush, FlushPolicy
+from rocketmq_core.store.flusher import Flusher
+
+from . import retention
+from .checkpoint import Checkpoint
+from .commitlog import CommitLog
+from .consume_queue import ENTRY, ConsumeQueue
+from .index import IndexService
+from .mapped_file import DiskFullError
+from .recovery import TagsCodeRule, recover
+
+log = logging.getLogger("rocketmq.store.mmap")
+
+SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 bytes in Java)
+LOGICS_FLUSH_INTERVAL = 1.0  # flushIntervalConsumeQueue
+CLEANUP_INTERVAL = 10.0  # cleanResourceInterval
+PRE_TOUCH_AHEAD = 8 << 20  # keep this much of the CommitLog faulted in ahead of the writer
+PRE_TOUCH_STEP = 2 << 20
+_BLANK_SIZE = 0x7FFFFFFF
+
+
+class MmapStore:
+    """The ``mmap`` store plugin."""
+
+    def __init__(self, config: StoreConfig, flush_policy: FlushPolicy | None = None) -> None:
+        self.config = config
+        self.policy = flush_policy or AsyncFlush.from_config(config)
+        root = self.root = Path(config.root_dir)
+        self.commitlog = CommitLog(
+            root / "commitlog", config.commit_log_file_size, config.store_host
+        )
+        self.index = IndexService(root / "index", config.max_hash_slot_num, config.max_index_num)
+        self.checkpoint = Checkpoint(root / "checkpoint")
+        self.tags_code_rules: list[TagsCodeRule] = []  # e.g. delivery times of delayed topics
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._next_offsets: dict[tuple[str, int], int] = {}
+        self._dispatchers: list[Dispatcher] = []
+        self._flusher: Flusher | None = None
+        self._task_group: TaskGroup | None = None
+        self._lock_fd: int | None = None
+        self._opened = False
+        self._closed = False
+        self._refusing: str | None = None  # why puts are refused (a full disk)
+        self._last_time = 0
+        self._puts = 0
+        self.recovered_after_crash = False
+        self.replayed = 0
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        # in the event loop's thread: recovery calls the dispatchers, which may be
+        # the broker's and expect to run there
+        self._open_files()
+        self._flusher = Flusher(
+            self.policy,
+            written=lambda: self.commitlog.max_offset,
+            sync=self.commitlog.sync,
+            flushed=self.commitlog.max_offset,
+        )
+        self._opened = True
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        await self._task_group.start(self._flusher.run)
+        self._task_group.start_soon(self._flush_logics_periodically)
+        self._task_group.start_soon(self._prepare_ahead)
+        self._task_group.start_soon(self._clean_periodically)
+
+    def _open_files(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise ConfigError(
+                f"the store {self.root} is in use by another process (its lock file is held)"
+            ) from None
+        abort = self.root / "abort"
+        self.recovered_after_crash = abort.exists()
+        abort.touch()
+        _sync_directory(self.root)
+        (self.root / "config").mkdir(exist_ok=True)
+        self.commitlog.load()
+        self.checkpoint.load()
+        self._load_queues()
+        self.index.load()
+        dispatchers = self._dispatchers
+        end, self.replayed = recover(
+            self.commitlog,
+            self._queues.values(),
+            dispatchers,
+            start=self.checkpoint.dispatched_offset,
+            check_crc=self.config.check_crc_on_recover,
+            after_crash=self.recovered_after_crash,
+            rules=self.tags_code_rules,
+        )
+        for key, queue in self._queues.items():
+            self._next_offsets[key] = queue.max_offset
+        if self.recovered_after_crash:
+            log.warning(
+                "%s was not closed cleanly: recovered to CommitLog offset %d, %d records replayed",
+                self.root,
+                end,
+                self.replayed,
+            )
+
+    def _load_queues(self) -> None:
+        root = self.root / "consumequeue"
+        root.mkdir(exist_ok=True)
+        for topic_dir in sorted(root.iterdir()):
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if not queue_dir.name.isdigit():
+                    continue
+                queue = ConsumeQueue(
+                    root, topic_dir.name, int(queue_dir.name), self.config.consume_queue_file_size
+                )
+                queue.load_and_recover()
+                self._queues[(topic_dir.name, queue.queue_id)] = queue
+
+    async def close(self) -> None:
+        if self._closed or not self._opened:
+            self._closed = True
+            return
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+            await self._task_group.__aexit__(None, None, None)
+            self._task_group = None
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._close_files)
+
+    def _close_files(self) -> None:
+        end = self.commitlog.max_offset
+        self.commitlog.sync(end)
+        for queue in self._queues.values():
+            queue.sync()
+        self.index.sync()
+        self.checkpoint.dispatched_offset = end
+        self.checkpoint.physic_msg_timestamp = self.checkpoint.logics_msg_timestamp = (
+            self._last_time
+        )
+        self.checkpoint.save()
+        self.commitlog.close()
+        for queue in self._queues.values():
+            queue.close()
+        self.index.close()
+        (self.root / "abort").unlink(missing_ok=True)
+        _sync_directory(self.root)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def add_dispatcher(self, dispatcher: Dispatcher) -> None:
+        self._dispatchers.append(dispatcher)
+
+    def _check_open(self) -> None:
+        if self._closed or not self._opened:
+            state = "closed" if self._closed else "not open"
+            raise StoreClosedError(f"the store {self.root} is {state}")
+
+    def _now(self) -> int:
+        self._last_time = max(self._last_time, time.time_ns() // 1_000_000)
+        return self._last_time
+
+    # --- dispatch targets ------------------------------------------------------------------
+
+    def put_position(self, request: DispatchRequest) -> None:
+        """The ``consume_queue`` dispatcher writes here."""
+        if not enters_consume_queue(request.sys_flag):
+            return
+        queue = self._queue(request.topic, request.queue_id)
+        queue.append(
+            request.queue_offset, request.commit_log_offset, request.size, request.tags_code
+        )
+
+    def put_index(self, request: DispatchRequest) -> None:
+        """The ``index`` dispatcher writes here."""
+        self.index.put(request)
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            queue = ConsumeQueue(
+                self.root / "consumequeue", topic, queue_id, self.config.consume_queue_file_size
+            )
+            queue.files.directory.mkdir(parents=True, exist_ok=True)
+            self._queues[(topic, queue_id)] = queue
+        return queue
+
+    # --- writing ---------------------------------------------------------------------------
+
+    async def put(self, message: MessageToStore) -> PutResult:
+        self._check_open()
+        refused = refusal(message, self.config) or self._refusal()
+        if refused is not None:
+            return refused
+        store_time = self._now()
+        try:
+            phys, size, queue_offset = self._append(message, store_time)
+        except DiskFullError as exc:
+            return self._disk_full_result(exc)
+        except ValueError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        self._puts += 1
+        result = PutResult(
+            PutStatus.PUT_OK,
+            phys,
+            queue_offset,
+            [(self.config.store_host + phys.to_bytes(8, "big")).hex().upper()],
+            store_time,
+        )
+        if self.policy.waits and waits_for_flush(message):
+            assert self._flusher is not None
+            if not await self._flusher.wait_durable(phys + size):
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+        return result
+
+    async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
+        self._check_open()
+        if not messages:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch")
+        first = messages[0]
+        for message in messages:
+            refused = refusal(message, self.config)
+            if refused is not None:
+                return refused
+            if (message.topic, message.queue_id) != (first.topic, first.queue_id):
+                return PutResult(
+                    PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
+                )
+        refused = self._refusal()
+        if refused is not None:
+            return refused
+        topic_length = len(first.topic.encode())
+        store_v6 = host_is_v6(self.config.store_host)
+        sizes = [
+            record_size(
+                len(m.body), topic_length, len(m.properties), host_is_v6(m.born_host), store_v6
+            )
+            for m in messages
+        ]
+        try:
+            self.commitlog.room_for_batch(sizes)  # a batch never spans files
+        except DiskFullError as exc:
+            return self._disk_full_result(exc)
+        except ValueError as exc:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        store_time = self._now()
+        result = PutResult(PutStatus.PUT_OK, store_timestamp=store_time)
+        end = 0
+        for message in messages:
+            phys, size, queue_offset = self._append(message, store_time)
+            if result.commit_log_offset < 0:
+                result.commit_log_offset, result.queue_offset = phys, queue_offset
+            result.msg_ids.append((self.config.store_host + phys.to_bytes(8, "big")).hex().upper())
+            end = phys + size
+        self._puts += len(messages)
+        if self.policy.waits and waits_for_flush(first):
+            assert self._flusher is not None
+            if not await self._flusher.wait_durable(end):
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+        return result
+
+    def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int, int]:
+        key = (message.topic, message.queue_id)
+        in_queue = enters_consume_queue(message.sys_flag)
+        queue_offset = self._next_offsets.get(key, 0) if in_queue else 0
+        phys, size, sys_flag = self.commitlog.append(
+            message, message.topic.encode(), queue_offset, store_time
+        )
+        if in_queue:
+            self._next_offsets[key] = queue_offset + 1
+        keys, uniq_key = dispatch_keys(message.properties)
+        request = DispatchRequest(
+            message.topic,
+            message.queue_id,
+            phys,
+            size,
+            message_tags_code(message),
+            store_time,
+            queue_offset,
+            keys,
+            uniq_key,
+            sys_flag,
+            message.prepared_transaction_offset,
+        )
+        for dispatcher in self._dispatchers:
+            dispatcher(request)
+        return phys, size, queue_offset
+
+    def _refusal(self) -> PutResult | None:
+        if self._refusing is not None:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self._refusing)
+        return None
+
+    def _disk_full_result(self, error: OSError) -> PutResult:
+        log.error("cannot create the next CommitLog file: %s", error)
+        return PutResult(
+            PutStatus.CREATE_MAPPED_FILE_FAILED,
+            remark=f"{error.strerror or error}: free disk space under {self.root}",
+        )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags: TagFilter = None,
+        max_bytes: int = 256 * 1024,
+    ) -> GetResult:
+        self._check_open()
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        min_offset, max_offset = queue.min_offset, queue.max_offset
+        edge = edge_result(offset, min_offset, max_offset)
+        if edge is not None:
+            return edge
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        records = result.records
+        total = 0
+        scan_left = max(SCAN_LIMIT, max_count)
+        position = offset
+        read = self.commitlog.read
+        while scan_left > 0 and position < max_offset:
+            entries = queue.entries(position, scan_left)
+            if not entries:
+                break
+            for phys, size, code in ENTRY.iter_unpack(entries):
+                position += 1
+                scan_left -= 1
+                if size == _BLANK_SIZE or not tag_matches(tags, code):
+                    result.next_begin_offset = position
+                    continue
+                if records and total + size > max_bytes:
+                    position -= 1
+                    scan_left = 0
+                    break
+                record = read(phys, size)
+                result.next_begin_offset = position
+                if record is None:
+                    continue  # removed by retention while queued
+                records.append(bytes(record))
+                result.queue_offsets.append(position - 1)
+                total += size
+                if len(records) >= max_count:
+                    scan_left = 0
+                    break
+            entries.release()
+        if records:
+            result.status = GetStatus.FOUND
+        return result
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        return queue.min_offset if queue is not None else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        queue = self._queues.get((topic, queue_id))
+        return queue.max_offset if queue is not None else 0
+
+    def queues(self) -> dict[str, list[int]]:
+        result: dict[str, list[int]] = {}
+        for topic, queue_id in self._queues:
+            result.setdefault(topic, []).append(queue_id)
+        return {topic: sorted(ids) for topic, ids in result.items()}
+
+    def _store_time(self, queue: ConsumeQueue, offset: int) -> int:
+        entry = queue.entry(offset)
+        return self.commitlog.store_time_at(entry[0]) if entry is not None else -1
+
+    async def offset_by_time(
+        self, topic: str, queue_id: int, timestamp: int, boundary: str = "lower"
+    ) -> int:
+        self._check_open()
+        queue = self._queues.get((topic, queue_id))
+        if queue is None:
+            return 0
+        low, high = queue.min_offset, queue.max_offset
+        if low >= high:
+            return low
+        times = _LazyTimes(self, queue, low)
+        if boundary == "upper":
+            return low + max(bisect.bisect_right(times, timestamp, 0, high - low) - 1, 0)
+        return low + bisect.bisect_left(times, timestamp, 0, high - low)
+
+    async def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        self._check_open()
+        queue = self._queues.get((topic, queue_id))
+        if queue is None or queue.max_offset <= queue.min_offset:
+            return -1
+        return self._store_time(queue, queue.min_offset)
+
+    async def message_at(self, commit_log_offset: int) -> bytes | None:
+        self._check_open()
+        record = self.commitlog.record_at(commit_log_offset)
+        return bytes(record) if record is not None else None
+
+    async def query_by_key(
+        self, topic: str, key: str, max_count: int, begin: int, end: int
+    ) -> QueryResult:
+        self._check_open()
+        last_time, last_offset = self.index.last_update
+        result = QueryResult(
+            index_last_update_timestamp=last_time, index_last_update_phy_offset=last_offset
+        )
+        for phys in self.index.query(topic, key, max_count, begin, end):
+            record = self.commitlog.record_at(phys)
+            if record is None:
+                continue
+            stored = self.commitlog.store_time_at(phys)
+            if begin <= stored <= end:
+                result.records.append(bytes(record))
+        return result
+
+    # --- durability, retention, counters ---------------------------------------------------
+
+    async def flush(self) -> None:
+        """Everything appended so far, and the consume queues and index, on disk."""
+        self._check_open()
+        assert self._flusher is not None
+        await self._flusher.flush()
+        await self._flush_logics()
+
+    async def _flush_logics(self) -> None:
+        """Consume queues and index to disk, then the checkpoint that vouches for them."""
+        assert self._flusher is not None
+        covered = self.commitlog.max_offset  # dispatch is inline: entries exist up to here
+        stamp = self._last_time
+
+        def work() -> None:
+            for queue in list(self._queues.values()):
+                queue.sync()
+            self.index.sync()
+
+        await anyio.to_thread.run_sync(work)
+        # never vouch for CommitLog bytes that are not themselves on disk
+        self.checkpoint.dispatched_offset = min(covered, self._flusher.flushed)
+        self.checkpoint.physic_msg_timestamp = self.checkpoint.logics_msg_timestamp = stamp
+        await anyio.to_thread.run_sync(self.checkpoint.save)
+
+    async def _flush_logics_periodically(self) -> None:
+        while True:
+            await anyio.sleep(LOGICS_FLUSH_INTERVAL)
+            try:
+                await self._flush_logics()
+            except OSError as exc:
+                log.error("flushing consume queues failed: %s", exc)
+
+    async def _prepare_ahead(self) -> None:
+        """Pre-touch the CommitLog ahead of the writer; create the next file early."""
+        while True:
+            await anyio.sleep(0.05)
+            last = self.commitlog.files.last
+            if last is None:
+                continue
+            try:
+                if last.touched - last.wrote < PRE_TOUCH_AHEAD and last.touched < last.size:
+                    await anyio.to_thread.run_sync(last.pre_touch, PRE_TOUCH_STEP)
+                elif self.commitlog.next_file is None and last.wrote * 2 >= last.size:
+                    await anyio.to_thread.run_sync(self.commitlog.prepare_next_file)
+            except OSError as exc:
+                log.warning("preparing the next CommitLog file failed: %s", exc)
+                await anyio.sleep(1)
+
+    async def _clean_periodically(self) -> None:
+        while True:
+            try:
+                await self._delete_expired(time.time(), manual=False)
+            except OSError as exc:
+                log.error("retention cleanup failed: %s", exc)
+            await anyio.sleep(CLEANUP_INTERVAL)
+
+    async def delete_expired(self, now: float | None = None, force: bool = False) -> int:
+        self._check_open()
+        return await self._delete_expired(time.time() if now is None else now, manual=force)
+
+    async def _delete_expired(self, now: float, manual: bool) -> int:
+        used = await anyio.to_thread.run_sync(retention.disk_used_percent, self.root)
+        decision = retention.decide(self.config, used, now, manual=manual)
+        self._update_refusal(decision)
+        if not (decision.delete_expired or decision.forcibly):
+            return 0
+        deleted = 0
+        files = self.commitlog.files
+        while len(files.files) > 1:
+            oldest = files.files[0]
+            if not decision.forcibly and not retention.expired(
+                oldest.path, now, self.config.file_reserved_time
+            ):
+                break
+            await anyio.to_thread.run_sync(files.delete_first)
+            deleted += 1
+            if decision.forcibly and deleted >= 10:  # deleteFileBatchMax
+                break
+        if deleted:
+            floor = self.commitlog.min_offset
+            for queue in list(self._queues.values()):
+                queue.delete_expired(floor)
+            self.index.delete_before(floor)
+            log.info("deleted %d expired CommitLog files; the log now starts at %d", deleted, floor)
+        return deleted
+
+    def _update_refusal(self, decision: retention.CleanupDecision) -> None:
+        if decision.refuse_writes:
+            if self._refusing is None:
+                log.error("disk %.0f%% used: refusing new messages", decision.used_percent)
+            self._refusing = (
+                f"the disk holding {self.root} is {decision.used_percent:.0f}% full"
+                f" (diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%);"
+                " messages are refused until space is freed"
+            )
+        else:
+            if self._refusing is not None:
+                log.warning("disk %.0f%% used: accepting messages again", decision.used_percent)
+            elif decision.used_percent >= self.config.disk_max_used_space_ratio:
+                log.warning(
+                    "disk %.0f%% used (diskMaxUsedSpaceRatio %d%%): expired files go now",
+                    decision.used_percent,
+                    self.config.disk_max_used_space_ratio,
+                )
+            self._refusing = None
+
+    async def delete_topic(self, topic: str) -> None:
+        self._check_open()
+        for key in [k for k in self._queues if k[0] == topic]:
+            queue = self._queues.pop(key)
+            self._next_offsets.pop(key, None)
+            directory = queue.files.directory
+            queue.close()
+            await anyio.to_thread.run_sync(_remove_tree, directory)
+        await anyio.to_thread.run_sync(_remove_tree, self.root / "consumequeue" / topic)
+
+    @property
+    def min_commit_log_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def max_commit_log_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    def stats(self) -> dict[str, Any]:
+        flusher = self._flusher
+        return {
+            "store": "mmap",
+            "root": str(self.root),
+            "puts": self._puts,
+            "messages": sum(q.max_offset - q.min_offset for q in self._queues.values()),
+            "commit_log_min_offset": self.commitlog.min_offset,
+            "commit_log_max_offset": self.commitlog.max_offset,
+            "commit_log_files": len(self.commitlog.files.files),
+            "flushed_offset": flusher.flushed if flusher else 0,
+            "flushes": flusher.flushes if flusher else 0,
+            "topics": len({topic for topic, _ in self._queues}),
+            "queues": len(self._queues),
+            "index_files": len(self.index.files),
+            "recovered_after_crash": self.recovered_after_crash,
+            "refusing_writes": self._refusing,
+        }
+
+
+class _LazyTimes:
+    """Store times of a queue's entries, read on demand (for bisect)."""
+
+    def __init__(self, store: MmapStore, queue: ConsumeQueue, base: int) -> None:
+        self.store, self.queue, self.base = store, queue, base
+
+    def __getitem__(self, index: int) -> int:
+        return self.store._store_time(self.queue, self.base + index)
+
+    def __len__(self) -> int:
+        return self.queue.max_offset - self.base
+
+
+def _sync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
