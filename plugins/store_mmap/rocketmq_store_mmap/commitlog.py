@@ -129,17 +129,23 @@ class CommitLog:
             return ready
         return self.files.create(start)
 
-    def prepare_next_file(self) -> None:
-        """Blocking: create the file after the current one (call from a worker thread)."""
+    def next_file_start(self) -> int:
         last = self.files.last
-        start = last.end if last is not None else 0
-        if self.next_file is None or self.next_file.start != start:
-            self.next_file = MappedFile(
-                self.files.directory / file_name(start),
-                start,
-                self.files.file_size,
-                reserve=True,
-            )
+        return last.end if last is not None else 0
+
+    def create_file(self, start: int) -> MappedFile:
+        """Blocking: create and map a CommitLog file (call from a worker thread)."""
+        return MappedFile(
+            self.files.directory / file_name(start), start, self.files.file_size, reserve=True
+        )
+
+    def offer_next_file(self, mapped: MappedFile) -> None:
+        """Keep ``mapped`` for the next roll, if it still is the next file."""
+        if self.next_file is None and mapped.start == self.next_file_start():
+            self.next_file = mapped
+        elif mapped is not self.next_file:
+            mapped.close()
+            mapped.path.unlink(missing_ok=True)
 
     # --- reading ---------------------------------------------------------------------------
 

@@ -117,7 +117,7 @@ class ConsumeQueue:
             last_entry = ENTRY.unpack_from(first.buffer, first.size - ENTRY_SIZE)
             if last_entry[0] + last_entry[1] > commit_log_min:
                 break
-            self.files.delete_first()
+            self.files.delete_first().remove()  # small files: inline is fine
             deleted += 1
         self.correct_min_offset(commit_log_min)
         return deleted

@@ -80,7 +80,10 @@ class MappedFile:
     def sync(self) -> None:
         """Make written bytes durable. fdatasync, not msync: msync holds the GIL."""
         target = self.wrote  # the writer may go on while this runs in a worker thread
-        fd = os.open(self.path, os.O_RDWR)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return  # deleted by retention meanwhile: nothing left to make durable
         try:
             os.fdatasync(fd)
         finally:
@@ -116,6 +119,11 @@ class MappedFile:
     def close(self) -> None:
         self.buffer.release()
         self.mapping.close()
+
+    def remove(self) -> None:
+        """Blocking: unmap and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)
 
 
 class MappedFileQueue:
@@ -192,10 +200,8 @@ class MappedFileQueue:
                 last.zero_from(last.wrote)
 
     def delete_first(self) -> MappedFile:
-        mapped = self.files.pop(0)
-        mapped.close()
-        mapped.path.unlink(missing_ok=True)
-        return mapped
+        """Take the oldest file out of the queue; ``remove()`` it off the event loop."""
+        return self.files.pop(0)
 
     def sync(self) -> None:
         for mapped in self.files:

@@ -516,7 +516,10 @@ class MmapStore:
                 if last.touched - last.wrote < PRE_TOUCH_AHEAD and last.touched < last.size:
                     await anyio.to_thread.run_sync(last.pre_touch, PRE_TOUCH_STEP)
                 elif self.commitlog.next_file is None and last.wrote * 2 >= last.size:
-                    await anyio.to_thread.run_sync(self.commitlog.prepare_next_file)
+                    # lists of files change only on the event loop; the thread just creates
+                    start = self.commitlog.next_file_start()
+                    mapped = await anyio.to_thread.run_sync(self.commitlog.create_file, start)
+                    self.commitlog.offer_next_file(mapped)
             except OSError as exc:
                 log.warning("preparing the next CommitLog file failed: %s", exc)
                 await anyio.sleep(1)
@@ -547,7 +550,7 @@ class MmapStore:
                 oldest.path, now, self.config.file_reserved_time
             ):
                 break
-            await anyio.to_thread.run_sync(files.delete_first)
+            await anyio.to_thread.run_sync(files.delete_first().remove)
             deleted += 1
             if decision.forcibly and deleted >= 10:  # deleteFileBatchMax
                 break

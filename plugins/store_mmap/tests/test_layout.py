@@ -1,0 +1,172 @@
+"""What the mmap store puts on disk and how it guards it (STORE.md §1-7, §16)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import time
+from contextlib import asynccontextmanager
+
+import pytest
+
+from rocketmq_core.errors import ConfigError
+from rocketmq_core.protocol.message import (
+    BLANK_MAGIC,
+    encode_properties,
+    iter_records,
+    tags_code,
+)
+from rocketmq_core.store.api import MessageToStore, PutStatus, StoreConfig
+from rocketmq_core.store.loader import create_store
+
+pytestmark = pytest.mark.anyio
+
+FILE_SIZE = 16 * 1024
+
+
+def config(directory, **overrides) -> StoreConfig:
+    options = dict(
+        root_dir=str(directory),
+        commit_log_file_size=FILE_SIZE,
+        consume_queue_file_size=20 * 50,
+        max_hash_slot_num=64,
+        max_index_num=256,
+    )
+    options.update(overrides)
+    return StoreConfig(**options)
+
+
+@asynccontextmanager
+async def opened(directory, plugin_host, **overrides):
+    store = create_store("mmap", config(directory, **overrides), plugin_host)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def message(number: int, queue_id: int = 0, size: int = 1000, **properties) -> MessageToStore:
+    props = {"TAGS": "TagA", "KEYS": f"key-{number}", "UNIQ_KEY": f"U{number:08d}"}
+    props.update(properties)
+    return MessageToStore(
+        "TopicTest", queue_id, bytes([number % 256]) * size, encode_properties(props).encode()
+    )
+
+
+async def test_directory_layout_and_file_names(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host) as store:
+        for number in range(40):  # ~41 KiB: three 16 KiB CommitLog files
+            assert (await store.put(message(number, number % 2))).ok
+        assert (tmp_path / "abort").exists()  # present while running
+        commitlog = sorted(p.name for p in (tmp_path / "commitlog").iterdir())
+        assert commitlog[:3] == [f"{n * FILE_SIZE:020d}" for n in range(3)]
+        assert all(
+            (tmp_path / "commitlog" / name).stat().st_size == FILE_SIZE for name in commitlog
+        )
+        queue_files = sorted(p.name for p in (tmp_path / "consumequeue/TopicTest/0").iterdir())
+        assert queue_files == ["00000000000000000000"]
+        assert (tmp_path / "consumequeue/TopicTest/0/00000000000000000000").stat().st_size == 1000
+        assert len(list((tmp_path / "index").iterdir())) == 1
+    assert not (tmp_path / "abort").exists()  # a clean stop removes it
+    assert (tmp_path / "checkpoint").stat().st_size == 4096
+
+
+async def test_a_second_store_on_the_same_directory_is_refused(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host):
+        other = create_store("mmap", config(tmp_path), plugin_host)
+        with pytest.raises(ConfigError, match="in use by another process"):
+            await other.open()
+
+
+async def test_records_never_span_files_and_files_end_with_a_blank(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host) as store:
+        results = [await store.put(message(n)) for n in range(20)]
+    first_file = (tmp_path / "commitlog" / f"{0:020d}").read_bytes()
+    in_first = [r for r in results if r.commit_log_offset < FILE_SIZE]
+    last = in_first[-1]
+    end_of_last = last.commit_log_offset + len(
+        next(iter_records(first_file[last.commit_log_offset :])).body
+    )
+    blank_at = sum(1 for _ in in_first) and _record_end(first_file, last.commit_log_offset)
+    assert end_of_last <= blank_at
+    size, magic = struct.unpack_from(">ii", first_file, blank_at)
+    assert magic == BLANK_MAGIC and size == FILE_SIZE - blank_at
+    assert results[len(in_first)].commit_log_offset == FILE_SIZE  # next record: next file
+
+
+def _record_end(data: bytes, offset: int) -> int:
+    return offset + struct.unpack_from(">i", data, offset)[0]
+
+
+async def test_consume_queue_entries_are_20_bytes_pointing_at_records(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host) as store:
+        results = [await store.put(message(n, tags="x", TAGS=f"T{n % 3}")) for n in range(5)]
+    data = (tmp_path / "consumequeue/TopicTest/0/00000000000000000000").read_bytes()
+    for number, result in enumerate(results):
+        phys, size, code = struct.unpack_from(">qiq", data, number * 20)
+        assert phys == result.commit_log_offset
+        assert code == tags_code(f"T{number % 3}")
+        commitlog = (tmp_path / "commitlog" / f"{0:020d}").read_bytes()
+        assert struct.unpack_from(">i", commitlog, phys)[0] == size
+    assert data[5 * 20 : 6 * 20] == bytes(20)  # the rest of the file is empty
+
+
+async def test_sync_flush_puts_are_on_disk_when_acknowledged(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host, flush="sync") as store:
+        result = await store.put(message(1))
+        assert result.ok
+        assert store.stats()["flushed_offset"] >= result.commit_log_offset + 1
+        flushes = store.stats()["flushes"]
+        no_wait = await store.put(message(2, WAIT="false"))  # WAIT=false: no waiting
+        assert no_wait.ok and store.stats()["flushes"] == flushes
+
+
+async def test_full_disk_refuses_writes_with_a_clear_error_then_recovers(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host, disk_space_warning_level_ratio=1) as store:
+        await store.delete_expired()  # the cleanup pass measures the disk
+        refused = await store.put(message(1))
+        assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert "diskSpaceWarningLevelRatio 1%" in refused.remark
+        assert store.max_offset("TopicTest", 0) == 0
+        store.config.disk_space_warning_level_ratio = 100
+        await store.delete_expired()
+        assert (await store.put(message(2))).ok
+
+
+async def test_no_space_for_the_next_file_stores_nothing(tmp_path, plugin_host, monkeypatch):
+    async with opened(tmp_path, plugin_host) as store:
+        assert (await store.put(message(0))).ok
+        store.commitlog.next_file = None
+
+        def no_space(fd, offset, length):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(os, "posix_fallocate", no_space)
+        results = [await store.put(message(n)) for n in range(1, 40)]
+        refused = [r for r in results if not r.ok]
+        assert refused and refused[0].status is PutStatus.CREATE_MAPPED_FILE_FAILED
+        assert "free disk space" in refused[0].remark
+        stored = store.max_offset("TopicTest", 0)
+        monkeypatch.undo()
+        assert (await store.put(message(99))).queue_offset == stored  # no gap, nothing torn
+    async with opened(tmp_path, plugin_host) as store:
+        assert store.max_offset("TopicTest", 0) == stored + 1
+
+
+async def test_expired_files_go_only_at_delete_hours_unless_forced(tmp_path, plugin_host):
+    other_hour = f"{(time.localtime().tm_hour + 12) % 24:02d}"
+    async with opened(
+        tmp_path, plugin_host, file_reserved_time=1e-9, delete_when=other_hour
+    ) as store:
+        for number in range(40):
+            await store.put(message(number))
+        assert await store.delete_expired() == 0  # expired, but not the hour to delete
+        store.config.delete_when = f"{time.localtime().tm_hour:02d}"
+        deleted = await store.delete_expired()
+        assert deleted >= 1
+        assert store.min_offset("TopicTest", 0) > 0
+        assert len(list((tmp_path / "commitlog").iterdir())) >= 1
+        newest = await store.get("TopicTest", 0, store.max_offset("TopicTest", 0) - 1, 1)
+        assert newest.records
