@@ -71,7 +71,6 @@ def record_size(body: int, topic: int, properties: int, born_v6: bool, store_v6:
 def write_record(
     buffer: bytearray | memoryview,
     position: int,
-    *,
     size: int,
     body: bytes,
     body_crc: int,
@@ -93,7 +92,36 @@ def write_record(
 
     ``sys_flag`` must already carry the IPv6 bits that match the hosts.
     """
-    v2 = len(topic) > MAX_V1_TOPIC_LENGTH
+    topic_length = len(topic)
+    if topic_length <= MAX_V1_TOPIC_LENGTH and len(born_host) == 8 and len(store_host) == 8:
+        # the common record (V1, IPv4 hosts): everything up to the body in one pack
+        _V1_V4_FRONT.pack_into(
+            buffer,
+            position,
+            size,
+            MAGIC_V1,
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            len(body),
+        )
+        at = position + _V1_V4_FRONT.size
+        end = at + len(body)
+        buffer[at:end] = body
+        _topic_struct(topic_length).pack_into(buffer, end, topic_length, topic, len(properties))
+        at = end + topic_length + 3
+        buffer[at : at + len(properties)] = properties
+        return
+    v2 = topic_length > MAX_V1_TOPIC_LENGTH
     _HEAD.pack_into(
         buffer,
         position,
@@ -119,16 +147,28 @@ def write_record(
     end = at + len(body)
     buffer[at:end] = body
     if v2:
-        _SHORT.pack_into(buffer, end, len(topic))
+        _SHORT.pack_into(buffer, end, topic_length)
         at = end + 2
     else:
-        buffer[end] = len(topic)
+        buffer[end] = topic_length
         at = end + 1
-    end = at + len(topic)
+    end = at + topic_length
     buffer[at:end] = topic
     _SHORT.pack_into(buffer, end, len(properties))
     at = end + 2
     buffer[at : at + len(properties)] = properties
+
+
+_V1_V4_FRONT = struct.Struct(">iiiiiqqiq8sq8siqi")
+_TOPIC_STRUCTS: dict[int, struct.Struct] = {}
+
+
+def _topic_struct(length: int) -> struct.Struct:
+    """Topic length byte, topic, properties length: one pack per distinct topic length."""
+    packer = _TOPIC_STRUCTS.get(length)
+    if packer is None:
+        packer = _TOPIC_STRUCTS[length] = struct.Struct(f">B{length}sh")
+    return packer
 
 
 def write_blank(buffer: bytearray | memoryview, position: int, bytes_left: int) -> None:

@@ -64,6 +64,23 @@ def message_tags_code(message: MessageToStore) -> int:
     return tags_code(tags.decode()) if tags else 0
 
 
+def dispatch_fields(message: MessageToStore) -> tuple[int, str | None, str | None]:
+    """(tags code, KEYS, UNIQ_KEY) of a message, reading its properties once."""
+    code = message.tags_code
+    keys = uniq = None
+    if message.properties:
+        for pair in message.properties.split(b"\x02"):
+            name, _, value = pair.partition(b"\x01")
+            if name == b"TAGS":
+                if code is None and value:
+                    code = tags_code(value.decode())
+            elif name == b"UNIQ_KEY":
+                uniq = value.decode() or None
+            elif name == b"KEYS":
+                keys = value.decode() or None
+    return (0 if code is None else code), keys, uniq
+
+
 def dispatch_keys(properties: bytes) -> tuple[str | None, str | None]:
     """(KEYS, UNIQ_KEY) of an encoded properties string."""
     keys = property_value(properties, b"KEYS")

@@ -31,7 +31,7 @@ MAX_QUERY = 64  # maxMsgsNumBatch
 
 
 def key_hash(topic: str, key: str) -> int:
-    return zlib.crc32(f"{topic}#{key}".encode()) & 0x7FFFFFFF
+    return zlib.crc32(f"{topic}#{key}".encode()) & 0x7FFFFFFF  # of "topic#key", as RocketMQ keys
 
 
 class IndexFile:
@@ -75,6 +75,10 @@ class IndexFile:
         SLOT.pack_into(self.buffer, slot_at, self.index_count)
         self.index_count += 1
         self.end_timestamp, self.end_phy_offset = store_timestamp, phys
+        self.dirty = True  # the header is written when the file is synced
+        return True
+
+    def write_header(self) -> None:
         HEADER.pack_into(
             self.buffer,
             0,
@@ -85,8 +89,6 @@ class IndexFile:
             self.slot_count,
             self.index_count,
         )
-        self.dirty = True
-        return True
 
     def query(self, hash_value: int, begin: int, end: int, limit: int) -> list[int]:
         """CommitLog offsets of entries with ``hash_value`` stored in [begin, end], newest first."""
@@ -109,12 +111,16 @@ class IndexFile:
         return found
 
     def sync(self) -> None:
+        """Header, then everything, to disk; the checkpoint vouches for it afterwards."""
         if self.dirty:
             self.dirty = False
+            self.write_header()
             self.file.wrote = self.file.size
             self.file.sync()
 
     def close(self) -> None:
+        if self.dirty:
+            self.write_header()
         self.file.close()
 
 

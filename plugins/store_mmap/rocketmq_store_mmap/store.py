@@ -41,10 +41,9 @@ from rocketmq_core.store.api import (
     TagFilter,
 )
 from rocketmq_core.store.common import (
-    dispatch_keys,
+    dispatch_fields,
     edge_result,
     enters_consume_queue,
-    message_tags_code,
     refusal,
     tag_matches,
     waits_for_flush,
@@ -325,13 +324,13 @@ class MmapStore:
         )
         if in_queue:
             self._next_offsets[key] = queue_offset + 1
-        keys, uniq_key = dispatch_keys(message.properties)
+        code, keys, uniq_key = dispatch_fields(message)
         request = DispatchRequest(
             message.topic,
             message.queue_id,
             phys,
             size,
-            message_tags_code(message),
+            code,
             store_time,
             queue_offset,
             keys,
