@@ -131,12 +131,12 @@ class MemoryStore:
             sys_flag |= BORNHOST_V6
         if host_is_v6(store_host):
             sys_flag |= STOREHOST_V6
-        queue = self._queues.get((message.topic, message.queue_id))
-        if queue is None:
-            queue = self._queues[(message.topic, message.queue_id)] = _Queue()
-        in_queue = enters_consume_queue(sys_flag)
-        queue_offset = queue.next_offset if in_queue else 0
-        if in_queue:
+        queue_offset = 0  # prepared and rolled-back records: no queue, offset 0
+        if enters_consume_queue(sys_flag):
+            queue = self._queues.get((message.topic, message.queue_id))
+            if queue is None:
+                queue = self._queues[(message.topic, message.queue_id)] = _Queue()
+            queue_offset = queue.next_offset
             queue.next_offset += 1
         topic = message.topic.encode()
         size = record_size(

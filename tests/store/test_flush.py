@@ -1,0 +1,229 @@
+"""Flush policies (pure decisions) and the Flusher's group commit, timeouts and failures."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+
+from rocketmq_core.store.api import StoreConfig
+from rocketmq_core.store.flush import PAGE_SIZE, AsyncFlush, SyncFlush
+from rocketmq_core.store.flusher import Flusher
+
+pytestmark = pytest.mark.anyio
+
+# --- AsyncFlush ----------------------------------------------------------------------------
+
+ASYNC = AsyncFlush(interval=0.5, least_bytes=4 * PAGE_SIZE, thorough_interval=10.0)
+
+
+def test_async_waits_an_interval_when_nothing_is_dirty():
+    assert ASYNC.delay(0, 60.0, 0) == 0.5
+
+
+def test_async_flushes_now_once_enough_pages_are_dirty():
+    assert ASYNC.delay(4 * PAGE_SIZE, 0.0, 0) == 0.0
+    assert ASYNC.delay(4 * PAGE_SIZE - 1, 0.0, 0) == 0.5
+
+
+def test_async_flushes_any_dirty_bytes_after_the_thorough_interval():
+    assert ASYNC.delay(1, 10.0, 0) == 0.0
+    assert ASYNC.delay(1, 9.8, 0) == pytest.approx(0.2)
+
+
+def test_async_ignores_waiters():
+    assert ASYNC.delay(1, 0.0, 5) == 0.5
+    assert not ASYNC.waits
+    assert ASYNC.name == "async"
+
+
+def test_async_from_config():
+    config = StoreConfig(
+        root_dir="/nowhere", flush_interval=0.2, flush_least_pages=2, flush_thorough_interval=3
+    )
+    assert AsyncFlush.from_config(config) == AsyncFlush(0.2, 2 * PAGE_SIZE, 3)
+
+
+# --- SyncFlush -----------------------------------------------------------------------------
+
+SYNC = SyncFlush(timeout=5.0, idle_interval=1.0)
+
+
+def test_sync_flushes_now_for_any_waiter():
+    assert SYNC.delay(0, 0.0, 1) == 0.0
+    assert SYNC.delay(100, 0.0, 3) == 0.0
+
+
+def test_sync_waits_idle_interval_when_nothing_is_dirty():
+    assert SYNC.delay(0, 30.0, 0) == 1.0
+
+
+def test_sync_flushes_dirty_bytes_without_waiters_after_the_idle_interval():
+    assert SYNC.delay(10, 0.25, 0) == pytest.approx(0.75)
+    assert SYNC.delay(10, 1.0, 0) == 0.0
+    assert SYNC.delay(10, 7.0, 0) == 0.0
+
+
+def test_sync_from_config():
+    policy = SyncFlush.from_config(StoreConfig(root_dir="/nowhere", sync_flush_timeout=2.5))
+    assert (policy.name, policy.waits, policy.timeout) == ("sync", True, 2.5)
+
+
+# --- the Flusher ---------------------------------------------------------------------------
+
+
+class FakeLog:
+    """A log whose write position the test moves and whose sync the test controls."""
+
+    def __init__(self) -> None:
+        self.written = 0
+        self.calls: list[int] = []
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.failing = False
+
+    def sync(self, upto: int) -> None:  # runs in a worker thread
+        self.calls.append(upto)
+        self.entered.set()
+        if not self.gate.wait(10):
+            raise AssertionError("the test never opened the gate")
+        if self.failing:
+            raise OSError(5, "Input/output error")
+
+    def flusher(self, policy) -> Flusher:
+        return Flusher(policy, written=lambda: self.written, sync=self.sync)
+
+
+async def wait_until(condition, timeout: float = 5.0) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.002)
+
+
+async def test_waiting_puts_share_flushes():
+    log = FakeLog()
+    log.gate.clear()
+    flusher = log.flusher(SyncFlush(timeout=5.0, idle_interval=60.0))
+    results: dict[int, bool] = {}
+    arrived = 0
+
+    async def put(end: int) -> None:
+        nonlocal arrived
+        arrived += 1
+        results[end] = await flusher.wait_durable(end)
+
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 500
+        for number in range(1, 51):
+            task_group.start_soon(put, number * 10)
+        await wait_until(log.entered.is_set)
+        # these fifty arrive while the first flush runs: they all share the next one
+        log.written = 1000
+        for number in range(51, 101):
+            task_group.start_soon(put, number * 10)
+        await wait_until(lambda: arrived == 100)
+        log.gate.set()
+        await wait_until(lambda: len(results) == 100)
+        task_group.cancel_scope.cancel()
+    assert log.calls == [500, 1000]
+    assert results == {number * 10: True for number in range(1, 101)}
+    assert (flusher.flushed, flusher.flushes, flusher.failure) == (1000, 2, None)
+
+
+async def test_wait_durable_returns_at_once_for_flushed_bytes():
+    log = FakeLog()
+    flusher = log.flusher(SyncFlush(timeout=5.0))
+    log.written = 300
+    await flusher.flush()
+    assert log.calls == [300]
+    with anyio.fail_after(1):
+        assert await flusher.wait_durable(300)
+    assert log.calls == [300]
+
+
+async def test_flush_with_nothing_new_does_not_sync():
+    log = FakeLog()
+    flusher = log.flusher(SyncFlush(timeout=5.0))
+    await flusher.flush()
+    log.written = 40
+    await flusher.flush()
+    await flusher.flush()
+    assert log.calls == [40]
+    assert (flusher.flushed, flusher.flushes) == (40, 1)
+
+
+async def test_slow_sync_times_the_waiter_out():
+    log = FakeLog()
+    log.gate.clear()
+    flusher = log.flusher(SyncFlush(timeout=0.05, idle_interval=60.0))
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 100
+        with anyio.fail_after(5):
+            assert not await flusher.wait_durable(100)
+        assert log.calls == [100]
+        assert flusher.flushed == 0
+        # the slow sync completes after all: the bytes are durable from then on
+        log.gate.set()
+        await wait_until(lambda: flusher.flushed == 100)
+        assert await flusher.wait_durable(100)
+        task_group.cancel_scope.cancel()
+    assert log.calls == [100]
+
+
+async def test_failing_sync_times_waiters_out_and_a_later_sync_succeeds():
+    log = FakeLog()
+    log.failing = True
+    flusher = log.flusher(SyncFlush(timeout=0.25, idle_interval=60.0))
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 64
+        with anyio.fail_after(5):
+            assert not await flusher.wait_durable(64)
+        assert isinstance(flusher.failure, OSError)
+        assert (flusher.flushed, flusher.flushes) == (0, 0)
+        failed_calls = len(log.calls)
+        assert failed_calls >= 1
+        log.failing = False
+        with anyio.fail_after(5):
+            assert await flusher.wait_durable(64)
+        task_group.cancel_scope.cancel()
+    assert log.calls == [64] * (failed_calls + 1)
+    assert (flusher.flushed, flusher.flushes, flusher.failure) == (64, 1, None)
+
+
+async def test_async_policy_flushes_in_the_background_once_enough_is_dirty():
+    log = FakeLog()
+    flusher = log.flusher(AsyncFlush(interval=0.005, least_bytes=100, thorough_interval=60.0))
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 99
+        await anyio.sleep(0.05)  # ten intervals: below least_bytes nothing is flushed
+        assert log.calls == []
+        log.written = 150
+        await wait_until(lambda: flusher.flushed == 150)
+        task_group.cancel_scope.cancel()
+    assert log.calls == [150]
+
+
+async def test_async_policy_flushes_a_few_bytes_after_the_thorough_interval():
+    log = FakeLog()
+    now = [1000.0]
+    flusher = Flusher(
+        AsyncFlush(interval=0.005, least_bytes=100, thorough_interval=10.0),
+        written=lambda: log.written,
+        sync=log.sync,
+        clock=lambda: now[0],
+    )
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 5
+        await anyio.sleep(0.03)
+        assert log.calls == []
+        now[0] += 10.0
+        await wait_until(lambda: flusher.flushed == 5)
+        task_group.cancel_scope.cancel()
+    assert log.calls == [5]
