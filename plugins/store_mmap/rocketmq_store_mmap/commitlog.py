@@ -121,7 +121,8 @@ class CommitLog:
                     " file; raise mappedFileSizeCommitLog or lower maxMessageSize"
                 )
             new = self._roll(mapped.end)
-            write_blank(mapped.buffer, mapped.wrote, mapped.free)
+            if mapped.free:  # none left: recovery found the file closed by its blank
+                write_blank(mapped.buffer, mapped.wrote, mapped.free)
             mapped.wrote = mapped.size
             return new
         return mapped
@@ -150,7 +151,12 @@ class CommitLog:
             self.next_file = mapped
         elif mapped is not self.next_file:
             mapped.close()
-            mapped.path.unlink(missing_ok=True)
+            # the writer may have rolled into this very file meanwhile: then it stays
+            in_use = self.files.find(mapped.start) is not None or (
+                self.next_file is not None and self.next_file.start == mapped.start
+            )
+            if not in_use:
+                mapped.path.unlink(missing_ok=True)
 
     # --- reading ---------------------------------------------------------------------------
 

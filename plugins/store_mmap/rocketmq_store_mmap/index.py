@@ -72,10 +72,14 @@ class IndexFile:
         time_diff = max(0, min(0x7FFFFFFF, (store_timestamp - self.begin_timestamp) // 1000))
         entry_at = HEADER_SIZE + self.slot_num * SLOT.size + self.index_count * INDEX_ENTRY_SIZE
         INDEX_ENTRY.pack_into(self.buffer, entry_at, hash_value, phys, time_diff, previous)
-        SLOT.pack_into(self.buffer, slot_at, self.index_count)
         self.index_count += 1
         self.end_timestamp, self.end_phy_offset = store_timestamp, phys
-        self.dirty = True  # the header is written when the file is synced
+        # the header with each entry (a kill -9 keeps the page cache, and a stale count
+        # cuts chains at reload), and before the slot: a kill in between orphans this
+        # entry instead of cutting its chain
+        self.write_header()
+        SLOT.pack_into(self.buffer, slot_at, self.index_count - 1)
+        self.dirty = True
         return True
 
     def write_header(self) -> None:

@@ -61,7 +61,12 @@ def recover(
     """Replay from ``start``; returns (the CommitLog's valid end, records replayed)."""
     rules = list(rules)
     replayed = 0
-    for _position, message in commitlog.scan(start, check_crc):
+    # after a crash, validate from the start of the checkpoint's file (as Java does): the
+    # checkpoint vouches for derived entries, not for the CommitLog bytes below it
+    holder = commitlog.files.find(start - 1) if after_crash and start > 0 else None
+    for position, message in commitlog.scan(holder.start if holder else start, check_crc):
+        if position < start:
+            continue  # validated only: its entries are on disk already
         request = dispatch_request(message, rules)
         for dispatcher in dispatchers:
             dispatcher(request)

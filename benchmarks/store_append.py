@@ -1,0 +1,285 @@
+"""Messages per second into and out of a store, no network: ``memory`` and ``mmap`` side by side.
+
+1 KiB bodies with the properties a Java producer sets (TAGS, KEYS, UNIQ_KEY, WAIT), one
+topic of 8 queues; 8,192 distinct messages are built once and cycled through, so the
+rows measure the store, not message building. Rows, each warmed up first:
+
+- async put: flush ``async``, one putter awaiting each put;
+- async batch 32: flush ``async``, ``put_batch`` of 32 messages of one queue;
+- sync put x64: flush ``sync`` (group commit), 64 concurrent putters (the memory store
+  has nothing to flush: its row shows the cost of 64 tasks);
+- get 32: ``get(max_count=32)`` round-robin over the written queues.
+
+Each store is measured in its own process, pinned with taskset to one core (PERF.md),
+on asyncio + uvloop. The mmap store uses RocketMQ's default 1 GiB CommitLog files
+(``--commit-log-mib`` to change). Prints a table, writes JSON.
+
+    python benchmarks/store_append.py
+    python benchmarks/store_append.py --duration 5 --stores mmap --core 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import orjson
+from loadgen import machine, pinned, run_backend
+
+from rocketmq_core.protocol.message import encode_properties
+from rocketmq_core.store.api import MessageStore, MessageToStore, StoreConfig
+from rocketmq_core.store.loader import create_store
+
+TOPIC = "BenchmarkTopic"
+QUEUES = 8
+BODY = bytes(range(256)) * 4  # 1 KiB
+POOL = 8192  # distinct messages (UNIQ_KEY, KEYS) cycled through
+BATCH = 32
+PUTTERS = 64
+READ = 32
+# a put that needs no flush never yields; a broker yields at least once per read from
+# its connections, which lets the store's own tasks (flush, pre-touch, next file) run
+YIELD_EVERY = 32
+ROWS = ("async put", "async batch 32", "sync put x64", "get 32")
+TARGETS = {
+    "async put": 200_000,
+    "async batch 32": 400_000,
+    "sync put x64": 40_000,
+    "get 32": 500_000,
+}
+
+
+def message_pool() -> list[MessageToStore]:
+    pool = []
+    for number in range(POOL):
+        uniq = f"7F0000010001{number:020X}"
+        properties = encode_properties(
+            {"TAGS": "TagA", "KEYS": f"order-{number}", "UNIQ_KEY": uniq, "WAIT": "true"}
+        )
+        pool.append(MessageToStore(TOPIC, number % QUEUES, BODY, properties=properties.encode()))
+    return pool
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[1])
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+class Runner:
+    """Runs one row for ``warmup`` then ``duration`` seconds; counts messages."""
+
+    def __init__(self, warmup: float, duration: float) -> None:
+        self.warmup = warmup
+        self.duration = duration
+        self.pool = message_pool()
+        self.batches = [
+            [m for m in self.pool if m.queue_id == queue][:BATCH] for queue in range(QUEUES)
+        ]
+
+    async def timed(self, work) -> tuple[int, float]:
+        await work(time.perf_counter() + self.warmup)
+        started = time.perf_counter()
+        done = await work(started + self.duration)
+        return done, time.perf_counter() - started
+
+    async def async_put(self, store: MessageStore) -> tuple[int, float]:
+        pool = self.pool
+
+        async def work(stop_at: float) -> int:
+            done = 0
+            while True:
+                for number, message in enumerate(pool):
+                    result = await store.put(message)
+                    assert result.ok, result
+                    if number % YIELD_EVERY == 0:
+                        await anyio.sleep(0)
+                done += len(pool)
+                if time.perf_counter() >= stop_at:
+                    return done
+
+        return await self.timed(work)
+
+    async def async_batch(self, store: MessageStore) -> tuple[int, float]:
+        batches = self.batches
+
+        async def work(stop_at: float) -> int:
+            done = 0
+            while time.perf_counter() < stop_at:
+                for batch in batches:
+                    result = await store.put_batch(batch)
+                    assert result.ok, result
+                    await anyio.sleep(0)
+                done += BATCH * len(batches)
+            return done
+
+        return await self.timed(work)
+
+    async def sync_put(self, store: MessageStore) -> tuple[int, float]:
+        pool = self.pool
+
+        async def work(stop_at: float) -> int:
+            done = 0
+
+            async def putter(first: int) -> None:
+                nonlocal done
+                index = first
+                while time.perf_counter() < stop_at:
+                    result = await store.put(pool[index])
+                    assert result.ok, result
+                    done += 1
+                    index = (index + PUTTERS) % POOL
+
+            async with anyio.create_task_group() as task_group:
+                for first in range(PUTTERS):
+                    task_group.start_soon(putter, first)
+            return done
+
+        return await self.timed(work)
+
+    async def get(self, store: MessageStore) -> tuple[int, float]:
+        queues = [(TOPIC, queue) for queue in range(QUEUES)]
+        positions = {queue: store.min_offset(*queue) for queue in queues}
+
+        async def work(stop_at: float) -> int:
+            done = 0
+            while time.perf_counter() < stop_at:
+                for queue in queues:
+                    result = await store.get(*queue, positions[queue], READ)
+                    if result.records:
+                        done += len(result.records)
+                        positions[queue] = result.next_begin_offset
+                    else:  # the end: from the start again
+                        positions[queue] = store.min_offset(*queue)
+            return done
+
+        return await self.timed(work)
+
+
+async def measure_store(args: argparse.Namespace, results: list[dict]) -> None:
+    runner = Runner(args.warmup, args.duration)
+    with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
+        sizes = {
+            "commit_log_file_size": args.commit_log_mib << 20,
+            "message_index_enable": True,
+        }
+
+        def row(name: str, done: int, seconds: float, store: MessageStore) -> None:
+            stats = store.stats()
+            results.append(
+                {
+                    "store": args.worker,
+                    "row": name,
+                    "messages": done,
+                    "seconds": round(seconds, 3),
+                    "msg_per_s": round(done / seconds),
+                    "rss_mib": rss_mib(),
+                    "flushes": stats.get("flushes"),
+                }
+            )
+
+        store = create_store(args.worker, StoreConfig(root_dir=scratch, flush="async", **sizes))
+        await store.open()
+        try:
+            row("async put", *await runner.async_put(store), store)
+            row("async batch 32", *await runner.async_batch(store), store)
+        finally:
+            await store.close()
+        store = create_store(args.worker, StoreConfig(root_dir=scratch, flush="sync", **sizes))
+        await store.open()
+        try:
+            flushes = store.stats().get("flushes") or 0
+            row("sync put x64", *await runner.sync_put(store), store)
+            if results[-1]["flushes"] is not None:
+                results[-1]["flushes"] -= flushes
+            row("get 32", *await runner.get(store), store)
+        finally:
+            await store.close()
+
+
+def print_table(title: str, stores: list[str], results: list[dict]) -> None:
+    by = {(row["store"], row["row"]): row for row in results}
+    print(title)
+    header = f"{'row':<16}" + "".join(f"{store + ' msg/s':>14}" for store in stores)
+    header += f"{'mmap target':>13}" if "mmap" in stores else ""
+    header += "".join(f"{store + ' RSS MiB':>15}" for store in stores)
+    print(header)
+    for name in ROWS:
+        line = f"{name:<16}"
+        line += "".join(f"{by[(store, name)]['msg_per_s']:>14,}" for store in stores)
+        if "mmap" in stores:
+            line += f"{TARGETS[name]:>13,}"
+        line += "".join(f"{by[(store, name)]['rss_mib']:>15}" for store in stores)
+        print(line)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stores", default="memory,mmap")
+    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--commit-log-mib", type=int, default=1024)
+    parser.add_argument("--core", default="1", help="the core to pin to, or 'none'")
+    parser.add_argument("--scratch", default=None, help="directory for the mmap store files")
+    parser.add_argument("--output", default="benchmarks/results/store_append.json")
+    parser.add_argument("--worker", metavar="STORE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        results: list[dict] = []
+        run_backend(lambda: measure_store(args, results), "asyncio", use_uvloop=True)
+        sys.stdout.write(orjson.dumps(results).decode())
+        return 0
+
+    core = None if args.core == "none" else int(args.core)
+    stores = args.stores.split(",")
+    results = []
+    for store in stores:
+        forwarded = [
+            f"--{name.replace('_', '-')}={getattr(args, name)}"
+            for name in ("duration", "warmup", "commit_log_mib")
+        ]
+        if args.scratch:
+            forwarded.append(f"--scratch={args.scratch}")
+        worker = subprocess.run(
+            pinned([sys.executable, __file__, "--worker", store, *forwarded], core),
+            check=True,
+            capture_output=True,
+        )
+        results.extend(orjson.loads(worker.stdout))
+    setup = {
+        "benchmark": "store_append",
+        "body_bytes": len(BODY),
+        "properties": "TAGS, KEYS, UNIQ_KEY, WAIT",
+        "queues": QUEUES,
+        "batch": BATCH,
+        "sync_putters": PUTTERS,
+        "read_max_count": READ,
+        "commit_log_file_size": args.commit_log_mib << 20,
+        "core": core,
+        "loop": "asyncio+uvloop",
+        "duration": args.duration,
+        "warmup": args.warmup,
+        "targets_mmap": TARGETS,
+        **machine(),
+    }
+    title = (
+        f"store_append  1 KiB bodies  core={args.core}  commit log files"
+        f" {args.commit_log_mib} MiB  {args.duration:g} s per row after {args.warmup:g} s warm-up"
+    )
+    print_table(title, stores, results)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_bytes(
+        orjson.dumps({"setup": setup, "results": results}, option=orjson.OPT_INDENT_2)
+    )
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
