@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from ..protocol.codes import ResponseCode
-from ..protocol.message import pack_host
+from ..protocol.message import offset_msg_id, pack_host
 
 
 @dataclass(slots=True)
@@ -84,13 +84,19 @@ class PutResult:
     status: PutStatus
     commit_log_offset: int = -1  # of the first record
     queue_offset: int = -1  # of the first record
-    msg_ids: list[str] = field(default_factory=list)  # offset message ids, one per record
+    commit_log_offsets: list[int] = field(default_factory=list)  # one per record
     store_timestamp: int = 0
     remark: str = ""  # why, when the status is not PUT_OK: shown to the producer
+    store_host: bytes = b""
 
     @property
     def ok(self) -> bool:
         return self.status is PutStatus.PUT_OK
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """The offset message ids of the records (built when asked: they cost)."""
+        return [offset_msg_id(self.store_host, offset) for offset in self.commit_log_offsets]
 
 
 class GetStatus(Enum):

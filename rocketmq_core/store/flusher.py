@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 
 import anyio
@@ -38,23 +39,31 @@ class Flusher:
         self._sync = sync
         self._clock = clock
         self._last_flush = clock()
-        self._waiters: list[tuple[int, anyio.Event]] = []
+        # puts waiting share one event per flush (no timer or event per put: they cost
+        # more than the put); the loop wakes them at flushes and at their deadlines
+        self._waiting = 0
+        self._deadlines: deque[float] = deque()
+        self._flushed_event: anyio.Event | None = None
+        self._deadline_added: anyio.Event | None = None
         self._wakeup: anyio.Event | None = None
         self._lock: anyio.Lock | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Flush as the policy says, until cancelled."""
         self._wakeup = anyio.Event()
-        task_status.started()
-        while True:
-            dirty = self._written() - self.flushed
-            delay = self.policy.delay(dirty, self._clock() - self._last_flush, len(self._waiters))
-            if delay > 0:
-                with anyio.move_on_after(delay):
-                    await self._wakeup.wait()
-                self._wakeup = anyio.Event()
-                continue
-            await self.flush()
+        async with anyio.create_task_group() as task_group:
+            # a separate task, so that waiters time out even while a slow flush runs
+            task_group.start_soon(self._expire_deadlines)
+            task_status.started()
+            while True:
+                dirty = self._written() - self.flushed
+                delay = self.policy.delay(dirty, self._clock() - self._last_flush, self._waiting)
+                if delay > 0:
+                    with anyio.move_on_after(delay):
+                        await self._wakeup.wait()
+                    self._wakeup = anyio.Event()
+                    continue
+                await self.flush()
 
     async def flush(self) -> None:
         """Make everything written so far durable; wake the puts it covers."""
@@ -75,30 +84,44 @@ class Flusher:
                 self.flushed = target
                 self.flushes += 1
             self._last_flush = self._clock()
-            self._wake_covered()
+            self._wake_waiters()
 
-    def _wake_covered(self) -> None:
-        if not self._waiters:
-            return
-        still_waiting = []
-        for end, event in self._waiters:
-            if end <= self.flushed:
-                event.set()
-            else:
-                still_waiting.append((end, event))
-        self._waiters = still_waiting
+    def _wake_waiters(self) -> None:
+        if self._flushed_event is not None:
+            self._flushed_event.set()
+            self._flushed_event = None
+
+    async def _expire_deadlines(self) -> None:
+        """Wake waiters when their deadlines pass (deadlines come in order)."""
+        while True:
+            if not self._deadlines:
+                self._deadline_added = anyio.Event()
+                await self._deadline_added.wait()
+                continue
+            await anyio.sleep(max(0.0, self._deadlines[0] - self._clock()))
+            now = self._clock()
+            while self._deadlines and self._deadlines[0] <= now:
+                self._deadlines.popleft()
+            self._wake_waiters()  # they look at the clock and give up
 
     async def wait_durable(self, end: int) -> bool:
         """Wait until bytes below ``end`` are durable; False after the policy's timeout."""
         if end <= self.flushed:
             return True
-        event = anyio.Event()
-        self._waiters.append((end, event))
-        if self._wakeup is not None:
-            self._wakeup.set()
-        with anyio.move_on_after(self.policy.timeout):
-            await event.wait()
-        if end > self.flushed:
-            self._waiters = [(e, ev) for e, ev in self._waiters if ev is not event]
-            return False
-        return True
+        deadline = self._clock() + self.policy.timeout
+        self._deadlines.append(deadline)
+        if self._deadline_added is not None:
+            self._deadline_added.set()
+        self._waiting += 1
+        try:
+            if self._wakeup is not None:
+                self._wakeup.set()
+            while end > self.flushed:
+                if self._clock() >= deadline:
+                    return False
+                if self._flushed_event is None:
+                    self._flushed_event = anyio.Event()
+                await self._flushed_event.wait()
+            return True
+        finally:
+            self._waiting -= 1

@@ -115,12 +115,14 @@ class MemoryStore:
                     PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
                 )
         store_time = self._now()
-        result = PutResult(PutStatus.PUT_OK, store_timestamp=store_time)
+        result = PutResult(
+            PutStatus.PUT_OK, store_timestamp=store_time, store_host=self.config.store_host
+        )
         for message in messages:
             phys, queue_offset = self._append(message, store_time)
             if result.commit_log_offset < 0:
                 result.commit_log_offset, result.queue_offset = phys, queue_offset
-            result.msg_ids.append((self.config.store_host + phys.to_bytes(8, "big")).hex().upper())
+            result.commit_log_offsets.append(phys)
         self._puts += len(messages)
         return result
 

@@ -200,7 +200,11 @@ class CommitLog:
 
         Sets ``self.scan_end`` to the offset after the last valid record (or blank).
         """
-        position = max(start, self.files.min_offset)
+        last = self.files.last
+        # a checkpoint past every file (files lost) cannot vouch for anything
+        position = max(start, self.files.min_offset) if last is not None else 0
+        if last is not None:
+            position = min(position, last.end)
         self.scan_end = position
         while True:
             mapped = self.files.find(position)

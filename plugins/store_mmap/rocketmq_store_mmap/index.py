@@ -16,7 +16,7 @@ import zlib
 from pathlib import Path
 
 from rocketmq_core.store.api import DispatchRequest
-from rocketmq_core.store.common import index_keys, is_rollback
+from rocketmq_core.store.common import is_rollback
 
 from .mapped_file import MappedFile
 
@@ -30,8 +30,22 @@ INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
 MAX_QUERY = 64  # maxMsgsNumBatch
 
 
+_TOPIC_PREFIX_CRCS: dict[str, int] = {}
+
+
+def topic_prefix_crc(topic: str) -> int:
+    """CRC32 of ``topic#``: a key's hash continues from it (no string building per key)."""
+    crc = _TOPIC_PREFIX_CRCS.get(topic)
+    if crc is None:
+        crc = zlib.crc32(f"{topic}#".encode())
+        if len(_TOPIC_PREFIX_CRCS) < 100_000:
+            _TOPIC_PREFIX_CRCS[topic] = crc
+    return crc
+
+
 def key_hash(topic: str, key: str) -> int:
-    return zlib.crc32(f"{topic}#{key}".encode()) & 0x7FFFFFFF  # of "topic#key", as RocketMQ keys
+    """The hash of ``topic#key``, the string RocketMQ indexes."""
+    return zlib.crc32(key.encode(), topic_prefix_crc(topic)) & 0x7FFFFFFF
 
 
 class IndexFile:
@@ -136,6 +150,8 @@ class IndexService:
         self.slot_num = slot_num
         self.index_num = index_num
         self.files: list[IndexFile] = []
+        # records below this CommitLog offset are indexed already (recovery replays them)
+        self.indexed_below = 0
 
     def load(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -144,6 +160,8 @@ class IndexService:
                 self.files.append(IndexFile(path, self.slot_num, self.index_num))
             except ValueError as exc:
                 log.warning("ignoring index file %s: %s", path, exc)
+        if self.files and self.files[-1].index_count > 1:
+            self.indexed_below = self.files[-1].end_phy_offset + 1
 
     @property
     def last_update(self) -> tuple[int, int]:
@@ -153,24 +171,25 @@ class IndexService:
         return newest.end_timestamp, newest.end_phy_offset
 
     def put(self, request: DispatchRequest) -> None:
-        if is_rollback(request.sys_flag):
+        if is_rollback(request.sys_flag) or request.commit_log_offset < self.indexed_below:
+            return  # rollbacks are not indexed; below the mark: indexed before a replay
+        keys, uniq_key = request.keys, request.uniq_key
+        if not keys and not uniq_key:
             return
-        keys = index_keys(request.keys, request.uniq_key)
-        if not keys:
-            return
-        current = self._writable()
-        if current.index_count > 1 and request.commit_log_offset <= current.end_phy_offset:
-            return  # already indexed (recovery replays records the index has)
-        for key in keys:
-            hash_value = key_hash(request.topic, key)
-            if not current.put(hash_value, request.commit_log_offset, request.store_timestamp):
-                current = self._new_file()
-                current.put(hash_value, request.commit_log_offset, request.store_timestamp)
+        prefix = topic_prefix_crc(request.topic)
+        if uniq_key:
+            self._put_hash(zlib.crc32(uniq_key.encode(), prefix) & 0x7FFFFFFF, request)
+        if keys:
+            for key in keys.split(" "):
+                if key:
+                    self._put_hash(zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF, request)
 
-    def _writable(self) -> IndexFile:
-        if not self.files or self.files[-1].full:
-            return self._new_file()
-        return self.files[-1]
+    def _put_hash(self, hash_value: int, request: DispatchRequest) -> None:
+        current = self.files[-1] if self.files else None
+        if current is None or not current.put(
+            hash_value, request.commit_log_offset, request.store_timestamp
+        ):
+            self._new_file().put(hash_value, request.commit_log_offset, request.store_timestamp)
 
     def _new_file(self) -> IndexFile:
         name = (

@@ -64,8 +64,9 @@ log = logging.getLogger("rocketmq.store.mmap")
 SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 bytes in Java)
 LOGICS_FLUSH_INTERVAL = 1.0  # flushIntervalConsumeQueue
 CLEANUP_INTERVAL = 10.0  # cleanResourceInterval
-PRE_TOUCH_AHEAD = 8 << 20  # keep this much of the CommitLog faulted in ahead of the writer
-PRE_TOUCH_STEP = 2 << 20
+PRE_TOUCH_AHEAD = 32 << 20  # keep this much of the CommitLog faulted in ahead of the writer
+PRE_TOUCH_STEP = 8 << 20
+PREPARE_INTERVAL = 0.01  # the writer can go through ~1 MiB in this time
 _BLANK_SIZE = 0x7FFFFFFF
 
 
@@ -146,6 +147,8 @@ class MmapStore:
             after_crash=self.recovered_after_crash,
             rules=self.tags_code_rules,
         )
+        # records appended from here on are new, even where a lost tail was indexed
+        self.index.indexed_below = min(self.index.indexed_below, end)
         for key, queue in self._queues.items():
             self._next_offsets[key] = queue.max_offset
         if self.recovered_after_crash:
@@ -255,11 +258,7 @@ class MmapStore:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         self._puts += 1
         result = PutResult(
-            PutStatus.PUT_OK,
-            phys,
-            queue_offset,
-            [(self.config.store_host + phys.to_bytes(8, "big")).hex().upper()],
-            store_time,
+            PutStatus.PUT_OK, phys, queue_offset, [phys], store_time, "", self.config.store_host
         )
         if self.policy.waits and waits_for_flush(message):
             assert self._flusher is not None
@@ -299,13 +298,15 @@ class MmapStore:
         except ValueError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         store_time = self._now()
-        result = PutResult(PutStatus.PUT_OK, store_timestamp=store_time)
+        result = PutResult(
+            PutStatus.PUT_OK, store_timestamp=store_time, store_host=self.config.store_host
+        )
         end = 0
         for message in messages:
             phys, size, queue_offset = self._append(message, store_time)
             if result.commit_log_offset < 0:
                 result.commit_log_offset, result.queue_offset = phys, queue_offset
-            result.msg_ids.append((self.config.store_host + phys.to_bytes(8, "big")).hex().upper())
+            result.commit_log_offsets.append(phys)
             end = phys + size
         self._puts += len(messages)
         if self.policy.waits and waits_for_flush(first):
@@ -507,7 +508,7 @@ class MmapStore:
     async def _prepare_ahead(self) -> None:
         """Pre-touch the CommitLog ahead of the writer; create the next file early."""
         while True:
-            await anyio.sleep(0.05)
+            await anyio.sleep(PREPARE_INTERVAL)
             last = self.commitlog.files.last
             if last is None:
                 continue
