@@ -32,3 +32,21 @@ def read_optional(path: str | os.PathLike[str]) -> bytes | None:
         return Path(path).read_bytes()
     except FileNotFoundError:
         return None
+
+
+def write_config_file(path: str | os.PathLike[str], data: bytes) -> None:
+    """RocketMQ's config-file discipline: the previous version stays as ``<name>.bak``."""
+    target = Path(path)
+    if target.exists():
+        atomic_write(target.with_name(target.name + ".bak"), target.read_bytes())
+    atomic_write(target, data)
+
+
+def read_config_file(path: str | os.PathLike[str]) -> tuple[bytes | None, Path | None]:
+    """(content, where from): the file, else its ``.bak`` when it is missing or empty."""
+    target = Path(path)
+    for candidate in (target, target.with_name(target.name + ".bak")):
+        data = read_optional(candidate)
+        if data and data.strip():
+            return data, candidate
+    return None, None

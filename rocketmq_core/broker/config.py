@@ -1,0 +1,176 @@
+"""BrokerConfig: the broker's settings, by RocketMQ's broker.conf keys (STORE.md §17.1)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from pathlib import Path
+
+from ..config import Settings, setting
+from ..errors import ConfigError
+from ..protocol.constants import PERM_RW
+from ..protocol.message import pack_host
+from ..store.api import StoreConfig
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _default_broker_name() -> str:
+    try:
+        return socket.gethostname() or "DEFAULT_BROKER"
+    except OSError:
+        return "DEFAULT_BROKER"
+
+
+@dataclasses.dataclass
+class BrokerConfig(Settings):
+    broker_cluster_name: str = setting("DefaultCluster")
+    broker_name: str = setting(_default_broker_name())
+    broker_id: int = setting(0, help="0 for a master")
+    broker_ip1: str = setting("127.0.0.1", key="brokerIP1", help="address clients are given")
+    broker_ip2: str = setting("", key="brokerIP2", help="HA address (default brokerIP1)")
+    listen_port: int = setting(10911)
+    ha_listen_port: int = setting(10912)
+    namesrv_addr: str = setting(
+        os.environ.get("NAMESRV_ADDR", ""), help="name servers, host:port;host:port"
+    )
+    store_path_root_dir: str = setting(str(Path.home() / "store"))
+    store_path_commit_log: str = setting("", help="default <storePathRootDir>/commitlog")
+    mapped_file_size_commit_log: int = setting(1024 * 1024 * 1024)
+    mapped_file_size_consume_queue: int = setting(6_000_000)
+    broker_role: str = setting("ASYNC_MASTER", help="ASYNC_MASTER, SYNC_MASTER or SLAVE")
+    flush_disk_type: str = setting("ASYNC_FLUSH", help="ASYNC_FLUSH or SYNC_FLUSH")
+    sync_flush_timeout: int = setting(5000)
+    flush_interval_commit_log: int = setting(500)
+    flush_commit_log_least_pages: int = setting(4)
+    flush_commit_log_thorough_interval: int = setting(10_000)
+    delete_when: str = setting("04")
+    file_reserved_time: float = setting(72.0, help="hours")
+    disk_max_used_space_ratio: int = setting(75)
+    disk_space_warning_level_ratio: int = setting(90)
+    disk_space_clean_forcibly_ratio: int = setting(85)
+    max_message_size: int = setting(4 * 1024 * 1024)
+    message_delay_level: str = setting(DEFAULT_DELAY_LEVELS)
+    auto_create_topic_enable: bool = setting(True)
+    auto_create_subscription_group: bool = setting(True)
+    default_topic_queue_nums: int = setting(8)
+    broker_permission: int = setting(int(PERM_RW))
+    cluster_topic_enable: bool = setting(True)
+    broker_topic_enable: bool = setting(True)
+    trace_topic_enable: bool = setting(False)
+    msg_trace_topic_name: str = setting("RMQ_SYS_TRACE_TOPIC")
+    long_polling_enable: bool = setting(True)
+    short_polling_time_mills: int = setting(1000)
+    message_index_enable: bool = setting(True)
+    max_hash_slot_num: int = setting(5_000_000)
+    max_index_num: int = setting(20_000_000)
+    check_crc_on_recover: bool = setting(True, key="checkCRCOnRecover")
+    reject_transaction_message: bool = setting(False)
+    transaction_time_out: int = setting(6000)
+    transaction_check_max: int = setting(15)
+    transaction_check_interval: int = setting(30_000)
+    register_name_server_period: int = setting(30_000)
+    register_broker_timeout_mills: int = setting(24_000)
+    force_register: bool = setting(True)
+    compressed_register: bool = setting(False)
+    flush_consumer_offset_interval: int = setting(5000)
+    flush_delay_offset_interval: int = setting(10_000)
+    region_id: str = setting("DefaultRegion")
+    trace_on: bool = setting(True)
+    channel_expired_timeout: int = setting(120_000)
+    store: str = setting("mmap", help="the store plugin")
+    transport: str = setting("tcp", help="the transport plugin")
+
+    ignored_keys = frozenset(
+        {
+            "sendMessageThreadPoolNums",
+            "pullMessageThreadPoolNums",
+            "useReentrantLockWhenPutMessage",
+            "transientStorePoolEnable",
+            "warmMapedFileEnable",
+            "osPageCacheBusyTimeOutMills",
+            "serverWorkerThreads",
+            "serverSelectorThreads",
+            "clientWorkerThreads",
+            "aclEnable",
+            "enablePropertyFilter",
+            "slaveReadEnable",
+            "useServerSideResetOffset",
+            "timerWheelEnable",
+            "timerMaxDelaySec",
+            "enableSlaveActingMaster",
+            "enableControllerMode",
+        }
+    )
+
+    def validate(self) -> None:
+        """ConfigError naming the key when a value cannot work."""
+        if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            raise ConfigError(
+                f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}"
+            )
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise ConfigError(
+                f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
+            )
+        if not 0 < self.listen_port < 65536:
+            raise ConfigError(f"listenPort must be a port number, not {self.listen_port}")
+        delay_levels_ms(self.message_delay_level)
+        self.store_config()  # brokerIP1 must be an IP address
+        for address in self.namesrv_addresses():
+            if ":" not in address:
+                raise ConfigError(f"namesrvAddr entry {address!r} is not host:port")
+
+    def namesrv_addresses(self) -> list[str]:
+        return [part.strip() for part in self.namesrv_addr.split(";") if part.strip()]
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_listen_port}"
+
+    def store_config(self) -> StoreConfig:
+        """The store's part of the settings."""
+        try:
+            store_host = pack_host(self.broker_ip1, self.listen_port)
+        except ValueError:
+            raise ConfigError(f"brokerIP1 {self.broker_ip1!r} is not an IP address") from None
+        return StoreConfig(
+            root_dir=self.store_path_root_dir,
+            store_host=store_host,
+            flush="sync" if self.flush_disk_type == "SYNC_FLUSH" else "async",
+            sync_flush_timeout=self.sync_flush_timeout / 1000,
+            flush_interval=self.flush_interval_commit_log / 1000,
+            flush_least_pages=self.flush_commit_log_least_pages,
+            flush_thorough_interval=self.flush_commit_log_thorough_interval / 1000,
+            max_message_size=self.max_message_size,
+            commit_log_file_size=self.mapped_file_size_commit_log,
+            consume_queue_file_size=self.mapped_file_size_consume_queue,
+            message_index_enable=self.message_index_enable,
+            max_hash_slot_num=self.max_hash_slot_num,
+            max_index_num=self.max_index_num,
+            file_reserved_time=self.file_reserved_time,
+            delete_when=self.delete_when,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
+            check_crc_on_recover=self.check_crc_on_recover,
+        )
+
+
+def delay_levels_ms(text: str) -> list[int]:
+    """``messageDelayLevel`` ("1s 5s ... 2h") as milliseconds per level (level 1 first)."""
+    levels = []
+    for item in text.split():
+        number, unit = item[:-1], item[-1:]
+        if unit not in _UNITS or not number.isdigit():
+            raise ConfigError(f"messageDelayLevel item {item!r} is not a number with s, m, h or d")
+        levels.append(int(number) * _UNITS[unit])
+    if not levels:
+        raise ConfigError("messageDelayLevel lists no levels")
+    return levels

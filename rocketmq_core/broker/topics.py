@@ -1,0 +1,229 @@
+"""The broker's topic table: built-in topics, auto-creation, config/topics.json.
+
+RocketMQ's TopicConfigManager semantics (STORE.md §14, ROUTE.md §6): a send to an unknown
+topic creates it from the default topic (TBW102) when that carries the INHERIT bit;
+every change bumps the data version the name servers use to skip unchanged
+registrations, and is persisted atomically with the previous file kept as ``.bak``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+
+import anyio
+import orjson
+
+from ..errors import ConfigError
+from ..persist import read_config_file, write_config_file
+from ..protocol import fastjson
+from ..protocol.bodies import DataVersion, TopicConfig, TopicConfigWrapper
+from ..protocol.constants import (
+    BENCHMARK_TOPIC,
+    DEFAULT_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
+    PERM_RW,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TOPIC_MAX_LENGTH,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    Perm,
+)
+from .config import BrokerConfig
+
+log = logging.getLogger("rocketmq.broker")
+
+_LEGAL = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
+RETRY_TOPIC_MAX_LENGTH = 255  # 5.x: %RETRY% and %DLQ% topics may be longer
+NOT_SENDABLE = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+
+
+def topic_problem(topic: str) -> str | None:
+    """Why ``topic`` is not a valid topic name (Java TopicValidator's words), or None."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not _LEGAL.match(topic):
+        return (
+            f"The specified topic[{topic}] contains illegal characters,"
+            " allowing only ^[%|a-zA-Z0-9_-]+$"
+        )
+    limit = (
+        RETRY_TOPIC_MAX_LENGTH
+        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
+        else TOPIC_MAX_LENGTH
+    )
+    if len(topic) > limit:
+        return f"The specified topic is longer than topic max length {limit}."
+    return None
+
+
+def send_forbidden(topic: str) -> bool:
+    """System topics clients may not send to (NO_PERMISSION)."""
+    return topic in NOT_SENDABLE
+
+
+class TopicConfigManager:
+    def __init__(self, config: BrokerConfig, path: str, clock: Callable[[], float] = time.time):
+        self.config = config
+        self.path = path
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self._clock = clock
+        self._listeners: list[Callable[[], None]] = []
+        self._dirty = False
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """``listener()`` after each change (the broker registers with the name servers)."""
+        self._listeners.append(listener)
+
+    # --- loading and the built-ins ---------------------------------------------------------
+
+    def load(self) -> None:
+        data, source = read_config_file(self.path)
+        if data is not None:
+            try:
+                wrapper = TopicConfigWrapper.from_json(fastjson.loads(data))
+            except ValueError as exc:
+                raise ConfigError(
+                    f"{source} is not a topic table ({exc}); repair it or restore {self.path}.bak"
+                ) from None
+            self.table = wrapper.topic_configs
+            self.data_version = wrapper.data_version
+            if source is not None and str(source).endswith(".bak"):
+                log.warning("%s was missing or empty: loaded %s", self.path, source)
+        self._create_builtin_topics()
+
+    def _create_builtin_topics(self) -> None:
+        config = self.config
+        inherit_rw = int(PERM_RW | Perm.INHERIT)
+        builtins: list[tuple[str, int, int]] = [
+            (SELF_TEST_TOPIC, 1, int(PERM_RW)),
+            (BENCHMARK_TOPIC, 1024, int(PERM_RW)),
+            (
+                config.broker_cluster_name,
+                16,
+                inherit_rw if config.cluster_topic_enable else int(Perm.INHERIT),
+            ),
+            (
+                config.broker_name,
+                1,
+                inherit_rw if config.broker_topic_enable else int(Perm.INHERIT),
+            ),
+            (OFFSET_MOVED_EVENT, 1, int(PERM_RW)),
+            (SCHEDULE_TOPIC, len(config.message_delay_level.split()), int(PERM_RW)),
+            (f"{config.broker_cluster_name}_REPLY_TOPIC", 1, int(PERM_RW)),
+            (TRANS_HALF_TOPIC, 1, int(PERM_RW)),
+            (TRANS_OP_HALF_TOPIC, 1, int(PERM_RW)),
+        ]
+        if config.auto_create_topic_enable:
+            builtins.append((DEFAULT_TOPIC, config.default_topic_queue_nums, inherit_rw))
+        if config.trace_topic_enable:
+            builtins.append((config.msg_trace_topic_name, 1, int(PERM_RW)))
+        for name, queues, perm in builtins:
+            if name not in self.table:
+                self.table[name] = TopicConfig(name, queues, queues, perm)
+                self._dirty = True
+        default = self.table.get(DEFAULT_TOPIC)
+        auto_create_off = not config.auto_create_topic_enable
+        if default is not None and auto_create_off and default.perm & Perm.INHERIT:
+            default.perm &= ~int(Perm.INHERIT)  # no template: auto-creation is off
+            self._dirty = True
+        if self._dirty:
+            self._bump()
+
+    # --- changes ---------------------------------------------------------------------------
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def create_in_send(
+        self, topic: str, default_topic: str, default_queue_nums: int, sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """A send to an unknown topic: create it from the default topic, as RocketMQ does.
+
+        None when the default topic is unknown or not a template (auto-creation off).
+        """
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        default = self.table.get(default_topic)
+        if default is None or not default.perm & Perm.INHERIT:
+            return None
+        queues = max(0, min(default_queue_nums, default.write_queue_nums))
+        created = TopicConfig(
+            topic,
+            queues,
+            queues,
+            default.perm & ~int(Perm.INHERIT),
+            default.topic_filter_type,
+            sys_flag,
+        )
+        self.table[topic] = created
+        log.info("topic %s created from %s with %d queues", topic, default_topic, queues)
+        self._bump()
+        return created
+
+    def create_if_missing(
+        self, topic: str, queues: int = 1, perm: int = int(PERM_RW), sys_flag: int = 0
+    ) -> TopicConfig:
+        """Retry and dead-letter topics, created on first use."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        created = self.table[topic] = TopicConfig(
+            topic, queues, queues, perm, topic_sys_flag=sys_flag
+        )
+        self._bump()
+        return created
+
+    def update(self, config: TopicConfig) -> None:
+        """Create or replace a topic's config (admin UPDATE_AND_CREATE_TOPIC)."""
+        self.table[config.topic_name] = config
+        self._bump()
+
+    def delete(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        self._bump()
+        return True
+
+    def wrapper(self) -> TopicConfigWrapper:
+        """All topics and the version, as REGISTER_BROKER and GET_ALL_TOPIC_CONFIG send them."""
+        return TopicConfigWrapper(dict(self.table), self.data_version)
+
+    def _bump(self) -> None:
+        self.data_version = DataVersion(
+            self.data_version.counter + 1,
+            int(self._clock() * 1000),
+            self.data_version.state_version,
+        )
+        self._dirty = True
+        for listener in self._listeners:
+            listener()
+
+    # --- persistence -----------------------------------------------------------------------
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.wrapper().to_json(), option=orjson.OPT_INDENT_2)
+
+    async def persist(self) -> None:
+        """Write config/topics.json if anything changed (previous version kept as .bak)."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        await anyio.to_thread.run_sync(write_config_file, self.path, self.encode())
