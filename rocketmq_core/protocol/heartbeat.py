@@ -1,0 +1,205 @@
+"""Client bodies: HeartbeatData and subscriptions (CODES.md §5.1), queue lists (§5.2-5.3).
+
+Java sends enums by name and ``subVersion`` as a number; the C++ client sends enum
+ordinals, ``subVersion`` as a string, omits empty sets, and fills ``codeSet`` with
+meaningless values, so the broker derives tag hash codes from the tags itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from ..errors import BodyError
+from . import fastjson
+from .message import tags_code
+
+SUB_ALL = "*"
+
+
+class ConsumeType(IntEnum):
+    CONSUME_ACTIVELY = 0  # pull
+    CONSUME_PASSIVELY = 1  # push
+    CONSUME_POP = 2
+
+
+class MessageModel(IntEnum):
+    BROADCASTING = 0
+    CLUSTERING = 1
+
+
+class ConsumeFromWhere(IntEnum):
+    CONSUME_FROM_LAST_OFFSET = 0
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = 1
+    CONSUME_FROM_MIN_OFFSET = 2
+    CONSUME_FROM_MAX_OFFSET = 3
+    CONSUME_FROM_FIRST_OFFSET = 4
+    CONSUME_FROM_TIMESTAMP = 5
+
+
+def _enum(kind: type[IntEnum], raw: Any, default: IntEnum) -> Any:
+    if raw is None:
+        return default
+    try:
+        return kind[raw] if isinstance(raw, str) and not raw.isdigit() else kind(int(raw))
+    except (KeyError, ValueError):
+        raise BodyError(f"{raw!r} is not a {kind.__name__}") from None
+
+
+def parse_tags(expression: str | None) -> list[str]:
+    """Tags of a TAG expression (``"TagA || TagB"``); [] for ``*`` (everything)."""
+    if expression is None or not expression.strip() or expression.strip() == SUB_ALL:
+        return []
+    return [tag.strip() for tag in expression.split("||") if tag.strip()]
+
+
+@dataclass(slots=True)
+class SubscriptionData:
+    topic: str
+    sub_string: str = SUB_ALL
+    tags_set: list[str] = field(default_factory=list)
+    code_set: frozenset[int] = frozenset()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+    class_filter_mode: bool = False
+
+    @classmethod
+    def of(cls, topic: str, expression: str | None, sub_version: int = 0) -> SubscriptionData:
+        tags = parse_tags(expression)
+        return cls(
+            topic,
+            (expression or SUB_ALL).strip() or SUB_ALL,
+            tags,
+            frozenset(tags_code(tag) for tag in tags),
+            sub_version,
+        )
+
+    @property
+    def tag_filter(self) -> frozenset[int] | None:
+        """The store's filter: None takes every message."""
+        return None if not self.tags_set else self.code_set
+
+    @classmethod
+    def from_json(cls, value: Any) -> SubscriptionData:
+        if not isinstance(value, dict) or not isinstance(value.get("topic"), str):
+            raise BodyError("a subscription has no topic")
+        expression = value.get("subString")
+        tags = value.get("tagsSet")
+        if tags is None:
+            tags = parse_tags(expression)
+        tags = [str(tag) for tag in tags]
+        try:
+            sub_version = int(value.get("subVersion", 0) or 0)
+        except (TypeError, ValueError):
+            raise BodyError(f"subVersion {value.get('subVersion')!r} is not a number") from None
+        return cls(
+            value["topic"],
+            str(expression) if expression is not None else SUB_ALL,
+            tags,
+            frozenset(tags_code(tag) for tag in tags),  # never the client's codeSet
+            sub_version,
+            str(value.get("expressionType") or "TAG"),
+            bool(value.get("classFilterMode", False)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classFilterMode": self.class_filter_mode,
+            "codeSet": sorted(self.code_set),
+            "expressionType": self.expression_type,
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": self.tags_set,
+            "topic": self.topic,
+        }
+
+
+@dataclass(slots=True)
+class ConsumerData:
+    group_name: str
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    subscriptions: list[SubscriptionData] = field(default_factory=list)
+    unit_mode: bool = False
+
+    @classmethod
+    def from_json(cls, value: Any) -> ConsumerData:
+        if not isinstance(value, dict) or not value.get("groupName"):
+            raise BodyError("a consumerDataSet entry has no groupName")
+        return cls(
+            str(value["groupName"]),
+            _enum(ConsumeType, value.get("consumeType"), ConsumeType.CONSUME_PASSIVELY),
+            _enum(MessageModel, value.get("messageModel"), MessageModel.CLUSTERING),
+            _enum(
+                ConsumeFromWhere,
+                value.get("consumeFromWhere"),
+                ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            ),
+            [SubscriptionData.from_json(s) for s in value.get("subscriptionDataSet") or []],
+            bool(value.get("unitMode", False)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "consumeFromWhere": self.consume_from_where.name,
+            "consumeType": self.consume_type.name,
+            "groupName": self.group_name,
+            "messageModel": self.message_model.name,
+            "subscriptionDataSet": [s.to_json() for s in self.subscriptions],
+            "unitMode": self.unit_mode,
+        }
+
+
+@dataclass(slots=True)
+class HeartbeatData:
+    client_id: str
+    producer_groups: list[str] = field(default_factory=list)
+    consumers: list[ConsumerData] = field(default_factory=list)
+
+    @classmethod
+    def decode(cls, data: bytes) -> HeartbeatData:
+        try:
+            value = fastjson.loads(data)
+        except ValueError as exc:
+            raise BodyError(f"the heartbeat body is not JSON: {exc}") from None
+        if not isinstance(value, dict) or not value.get("clientID"):
+            raise BodyError("the heartbeat body has no clientID")
+        producers = value.get("producerDataSet") or []
+        return cls(
+            str(value["clientID"]),
+            [str(p["groupName"]) for p in producers if isinstance(p, dict) and p.get("groupName")],
+            [ConsumerData.from_json(c) for c in value.get("consumerDataSet") or []],
+        )
+
+    def encode(self) -> bytes:
+        return fastjson.dumps(
+            {
+                "clientID": self.client_id,
+                "consumerDataSet": [c.to_json() for c in self.consumers],
+                "producerDataSet": [{"groupName": g} for g in self.producer_groups],
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, value: Any) -> MessageQueue:
+        try:
+            return cls(str(value["topic"]), str(value["brokerName"]), int(value["queueId"]))
+        except (KeyError, TypeError, ValueError):
+            raise BodyError(f"{value!r} is not a message queue") from None
+
+
+def encode_consumer_list(client_ids: list[str]) -> bytes:
+    """GET_CONSUMER_LIST_BY_GROUP's body (the C++ client parses it strictly)."""
+    return fastjson.dumps({"consumerIdList": client_ids})
