@@ -31,6 +31,7 @@ BUILTIN_PLUGINS = (
     "rocketmq_core.builtin.plugins_command",
     "rocketmq_core.builtin.namesrv",
     "rocketmq_core.builtin.store",
+    "rocketmq_core.builtin.broker",
 )
 
 

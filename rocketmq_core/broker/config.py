@@ -115,7 +115,7 @@ class BrokerConfig(Settings):
             raise ConfigError(
                 f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
             )
-        if not 0 < self.listen_port < 65536:
+        if not 0 <= self.listen_port < 65536:  # 0: any free port (tests)
             raise ConfigError(f"listenPort must be a port number, not {self.listen_port}")
         delay_levels_ms(self.message_delay_level)
         self.store_config()  # brokerIP1 must be an IP address

@@ -1,0 +1,285 @@
+"""Broker: the store, topics, offsets and clients served over a transport.
+
+One task group owns everything: the remoting server, name-server registration,
+housekeeping (offset and topic persistence, client expiry). ``stop`` stops accepting,
+unregisters from the name servers, answers held pulls, persists and closes the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import zlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from ..errors import PluginError, RemotingError, ResponseError
+from ..plugins import PluginHost, load_plugins
+from ..protocol.bodies import RegisterBrokerBody
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import RemotingCommand
+from ..protocol.headers import (
+    BrokerIdentityRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    RegisterBrokerRequestHeader,
+)
+from ..remoting.client import RemotingClient
+from ..remoting.connection import Connection
+from ..remoting.processor import ProcessorTable
+from ..remoting.server import RemotingServer
+from ..store.loader import create_store
+from .clients import ConsumerManager, ProducerManager
+from .config import BrokerConfig
+from .longpoll import PullHoldService
+from .offsets import ConsumerOffsetManager
+from .topics import TopicConfigManager
+
+log = logging.getLogger("rocketmq.broker")
+
+HOUSEKEEPING_INTERVAL = 1.0
+CLIENT_SCAN_INTERVAL = 10.0
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        host: PluginHost | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.host = host or load_plugins()
+        root = Path(config.store_path_root_dir)
+        self.topics = TopicConfigManager(config, str(root / "config" / "topics.json"))
+        self.offsets = ConsumerOffsetManager(str(root / "config" / "consumerOffset.json"))
+        self.consumers = ConsumerManager()
+        self.producers = ProducerManager()
+        self.pulls = PullHoldService()
+        self.store: Any = None
+        self.server: RemotingServer | None = None
+        self.address: str | None = None
+        self.ready = False
+        self._clock = clock
+        self._task_group: TaskGroup | None = None
+        self._register_now: anyio.Event | None = None  # made inside the event loop
+        self._namesrv_client: RemotingClient | None = None
+        self._stop_requested: anyio.Event | None = None
+        self._stopped: anyio.Event | None = None
+        self._grace = 5.0
+
+    def now(self) -> float:
+        """Milliseconds on the liveness clock."""
+        return self._clock() * 1000.0
+
+    @classmethod
+    @asynccontextmanager
+    async def serving(cls, config: BrokerConfig, **options: Any) -> AsyncIterator[Broker]:
+        """A started broker, stopped gracefully when the block exits."""
+        broker = cls(config, **options)
+        async with anyio.create_task_group() as task_group:
+            await task_group.start(broker.run)
+            try:
+                yield broker
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await broker.stop()
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
+        if self.host.problems:
+            raise PluginError(
+                "refusing to start with broken plugins:\n  "
+                + "\n  ".join(self.host.problems)
+                + "\nreinstall them, or block them with ROCKETMQ_DISABLE_PLUGINS=<name>"
+            )
+        self.config.validate()
+        transport = self.host.registry.transports.get(self.config.transport)
+        self.server = RemotingServer(transport, self.processor_table())
+        self.server.on_connection_closed(self._connection_closed)
+        self._register_now = anyio.Event()
+        self._stop_requested = anyio.Event()
+        self._stopped = anyio.Event()
+        async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
+            # bind first: with port 0 the store must know the real port (its store host)
+            bound = await task_group.start(self.server.serve, "0.0.0.0", self.config.listen_port)
+            self.config.listen_port = int(bound.rsplit(":", 1)[1])
+            self.address = self.config.broker_addr
+            self.topics.load()
+            self.offsets.load()
+            self.store = create_store(self.config.store, self.config.store_config(), self.host)
+            self.store.add_dispatcher(self.pulls.on_dispatch)
+            await self.store.open()
+            await self.topics.persist()
+            self.topics.on_change(self._register_now.set)
+            self._namesrv_client = RemotingClient(transport)
+            await self._namesrv_client.__aenter__()
+            self.ready = True
+            await self._register_all()
+            task_group.start_soon(self._register_periodically)
+            task_group.start_soon(self._housekeeping)
+            self.host.hook.rocketmq_broker_started(broker=self, address=self.address)
+            task_status.started(self.address)
+            # the store and the name-server client entered task groups in this task and
+            # scope: they are left here too, in reverse order, with no scope in between
+            await self._stop_requested.wait()
+            await self._shut_down()
+            task_group.cancel_scope.cancel()
+        self._task_group = None
+        self._stopped.set()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting, unregister, answer held pulls, persist, close the store."""
+        if self._task_group is None:
+            return
+        self._grace = grace
+        self._stop_requested.set()
+        await self._stopped.wait()
+
+    async def _shut_down(self) -> None:
+        self.host.hook.rocketmq_broker_stopping(broker=self)
+        self.ready = False
+        await self._unregister_all()
+        if self._namesrv_client is not None:
+            await self._namesrv_client.__aexit__(None, None, None)
+            self._namesrv_client = None
+        self.pulls.release_all()
+        if self.server is not None:
+            await self.server.stop(self._grace)
+        await self.offsets.persist()
+        await self.topics.persist()
+        if self.store is not None:
+            await self.store.close()
+
+    def processor_table(self) -> ProcessorTable:
+        table = ProcessorTable()
+        for entry in self.host.registry.processors.for_server("broker"):
+            processor = entry.factory(self)
+            if entry.code is None:
+                table.set_default(processor, limit=entry.limit, backlog=entry.backlog)
+            else:
+                table.register(entry.code, processor, limit=entry.limit, backlog=entry.backlog)
+        return table
+
+    def check_ready(self) -> None:
+        if not self.ready:
+            raise ResponseError(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                "the broker is starting or stopping; retry in a moment",
+            )
+
+    # --- clients ---------------------------------------------------------------------------
+
+    def _connection_closed(self, connection: Connection) -> None:
+        for group in self.consumers.channel_closed(connection):
+            self.notify_consumers_changed(group)
+        self.producers.channel_closed(connection)
+
+    def notify_consumers_changed(self, group_name: str) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of a clustering group."""
+        group = self.consumers.group(group_name)
+        if group is None or not group.notifies or self._task_group is None:
+            return
+        fields = NotifyConsumerIdsChangedRequestHeader(consumer_group=group_name).to_ext_fields()
+        for channel in list(group.channels):
+            if isinstance(channel, Connection) and not channel.closed:
+                request = RemotingCommand.request(
+                    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, fields, oneway=True
+                )
+                self._task_group.start_soon(_send_quietly, channel, request)
+
+    # --- name servers ----------------------------------------------------------------------
+
+    def _register_request(self) -> RemotingCommand:
+        config = self.config
+        body = RegisterBrokerBody(self.topics.wrapper()).encode(config.compressed_register)
+        header = RegisterBrokerRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=config.broker_addr,
+            cluster_name=config.broker_cluster_name,
+            ha_server_addr=config.ha_server_addr,
+            broker_id=config.broker_id,
+            compressed=config.compressed_register,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+
+    async def _register_all(self) -> None:
+        addresses = self.config.namesrv_addresses()
+        if not addresses or self._namesrv_client is None:
+            return
+        timeout = self.config.register_broker_timeout_mills / 1000
+        for address in addresses:
+            try:
+                reply = await self._namesrv_client.invoke(
+                    address, self._register_request(), timeout=timeout
+                )
+                if reply.code != ResponseCode.SUCCESS:
+                    log.warning("name server %s refused registration: %s", address, reply.remark)
+            except (RemotingError, OSError) as exc:
+                log.warning("cannot register with name server %s: %s", address, exc)
+
+    async def _register_periodically(self) -> None:
+        period = min(max(self.config.register_name_server_period, 10_000), 60_000) / 1000
+        while True:
+            with anyio.move_on_after(period):
+                assert self._register_now is not None
+                await self._register_now.wait()
+                await anyio.sleep(0.05)  # let a burst of topic creations share one registration
+            self._register_now = anyio.Event()
+            await self._register_all()
+
+    async def _unregister_all(self) -> None:
+        if self._namesrv_client is None:
+            return
+        config = self.config
+        fields = BrokerIdentityRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=config.broker_addr,
+            cluster_name=config.broker_cluster_name,
+            broker_id=config.broker_id,
+        ).to_ext_fields()
+        for address in config.namesrv_addresses():
+            request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields)
+            try:
+                await self._namesrv_client.invoke(address, request, timeout=3)
+            except (RemotingError, OSError) as exc:
+                log.warning("cannot unregister from name server %s: %s", address, exc)
+
+    # --- housekeeping ----------------------------------------------------------------------
+
+    async def _housekeeping(self) -> None:
+        last_offsets = last_scan = self._clock()
+        while True:
+            await anyio.sleep(HOUSEKEEPING_INTERVAL)
+            now = self._clock()
+            if now - last_offsets >= self.config.flush_consumer_offset_interval / 1000:
+                last_offsets = now
+                await self.offsets.persist()
+            await self.topics.persist()
+            if now - last_scan >= CLIENT_SCAN_INTERVAL:
+                last_scan = now
+                timeout = self.config.channel_expired_timeout
+                expired = self.consumers.expire(self.now(), timeout)
+                for group in {group for group, _channel in expired}:
+                    log.info("consumers of %s expired", group)
+                    self.notify_consumers_changed(group)
+                self.producers.expire(self.now(), timeout)
+
+    def random_queue(self, write_queue_nums: int) -> int:
+        return random.randrange(write_queue_nums) if write_queue_nums > 0 else 0
+
+
+async def _send_quietly(connection: Connection, request: RemotingCommand) -> None:
+    try:
+        await connection.invoke_oneway(request)
+    except (RemotingError, OSError) as exc:
+        log.debug("notify to %s failed: %s", connection.peer_address, exc)

@@ -1,0 +1,25 @@
+"""Broker request processors, one module per request family, bound by the broker plugin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...protocol.codes import RequestCode
+from . import client, offset, pull, send
+
+PROCESSORS: dict[int, Callable[..., Any]] = {
+    RequestCode.SEND_MESSAGE: send.send_message,
+    RequestCode.SEND_MESSAGE_V2: send.send_message,
+    RequestCode.SEND_BATCH_MESSAGE: send.send_message,
+    RequestCode.PULL_MESSAGE: pull.pull_message,
+    RequestCode.HEART_BEAT: client.heart_beat,
+    RequestCode.UNREGISTER_CLIENT: client.unregister_client,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: client.get_consumer_list_by_group,
+    RequestCode.QUERY_CONSUMER_OFFSET: offset.query_consumer_offset,
+    RequestCode.UPDATE_CONSUMER_OFFSET: offset.update_consumer_offset,
+    RequestCode.GET_MAX_OFFSET: offset.get_max_offset,
+    RequestCode.GET_MIN_OFFSET: offset.get_min_offset,
+    RequestCode.GET_EARLIEST_MSG_STORETIME: offset.get_earliest_msg_storetime,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset.search_offset_by_timestamp,
+}

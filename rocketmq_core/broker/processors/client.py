@@ -1,0 +1,58 @@
+"""HEART_BEAT, UNREGISTER_CLIENT and GET_CONSUMER_LIST_BY_GROUP (CODES.md §4.3, §4.9)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import ResponseError
+from ...protocol.codes import ResponseCode
+from ...protocol.command import RemotingCommand
+from ...protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from ...protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
+from ...protocol.heartbeat import HeartbeatData, encode_consumer_list
+
+if TYPE_CHECKING:
+    from ...remoting.processor import RequestContext
+    from ..app import Broker
+
+
+def heart_beat(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    broker.check_ready()
+    beat = HeartbeatData.decode(request.body)
+    now = broker.now()
+    channel = ctx.connection
+    language = _language(request.language)
+    for consumer in beat.consumers:
+        broker.topics.create_if_missing(RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, 1)
+        changed = broker.consumers.register(
+            consumer, channel, beat.client_id, now, language=language, version=request.version
+        )
+        if changed:
+            broker.notify_consumers_changed(consumer.group_name)
+    for group in beat.producer_groups:
+        broker.producers.register(group, channel, beat.client_id, now)
+    return request.response()
+
+
+def unregister_client(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields or {})
+    if header.producer_group:  # the C++ client sends the unused group as ""
+        broker.producers.unregister(header.producer_group, ctx.connection)
+    if header.consumer_group and broker.consumers.unregister(header.consumer_group, ctx.connection):
+        broker.notify_consumers_changed(header.consumer_group)
+    return request.response()
+
+
+def get_consumer_list_by_group(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields or {})
+    group = broker.consumers.group(header.consumer_group)
+    if group is None or not group.channels:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
+        )
+    return request.response(body=encode_consumer_list(group.client_ids()))
+
+
+def _language(code: object) -> str:
+    name = getattr(code, "name", None)
+    return name if isinstance(name, str) else str(code)

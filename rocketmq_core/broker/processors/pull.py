@@ -1,0 +1,105 @@
+"""PULL_MESSAGE with long polling (CODES.md §4.2, STORE.md §12)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import ResponseError
+from ...protocol.codes import ResponseCode
+from ...protocol.command import RemotingCommand
+from ...protocol.constants import Perm
+from ...protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from ...protocol.heartbeat import SubscriptionData
+from ...store.api import GetResult, GetStatus
+
+if TYPE_CHECKING:
+    from ...remoting.processor import RequestContext
+    from ..app import Broker
+
+COMMIT_OFFSET = 0x1
+SUSPEND = 0x2
+SUBSCRIPTION = 0x4
+FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+
+
+def pull_code(result: GetResult, requested: int) -> int:
+    status = result.status
+    if status is GetStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if requested != 0 else ResponseCode.PULL_NOT_FOUND
+    if status in (GetStatus.OFFSET_FOUND_NULL, GetStatus.OFFSET_OVERFLOW_ONE):
+        return ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_OFFSET_MOVED
+
+
+async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    broker.check_ready()
+    header = PullMessageRequestHeader.from_ext_fields(request.ext_fields or {})
+    topic = broker.topics.get(header.topic)
+    if topic is None:
+        raise ResponseError(
+            ResponseCode.TOPIC_NOT_EXIST,
+            f"topic[{header.topic}] not exist, apply first please!{FAQ}",
+        )
+    if not topic.perm & Perm.READ:
+        raise ResponseError(
+            ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+        )
+    if not 0 <= header.queue_id < topic.read_queue_nums:
+        raise ResponseError(
+            ResponseCode.INVALID_PARAMETER,
+            f"queueId {header.queue_id} is out of range: topic {header.topic} has"
+            f" {topic.read_queue_nums} read queues",
+        )
+    subscription = _subscription(broker, header)
+    if header.sys_flag & COMMIT_OFFSET and broker.config.broker_id == 0:
+        broker.offsets.commit(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
+    tags = subscription.tag_filter
+    read = (header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tags)
+    result = await broker.store.get(*read)
+    code = pull_code(result, header.queue_offset)
+    if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & SUSPEND:
+        timeout = (
+            header.suspend_timeout_millis
+            if broker.config.long_polling_enable
+            else broker.config.short_polling_time_mills
+        ) / 1000
+        if await broker.pulls.hold(
+            header.topic, header.queue_id, header.queue_offset, tags, timeout
+        ):
+            result = await broker.store.get(*read)
+            code = pull_code(result, header.queue_offset)
+    reply = PullMessageResponseHeader(
+        suggest_which_broker_id=0,
+        next_begin_offset=result.next_begin_offset,
+        min_offset=result.min_offset,
+        max_offset=result.max_offset,
+    )
+    return request.response(
+        code,
+        result.status.name,
+        reply.to_ext_fields(),
+        result.body if code == ResponseCode.SUCCESS else b"",
+    )
+
+
+def _subscription(broker: Broker, header: PullMessageRequestHeader) -> SubscriptionData:
+    if header.sys_flag & SUBSCRIPTION:
+        return SubscriptionData.of(header.topic, header.subscription, header.sub_version)
+    registered = broker.consumers.subscription(header.consumer_group, header.topic)
+    if registered is None:
+        raise ResponseError(
+            ResponseCode.SUBSCRIPTION_NOT_EXIST,
+            f"the consumer's subscription not exist: group {header.consumer_group},"
+            f" topic {header.topic}; it is registered by the consumer's heartbeat",
+        )
+    if registered.sub_version < header.sub_version:
+        raise ResponseError(
+            ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+        )
+    return registered

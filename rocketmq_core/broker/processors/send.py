@@ -1,0 +1,202 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (CODES.md §4.1)."""
+
+from __future__ import annotations
+
+import zlib
+from typing import TYPE_CHECKING
+
+from ...errors import BodyError, ConfigError, ResponseError
+from ...protocol.bodies import TopicConfig
+from ...protocol.codes import VERSION_V3_4_9, RequestCode, ResponseCode
+from ...protocol.command import RemotingCommand
+from ...protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Perm
+from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader, SendMessageResponseHeader
+from ...protocol.message import (
+    COMPRESSED,
+    MULTI_TAGS,
+    RecordError,
+    iter_batch,
+    pack_host,
+    property_value,
+)
+from ...remoting.transport import parse_address
+from ...store.api import MessageToStore
+from ..topics import send_forbidden, topic_problem
+
+if TYPE_CHECKING:
+    from ...remoting.processor import RequestContext
+    from ..app import Broker
+
+FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+DEFAULT_MAX_RECONSUME_TIMES = 16
+
+
+async def send_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    broker.check_ready()
+    v2 = request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+    header = SendMessageRequestHeader.from_ext_fields(
+        request.ext_fields or {}, SEND_V2_NAMES if v2 else None
+    )
+    topic_config = _writable_topic(broker, header)
+    queue_id = header.queue_id
+    if queue_id < 0:
+        queue_id = broker.random_queue(topic_config.write_queue_nums)
+    if queue_id >= max(topic_config.read_queue_nums, topic_config.write_queue_nums):
+        raise ResponseError(
+            ResponseCode.INVALID_PARAMETER,
+            f"queueId {queue_id} is out of range: topic {header.topic} has"
+            f" {topic_config.write_queue_nums} write queues",
+        )
+    topic = header.topic
+    properties = _with_cluster(header.properties or "", broker.config.broker_cluster_name)
+    sys_flag = header.sys_flag
+    if topic_config.topic_filter_type == "MULTI_TAG":
+        sys_flag |= MULTI_TAGS
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        topic, queue_id = _retry_or_dead_letter(broker, header, request, queue_id)
+    born_host = _born_host(ctx.peer_address)
+    store = broker.store
+    if header.batch:
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot go to a retry topic")
+        messages = _batch_messages(
+            request.body, header, topic, queue_id, sys_flag, born_host, properties
+        )
+        result = await store.put_batch(messages)
+        uniq = None
+    else:
+        message = MessageToStore(
+            topic,
+            queue_id,
+            bytes(request.body),
+            properties.encode(),
+            header.flag,
+            sys_flag,
+            header.born_timestamp,
+            born_host,
+            header.reconsume_times or 0,
+        )
+        result = await store.put(message)
+        uniq = property_value(message.properties, b"UNIQ_KEY")
+    if not result.status.stored:
+        raise ResponseError(result.status.response_code, result.remark or result.status.name)
+    reply = SendMessageResponseHeader(
+        msg_id=",".join(result.msg_ids),
+        queue_id=queue_id,
+        queue_offset=result.queue_offset,
+        transaction_id=uniq.decode() if uniq else None,
+        region_id=broker.config.region_id,
+        trace_on=broker.config.trace_on,
+    )
+    return request.response(
+        result.status.response_code, result.remark or None, reply.to_ext_fields()
+    )
+
+
+def _writable_topic(broker: Broker, header: SendMessageRequestHeader) -> TopicConfig:
+    topic = header.topic
+    problem = topic_problem(topic)
+    if problem is not None:
+        raise ResponseError(ResponseCode.INVALID_PARAMETER, problem)
+    if send_forbidden(topic):
+        raise ResponseError(
+            ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+        )
+    config = broker.topics.get(topic)
+    if config is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        config = broker.topics.create_if_missing(topic, 1)
+    if config is None:
+        config = broker.topics.create_in_send(
+            topic, header.default_topic, header.default_topic_queue_nums, 0
+        )
+    if config is None:
+        raise ResponseError(
+            ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}"
+        )
+    if not config.perm & Perm.WRITE:
+        raise ResponseError(
+            ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
+        )
+    return config
+
+
+def _retry_or_dead_letter(
+    broker: Broker, header: SendMessageRequestHeader, request: RemotingCommand, queue_id: int
+) -> tuple[str, int]:
+    """A message re-sent to %RETRY%group goes to %DLQ%group past maxReconsumeTimes."""
+    group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+    limit = DEFAULT_MAX_RECONSUME_TIMES
+    if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
+        limit = header.max_reconsume_times
+    if (header.reconsume_times or 0) > limit:
+        dead = DLQ_GROUP_TOPIC_PREFIX + group
+        broker.topics.create_if_missing(dead, 1, int(Perm.READ | Perm.WRITE))
+        return dead, 0
+    return header.topic, queue_id
+
+
+def _with_cluster(properties: str, cluster: str) -> str:
+    if "CLUSTER\x01" in properties:
+        return properties
+    if properties and not properties.endswith("\x02"):
+        properties += "\x02"
+    return f"{properties}CLUSTER\x01{cluster}\x02"
+
+
+def _born_host(peer: str) -> bytes:
+    try:
+        host, port = parse_address(peer)
+        return pack_host(host, port)
+    except (ConfigError, ValueError):  # not an IP peer (a test transport)
+        return pack_host("127.0.0.1", 0)
+
+
+def _batch_messages(
+    body: bytes,
+    header: SendMessageRequestHeader,
+    topic: str,
+    queue_id: int,
+    sys_flag: int,
+    born_host: bytes,
+    batch_properties: str,
+) -> list[MessageToStore]:
+    if sys_flag & COMPRESSED:
+        # the C++ client 1.2.3 compresses whole batches: inflate, then split (policy b)
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as exc:
+            raise BodyError(f"the compressed batch does not inflate: {exc}") from None
+        sys_flag &= ~COMPRESSED
+    extra = batch_properties.encode()
+    messages = []
+    try:
+        for item in iter_batch(bytes(body)):
+            properties = _merge(item.properties, extra)
+            messages.append(
+                MessageToStore(
+                    topic,
+                    queue_id,
+                    item.body,
+                    properties,
+                    item.flag,
+                    sys_flag,
+                    header.born_timestamp,
+                    born_host,
+                    header.reconsume_times or 0,
+                )
+            )
+    except RecordError as exc:
+        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+    if not messages:
+        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no messages")
+    return messages
+
+
+def _merge(own: bytes, batch_level: bytes) -> bytes:
+    """The record's own properties plus batch-level keys it does not have (MESSAGE.md §6)."""
+    merged = own if not own or own.endswith(b"\x02") else own + b"\x02"
+    for pair in batch_level.split(b"\x02"):
+        name, separator, _value = pair.partition(b"\x01")
+        if separator and name and property_value(own, name) is None:
+            merged += pair + b"\x02"
+    return merged
