@@ -131,17 +131,21 @@ class Settings:
 
     @classmethod
     def load(cls: type[S], path: str | Path | None = None, **overrides: Any) -> S:
-        """Defaults, then the file at ``path`` (if any), then ``overrides`` by attribute."""
+        """Defaults, then ``overrides`` by attribute, then the file at ``path`` (if any)."""
         settings = cls()
-        if path is not None:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from None
-            settings.update(parse_properties(text), source=str(path))
         for name, value in overrides.items():
             setattr(settings, name, value)
+        if path is not None:
+            settings.update_from_file(path)
         return settings
+
+    def update_from_file(self, path: str | Path) -> list[str]:
+        """Apply a ``key=value`` file over the current values."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from None
+        return self.update(parse_properties(text), source=str(path))
 
     def update(self, values: Mapping[str, str], *, source: str = "config") -> list[str]:
         """Set fields from ``values`` (all or nothing); return the keys it did not know."""

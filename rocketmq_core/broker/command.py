@@ -1,0 +1,138 @@
+"""``rocketmq broker`` and ``rocketmq standalone`` (name server and broker in one process)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+import anyio
+
+from .. import runtime
+from ..config import format_properties
+from ..namesrv.config import NamesrvConfig
+from ..namesrv.server import NameServer
+from ..plugins import PluginHost
+from .app import Broker
+from .config import BrokerConfig
+
+log = logging.getLogger("rocketmq.broker")
+
+STANDALONE_HOME = Path.home() / "rocketmq-py"  # data of `rocketmq standalone` by default
+
+
+def add_broker_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-c", "--config-file", metavar="FILE", help="broker.conf (key=value)")
+    parser.add_argument("-n", "--namesrv-addr", metavar="ADDRS", help="host:port;host:port")
+    parser.add_argument("--store", metavar="NAME", help="store plugin (default mmap)")
+    parser.add_argument("--transport", metavar="NAME", help="transport plugin (default tcp)")
+    parser.add_argument("--flush", choices=["async", "sync"], help="flushDiskType")
+    parser.add_argument(
+        "-p", "--print-config-item", action="store_true", help="print the settings and exit"
+    )
+
+
+def broker_settings(args: argparse.Namespace, **defaults: object) -> BrokerConfig:
+    # the command's defaults, then broker.conf over them, then the options over both
+    config = BrokerConfig.load(args.config_file, **defaults)
+    if args.namesrv_addr:
+        config.namesrv_addr = args.namesrv_addr
+    if args.store:
+        config.store = args.store
+    if args.transport:
+        config.transport = args.transport
+    if args.flush:
+        config.flush_disk_type = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
+    config.validate()
+    return config
+
+
+class BrokerCommand:
+    help = "start a broker"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_broker_options(parser)
+
+    def run(self, args: argparse.Namespace, host: PluginHost) -> int:
+        config = broker_settings(args)
+        if args.print_config_item:
+            sys.stdout.write(config_text(config))
+            return 0
+        runtime.configure_logging()
+        return runtime.run(_serve_broker, config, host)
+
+
+class StandaloneCommand:
+    help = "start a name server and a broker in one process (ports 9876 and 10911)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_broker_options(parser)
+        parser.add_argument(
+            "--namesrv-listen",
+            metavar="HOST:PORT",
+            default="0.0.0.0:9876",
+            help="the name server's address (default 0.0.0.0:9876)",
+        )
+
+    def run(self, args: argparse.Namespace, host: PluginHost) -> int:
+        host_part, _, port = args.namesrv_listen.rpartition(":")
+        namesrv = NamesrvConfig(
+            kv_config_path=str(STANDALONE_HOME / "namesrv" / "kvConfig.json"),
+            config_store_path=str(STANDALONE_HOME / "namesrv" / "namesrv.properties"),
+            bind_address=host_part or "0.0.0.0",
+            listen_port=int(port),
+        )
+        broker = broker_settings(
+            args,
+            broker_name="standalone",
+            broker_ip1="127.0.0.1",
+            store_path_root_dir=str(STANDALONE_HOME / "store"),
+        )
+        if args.print_config_item:
+            sys.stdout.write(config_text(broker))
+            return 0
+        runtime.configure_logging()
+        return runtime.run(_serve_standalone, namesrv, broker, host)
+
+
+def config_text(config: BrokerConfig) -> str:
+    return format_properties(config.to_properties())
+
+
+async def _serve_broker(config: BrokerConfig, host: PluginHost) -> int:
+    broker = Broker(config, host=host)
+    async with anyio.create_task_group() as task_group:
+        address = await task_group.start(broker.run)
+        log.info(
+            "The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
+            config.broker_name,
+            address,
+            config.namesrv_addr or "(none)",
+        )
+        received = await runtime.wait_for_stop_signal()
+        log.info("%s received: shutting down", received.name)
+        await broker.stop()
+    return 0
+
+
+async def _serve_standalone(namesrv_config: NamesrvConfig, config: BrokerConfig, host) -> int:
+    namesrv = NameServer(namesrv_config, host=host)
+    async with anyio.create_task_group() as task_group:
+        namesrv_address = await task_group.start(namesrv.run)
+        port = namesrv_address.rsplit(":", 1)[1]
+        config.namesrv_addr = config.namesrv_addr or f"127.0.0.1:{port}"
+        broker = Broker(config, host=host)
+        broker_address = await task_group.start(broker.run)
+        log.info(
+            "rocketmq standalone ready: name server %s, broker %s (store %s in %s)",
+            namesrv_address,
+            broker_address,
+            config.store,
+            config.store_path_root_dir,
+        )
+        received = await runtime.wait_for_stop_signal()
+        log.info("%s received: shutting down", received.name)
+        await broker.stop()
+        await namesrv.stop()
+    return 0
