@@ -1,0 +1,174 @@
+"""Broker processors through a real RemotingClient over TCP."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from rocketmq_core.broker.app import Broker
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.headers import (
+    SEND_V2_NAMES,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+)
+from rocketmq_core.protocol.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from rocketmq_core.protocol.message import encode_properties, iter_records
+from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.testing.broker import broker_config
+
+pytestmark = pytest.mark.anyio
+R = RequestCode
+
+
+@pytest.fixture
+async def broker(tmp_path, plugin_host):
+    async with Broker.serving(broker_config(tmp_path), host=plugin_host) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(plugin_host):
+    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
+        yield remoting
+
+
+def send_request(topic="Orders", body=b"hello", queue_id=0, tags="TagA", **fields):
+    header = SendMessageRequestHeader(
+        producer_group="PG",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=0,
+        born_timestamp=1700000000000,
+        flag=0,
+        properties=encode_properties({"TAGS": tags, "KEYS": "k1", "UNIQ_KEY": "U1"}),
+        **fields,
+    )
+    return RemotingCommand.request(R.SEND_MESSAGE_V2, header.to_ext_fields(SEND_V2_NAMES), body)
+
+
+def pull_request(topic="Orders", offset=0, sys_flag=0x4, subscription="*", suspend=10_000):
+    header = PullMessageRequestHeader(
+        consumer_group="CG",
+        topic=topic,
+        queue_id=0,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=sys_flag,
+        commit_offset=0,
+        suspend_timeout_millis=suspend,
+        sub_version=0,
+        subscription=subscription,
+    )
+    return RemotingCommand.request(R.PULL_MESSAGE, header.to_ext_fields())
+
+
+async def test_send_then_pull(broker, client):
+    sent = await client.invoke(broker.address, send_request())
+    assert sent.code == ResponseCode.SUCCESS, sent.remark
+    assert sent.ext_fields["queueId"] == "0" and sent.ext_fields["queueOffset"] == "0"
+    assert sent.ext_fields["MSG_REGION"] == "DefaultRegion"
+    assert sent.ext_fields["transactionId"] == "U1"
+    pulled = await client.invoke(broker.address, pull_request())
+    assert pulled.code == ResponseCode.SUCCESS
+    (message,) = list(iter_records(pulled.body))
+    assert (message.topic, message.body, message.tags) == ("Orders", b"hello", "TagA")
+    assert message.properties["CLUSTER"] == "DefaultCluster"
+    assert pulled.ext_fields["nextBeginOffset"] == "1"
+
+
+async def test_refusals_say_why(broker, client, tmp_path):
+    cases = [
+        (send_request(topic="SCHEDULE_TOPIC_XXXX"), ResponseCode.NO_PERMISSION, "forbidden"),
+        (send_request(topic="bad topic"), ResponseCode.INVALID_PARAMETER, "illegal characters"),
+        (
+            send_request(body=b"x" * (4 * 1024 * 1024 + 1)),
+            ResponseCode.MESSAGE_ILLEGAL,
+            "maxMessageSize",
+        ),
+        (send_request(queue_id=99), ResponseCode.INVALID_PARAMETER, "out of range"),
+        (pull_request(topic="NoSuchTopic"), ResponseCode.TOPIC_NOT_EXIST, "not exist"),
+        (pull_request(sys_flag=0), ResponseCode.SUBSCRIPTION_NOT_EXIST, "subscription"),
+    ]
+    await client.invoke(broker.address, send_request())  # creates Orders
+    for request, code, remark in cases:
+        reply = await client.invoke(broker.address, request, timeout=10)
+        assert reply.code == code, (request.code, reply.remark)
+        assert remark in reply.remark
+
+
+async def test_unknown_topic_without_auto_create(tmp_path, plugin_host, client):
+    config = broker_config(tmp_path, auto_create_topic_enable=False)
+    async with Broker.serving(config, host=plugin_host) as broker:
+        reply = await client.invoke(broker.address, send_request(topic="Fresh"))
+    assert reply.code == ResponseCode.TOPIC_NOT_EXIST
+    assert "topic[Fresh] not exist, apply first please!" in reply.remark
+
+
+async def test_a_held_pull_is_answered_by_the_next_message(broker, client):
+    await client.invoke(broker.address, send_request())
+    results = {}
+
+    async def held_pull():
+        results["reply"] = await client.invoke(
+            broker.address, pull_request(offset=1, sys_flag=0x4 | 0x2), timeout=20
+        )
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(held_pull)
+        with anyio.fail_after(5):
+            while broker.pulls.holding == 0:
+                await anyio.sleep(0.01)
+        await client.invoke(broker.address, send_request(body=b"second"))
+    reply = results["reply"]
+    assert reply.code == ResponseCode.SUCCESS
+    assert [m.body for m in iter_records(reply.body)] == [b"second"]
+
+
+async def test_a_held_pull_times_out_as_not_found(broker, client):
+    await client.invoke(broker.address, send_request())
+    reply = await client.invoke(
+        broker.address, pull_request(offset=1, sys_flag=0x4 | 0x2, suspend=200), timeout=10
+    )
+    assert reply.code == ResponseCode.PULL_NOT_FOUND
+    assert reply.ext_fields["nextBeginOffset"] == "1"
+
+
+async def test_heartbeat_consumer_list_and_offsets(broker, client):
+    beat = HeartbeatData(
+        "127.0.0.1@1#x",
+        ["PG"],
+        [ConsumerData("CG", subscriptions=[SubscriptionData.of("Orders", "*")])],
+    )
+    reply = await client.invoke(
+        broker.address, RemotingCommand.request(R.HEART_BEAT, None, beat.encode())
+    )
+    assert reply.code == ResponseCode.SUCCESS
+    assert broker.topics.get("%RETRY%CG") is not None
+    members = await client.invoke(
+        broker.address,
+        RemotingCommand.request(R.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "CG"}),
+    )
+    assert members.body == b'{"consumerIdList":["127.0.0.1@1#x"]}'
+    await client.invoke(broker.address, send_request())
+    fields = {"consumerGroup": "CG", "topic": "Orders", "queueId": "0"}
+    young = await client.invoke(
+        broker.address, RemotingCommand.request(R.QUERY_CONSUMER_OFFSET, fields)
+    )
+    assert young.ext_fields == {"offset": "0"}  # a young queue starts at 0
+    await client.invoke(
+        broker.address,
+        RemotingCommand.request(R.UPDATE_CONSUMER_OFFSET, {**fields, "commitOffset": "1"}),
+    )
+    stored = await client.invoke(
+        broker.address, RemotingCommand.request(R.QUERY_CONSUMER_OFFSET, fields)
+    )
+    assert stored.ext_fields == {"offset": "1"}
+    top = await client.invoke(
+        broker.address,
+        RemotingCommand.request(R.GET_MAX_OFFSET, {"topic": "Orders", "queueId": "0"}),
+    )
+    assert top.ext_fields == {"offset": "1"}
