@@ -81,6 +81,28 @@ class PluginHost:
         """One line per plugin that failed to load or to register."""
         return [f"plugin {p.name!r}: {p.error}" for p in self.plugins if p.status == "failed"]
 
+    def require_healthy(self) -> None:
+        """Servers refuse to start while a plugin is broken: PluginError saying which."""
+        if self.problems:
+            raise PluginError(
+                "refusing to start with broken plugins:\n  "
+                + "\n  ".join(self.problems)
+                + "\nreinstall them, or block them with ROCKETMQ_DISABLE_PLUGINS=<name>"
+            )
+
+    def processor_table(self, server: str, app: Any) -> Any:
+        """Every processor registered for ``server``, bound to the running ``app``."""
+        from .remoting.processor import ProcessorTable
+
+        table = ProcessorTable()
+        for entry in self.registry.processors.for_server(server):
+            processor = entry.factory(app)
+            if entry.code is None:
+                table.set_default(processor, limit=entry.limit, backlog=entry.backlog)
+            else:
+                table.register(entry.code, processor, limit=entry.limit, backlog=entry.backlog)
+        return table
+
     def info(self, name: str) -> PluginInfo:
         for plugin in self.plugins:
             if plugin.name == name:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from .errors import ConfigError, PluginError
@@ -86,6 +87,15 @@ class NamedRegistry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def bound_to_app(function: Callable[..., Any]) -> Callable[[Any], Any]:
+    """A processor factory for a function of ``(app, ctx, request)``."""
+
+    def factory(app: Any) -> Any:
+        return partial(function, app)
+
+    return factory
 
 
 @dataclass(frozen=True)

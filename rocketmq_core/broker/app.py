@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from ..errors import PluginError, RemotingError, ResponseError
+from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
 from ..protocol.bodies import RegisterBrokerBody
 from ..protocol.codes import RequestCode, ResponseCode
@@ -94,12 +94,7 @@ class Broker:
     # --- lifecycle -------------------------------------------------------------------------
 
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
-        if self.host.problems:
-            raise PluginError(
-                "refusing to start with broken plugins:\n  "
-                + "\n  ".join(self.host.problems)
-                + "\nreinstall them, or block them with ROCKETMQ_DISABLE_PLUGINS=<name>"
-            )
+        self.host.require_healthy()
         self.config.validate()
         transport = self.host.registry.transports.get(self.config.transport)
         self.server = RemotingServer(transport, self.processor_table())
@@ -160,14 +155,8 @@ class Broker:
             await self.store.close()
 
     def processor_table(self) -> ProcessorTable:
-        table = ProcessorTable()
-        for entry in self.host.registry.processors.for_server("broker"):
-            processor = entry.factory(self)
-            if entry.code is None:
-                table.set_default(processor, limit=entry.limit, backlog=entry.backlog)
-            else:
-                table.register(entry.code, processor, limit=entry.limit, backlog=entry.backlog)
-        return table
+        """Every broker processor the plugins registered, bound to this server."""
+        return self.host.processor_table("broker", self)
 
     def check_ready(self) -> None:
         if not self.ready:

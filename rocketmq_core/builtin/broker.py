@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-from typing import Any
-
 from ..broker.command import BrokerCommand, StandaloneCommand
 from ..broker.processors import PROCESSORS
 from ..hookspecs import hookimpl
-
-
-def _bound_to_broker(function: Callable[..., Any]) -> Callable[[Any], Any]:
-    def factory(broker: Any) -> Any:
-        return partial(function, broker)
-
-    return factory
+from ..registry import bound_to_app
 
 
 @hookimpl
 def rocketmq_register_processors(register):
     for code, function in PROCESSORS.items():
-        register(code, _bound_to_broker(function), server="broker")
+        register(code, bound_to_app(function), server="broker")
 
 
 @hookimpl

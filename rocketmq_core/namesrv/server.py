@@ -12,7 +12,6 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from ..config import format_properties
-from ..errors import PluginError
 from ..persist import atomic_write
 from ..plugins import PluginHost, load_plugins
 from ..remoting.connection import Connection
@@ -69,12 +68,7 @@ class NameServer:
 
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until ``stop``; reports the bound ``host:port`` through task_status."""
-        if self.host.problems:
-            raise PluginError(
-                "refusing to start with broken plugins:\n  "
-                + "\n  ".join(self.host.problems)
-                + "\nreinstall them, or block them with ROCKETMQ_DISABLE_PLUGINS=<name>"
-            )
+        self.host.require_healthy()
         self.kv.load()
         transport = self.host.registry.transports.get(self.config.transport)
         self.server = RemotingServer(transport, self.processor_table())
@@ -101,14 +95,7 @@ class NameServer:
 
     def processor_table(self) -> ProcessorTable:
         """Every namesrv processor the plugins registered, bound to this server."""
-        table = ProcessorTable()
-        for entry in self.host.registry.processors.for_server("namesrv"):
-            processor = entry.factory(self)
-            if entry.code is None:
-                table.set_default(processor, limit=entry.limit, backlog=entry.backlog)
-            else:
-                table.register(entry.code, processor, limit=entry.limit, backlog=entry.backlog)
-        return table
+        return self.host.processor_table("namesrv", self)
 
     # --- liveness ------------------------------------------------------------------------
 
