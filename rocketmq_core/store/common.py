@@ -3,6 +3,8 @@ consume-queue entry, what a read at the edges of a queue answers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..protocol.message import (
     MAX_PROPERTIES_LENGTH,
     TRANSACTION_COMMIT,
@@ -114,3 +116,11 @@ def tag_matches(tags: frozenset[int] | None, code: int) -> bool:
     if tags is None:
         return True
     return ((code + 0x80000000) & 0xFFFFFFFF) - 0x80000000 in tags
+
+
+def queue_ids_by_topic(keys: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """``queues()`` of a store: (topic, queue id) keys grouped by topic, ids sorted."""
+    result: dict[str, list[int]] = {}
+    for topic, queue_id in keys:
+        result.setdefault(topic, []).append(queue_id)
+    return {topic: sorted(ids) for topic, ids in result.items()}

@@ -41,6 +41,7 @@ from .common import (
     index_keys,
     is_rollback,
     message_tags_code,
+    queue_ids_by_topic,
     refusal,
     tag_matches,
 )
@@ -264,10 +265,7 @@ class MemoryStore:
         return queue.max_offset if queue is not None else 0
 
     def queues(self) -> dict[str, list[int]]:
-        result: dict[str, list[int]] = {}
-        for topic, queue_id in self._queues:
-            result.setdefault(topic, []).append(queue_id)
-        return {topic: sorted(ids) for topic, ids in result.items()}
+        return queue_ids_by_topic(self._queues)
 
     async def offset_by_time(
         self, topic: str, queue_id: int, timestamp: int, boundary: str = "lower"

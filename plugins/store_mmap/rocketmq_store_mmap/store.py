@@ -44,6 +44,7 @@ from rocketmq_core.store.common import (
     dispatch_fields,
     edge_result,
     enters_consume_queue,
+    queue_ids_by_topic,
     refusal,
     tag_matches,
     waits_for_flush,
@@ -418,10 +419,7 @@ class MmapStore:
         return queue.max_offset if queue is not None else 0
 
     def queues(self) -> dict[str, list[int]]:
-        result: dict[str, list[int]] = {}
-        for topic, queue_id in self._queues:
-            result.setdefault(topic, []).append(queue_id)
-        return {topic: sorted(ids) for topic, ids in result.items()}
+        return queue_ids_by_topic(self._queues)
 
     def _store_time(self, queue: ConsumeQueue, offset: int) -> int:
         entry = queue.entry(offset)
