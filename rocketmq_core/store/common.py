@@ -3,7 +3,7 @@ consume-queue entry, what a read at the edges of a queue answers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ..protocol.message import (
     MAX_PROPERTIES_LENGTH,
@@ -41,6 +41,22 @@ def refusal(message: MessageToStore, config: StoreConfig) -> PutResult | None:
         )
     if not 0 <= message.queue_id <= 0x7FFFFFFF:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {message.queue_id}")
+    return None
+
+
+def batch_refusal(messages: Sequence[MessageToStore], config: StoreConfig) -> PutResult | None:
+    """Why a batch cannot be stored (empty, one bad message, several queues), or None."""
+    if not messages:
+        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch")
+    first = messages[0]
+    for message in messages:
+        refused = refusal(message, config)
+        if refused is not None:
+            return refused
+        if (message.topic, message.queue_id) != (first.topic, first.queue_id):
+            return PutResult(
+                PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
+            )
     return None
 
 

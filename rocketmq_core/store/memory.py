@@ -35,6 +35,7 @@ from .api import (
     TagFilter,
 )
 from .common import (
+    batch_refusal,
     dispatch_keys,
     edge_result,
     enters_consume_queue,
@@ -42,7 +43,6 @@ from .common import (
     is_rollback,
     message_tags_code,
     queue_ids_by_topic,
-    refusal,
     tag_matches,
 )
 
@@ -104,17 +104,9 @@ class MemoryStore:
 
     async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
-        if not messages:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch")
-        first = messages[0]
-        for message in messages:
-            refused = refusal(message, self.config)
-            if refused is not None:
-                return refused
-            if (message.topic, message.queue_id) != (first.topic, first.queue_id):
-                return PutResult(
-                    PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
-                )
+        refused = batch_refusal(messages, self.config)
+        if refused is not None:
+            return refused
         store_time = self._now()
         result = PutResult(
             PutStatus.PUT_OK, store_timestamp=store_time, store_host=self.config.store_host

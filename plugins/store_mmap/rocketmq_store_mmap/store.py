@@ -41,6 +41,7 @@ from rocketmq_core.store.api import (
     TagFilter,
 )
 from rocketmq_core.store.common import (
+    batch_refusal,
     dispatch_fields,
     edge_result,
     enters_consume_queue,
@@ -270,17 +271,10 @@ class MmapStore:
 
     async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
-        if not messages:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch")
+        refused = batch_refusal(messages, self.config)
+        if refused is not None:
+            return refused
         first = messages[0]
-        for message in messages:
-            refused = refusal(message, self.config)
-            if refused is not None:
-                return refused
-            if (message.topic, message.queue_id) != (first.topic, first.queue_id):
-                return PutResult(
-                    PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
-                )
         refused = self._refusal()
         if refused is not None:
             return refused
