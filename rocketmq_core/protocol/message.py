@@ -90,7 +90,10 @@ def write_record(
 ) -> None:
     """Pack one record at ``position``; ``size`` from ``record_size``.
 
-    ``sys_flag`` must already carry the IPv6 bits that match the hosts.
+    ``sys_flag`` must already carry the IPv6 bits that match the hosts. The size and
+    magic code are written last: a process killed mid-record leaves no magic there, so
+    recovery cannot take a record whose properties were never written (the body CRC
+    would not notice).
     """
     topic_length = len(topic)
     if topic_length <= MAX_V1_TOPIC_LENGTH and len(born_host) == 8 and len(store_host) == 8:
@@ -98,8 +101,8 @@ def write_record(
         _V1_V4_FRONT.pack_into(
             buffer,
             position,
-            size,
-            MAGIC_V1,
+            0,
+            0,
             body_crc,
             queue_id,
             flag,
@@ -120,13 +123,14 @@ def write_record(
         _topic_struct(topic_length).pack_into(buffer, end, topic_length, topic, len(properties))
         at = end + topic_length + 3
         buffer[at : at + len(properties)] = properties
+        _BLANK.pack_into(buffer, position, size, MAGIC_V1)  # the record is whole from here
         return
     v2 = topic_length > MAX_V1_TOPIC_LENGTH
     _HEAD.pack_into(
         buffer,
         position,
-        size,
-        MAGIC_V2 if v2 else MAGIC_V1,
+        0,
+        0,
         body_crc,
         queue_id,
         flag,
@@ -157,6 +161,7 @@ def write_record(
     _SHORT.pack_into(buffer, end, len(properties))
     at = end + 2
     buffer[at : at + len(properties)] = properties
+    _BLANK.pack_into(buffer, position, size, MAGIC_V2 if v2 else MAGIC_V1)
 
 
 _V1_V4_FRONT = struct.Struct(">iiiiiqqiq8sq8siqi")
