@@ -172,3 +172,31 @@ async def test_heartbeat_consumer_list_and_offsets(broker, client):
         RemotingCommand.request(R.GET_MAX_OFFSET, {"topic": "Orders", "queueId": "0"}),
     )
     assert top.ext_fields == {"offset": "1"}
+
+
+async def test_query_by_key_and_view_by_offset(broker, client):
+    sent = await client.invoke(broker.address, send_request(body=b"findme"))
+    offset = int(sent.ext_fields["msgId"][-16:], 16)
+    fields = {
+        "topic": "Orders",
+        "key": "k1",
+        "maxNum": "8",
+        "beginTimestamp": "0",
+        "endTimestamp": str(2**62),
+    }
+    found = await client.invoke(broker.address, RemotingCommand.request(R.QUERY_MESSAGE, fields))
+    assert found.code == ResponseCode.SUCCESS
+    assert [m.body for m in iter_records(found.body)] == [b"findme"]
+    assert int(found.ext_fields["indexLastUpdatePhyoffset"]) == offset
+    missing = await client.invoke(
+        broker.address, RemotingCommand.request(R.QUERY_MESSAGE, {**fields, "key": "nope"})
+    )
+    assert missing.code == ResponseCode.QUERY_NOT_FOUND
+    viewed = await client.invoke(
+        broker.address, RemotingCommand.request(R.VIEW_MESSAGE_BY_ID, {"offset": str(offset)})
+    )
+    assert [m.body for m in iter_records(viewed.body)] == [b"findme"]
+    wrong = await client.invoke(
+        broker.address, RemotingCommand.request(R.VIEW_MESSAGE_BY_ID, {"offset": str(offset + 1)})
+    )
+    assert wrong.code == ResponseCode.SYSTEM_ERROR and "can not find message" in wrong.remark
