@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
@@ -35,3 +36,24 @@ def configure_logging(level: int = logging.INFO) -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
     )
+
+
+class Server(Protocol):
+    async def run(self, *, task_status: Any) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Server)
+
+
+@asynccontextmanager
+async def serving(server: S) -> AsyncIterator[S]:
+    """``server`` started in a task group of its own; stopped gracefully (shielded) at exit."""
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(server.run)
+        try:
+            yield server
+        finally:
+            with anyio.CancelScope(shield=True):
+                await server.stop()

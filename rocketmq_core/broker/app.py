@@ -11,14 +11,15 @@ import logging
 import random
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from .. import runtime
 from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
 from ..protocol.bodies import RegisterBrokerBody
@@ -79,17 +80,9 @@ class Broker:
         return self._clock() * 1000.0
 
     @classmethod
-    @asynccontextmanager
-    async def serving(cls, config: BrokerConfig, **options: Any) -> AsyncIterator[Broker]:
+    def serving(cls, config: BrokerConfig, **options: Any) -> AbstractAsyncContextManager[Broker]:
         """A started broker, stopped gracefully when the block exits."""
-        broker = cls(config, **options)
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(broker.run)
-            try:
-                yield broker
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await broker.stop()
+        return runtime.serving(cls(config, **options))
 
     # --- lifecycle -------------------------------------------------------------------------
 

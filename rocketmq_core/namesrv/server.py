@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from .. import runtime
 from ..config import format_properties
 from ..persist import atomic_write
 from ..plugins import PluginHost, load_plugins
@@ -52,19 +53,11 @@ class NameServer:
         return self._clock() * 1000.0
 
     @classmethod
-    @asynccontextmanager
-    async def serving(
+    def serving(
         cls, config: NamesrvConfig | None = None, **options: Any
-    ) -> AsyncIterator[NameServer]:
+    ) -> AbstractAsyncContextManager[NameServer]:
         """A started name server, stopped gracefully when the block exits."""
-        namesrv = cls(config, **options)
-        async with anyio.create_task_group() as task_group:
-            await task_group.start(namesrv.run)
-            try:
-                yield namesrv
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await namesrv.stop()
+        return runtime.serving(cls(config, **options))
 
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until ``stop``; reports the bound ``host:port`` through task_status."""

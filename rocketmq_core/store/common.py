@@ -75,13 +75,6 @@ def waits_for_flush(message: MessageToStore) -> bool:
     return property_value(message.properties, b"WAIT") != b"false"
 
 
-def message_tags_code(message: MessageToStore) -> int:
-    if message.tags_code is not None:
-        return message.tags_code
-    tags = property_value(message.properties, b"TAGS")
-    return tags_code(tags.decode()) if tags else 0
-
-
 def dispatch_fields(message: MessageToStore) -> tuple[int, str | None, str | None]:
     """(tags code, KEYS, UNIQ_KEY) of a message, reading its properties once."""
     code = message.tags_code
@@ -97,13 +90,6 @@ def dispatch_fields(message: MessageToStore) -> tuple[int, str | None, str | Non
             elif name == b"KEYS":
                 keys = value.decode() or None
     return (0 if code is None else code), keys, uniq
-
-
-def dispatch_keys(properties: bytes) -> tuple[str | None, str | None]:
-    """(KEYS, UNIQ_KEY) of an encoded properties string."""
-    keys = property_value(properties, b"KEYS")
-    uniq = property_value(properties, b"UNIQ_KEY")
-    return (keys.decode() if keys else None, uniq.decode() if uniq else None)
 
 
 def index_keys(keys: str | None, uniq_key: str | None) -> list[str]:

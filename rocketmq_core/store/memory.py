@@ -36,12 +36,11 @@ from .api import (
 )
 from .common import (
     batch_refusal,
-    dispatch_keys,
+    dispatch_fields,
     edge_result,
     enters_consume_queue,
     index_keys,
     is_rollback,
-    message_tags_code,
     queue_ids_by_topic,
     tag_matches,
 )
@@ -167,13 +166,13 @@ class MemoryStore:
         self._offsets.append(phys)
         self._times.append(store_time)
         self._next_phys += size
-        keys, uniq_key = dispatch_keys(message.properties)
+        code, keys, uniq_key = dispatch_fields(message)
         request = DispatchRequest(
             message.topic,
             message.queue_id,
             phys,
             size,
-            message_tags_code(message),
+            code,
             store_time,
             queue_offset,
             keys,

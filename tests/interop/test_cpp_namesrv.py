@@ -6,6 +6,8 @@ producer can only reach that listener by parsing the route we serve.
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import anyio
 import pytest
 
@@ -69,26 +71,31 @@ def produce_one(client, namesrv_addr: str, topic: str):
         producer.shutdown()
 
 
-@pytest.mark.anyio
-async def test_cpp_producer_follows_our_route(tmp_path, plugin_host):
-    client = load_cpp_client()
+@asynccontextmanager
+async def routed_to_recorder(directory, plugin_host, topics: dict[str, int], perm: int = 6):
+    """Our name server, with a broker registered whose address is a recording listener."""
     transport = plugin_host.registry.transports.get("tcp")
     broker = RecordingBroker()
     table = ProcessorTable()
     table.set_default(broker)
     async with (
         serving(transport, table) as (_server, broker_addr),
-        NameServer.serving(namesrv_config(tmp_path), host=plugin_host) as namesrv,
+        NameServer.serving(namesrv_config(directory), host=plugin_host) as namesrv,
         RemotingClient(transport) as remoting,
     ):
         registered = await remoting.invoke(
             namesrv.address,
-            register_broker_request(broker_addr=broker_addr, topics={"InteropTopic": 4}),
+            register_broker_request(broker_addr=broker_addr, topics=topics, perm=perm),
         )
         assert registered.code == ResponseCode.SUCCESS
-        result = await anyio.to_thread.run_sync(
-            produce_one, client, namesrv.address, "InteropTopic"
-        )
+        yield namesrv, broker
+
+
+@pytest.mark.anyio
+async def test_cpp_producer_follows_our_route(tmp_path, plugin_host):
+    client = load_cpp_client()
+    async with routed_to_recorder(tmp_path, plugin_host, {"InteropTopic": 4}) as (ns, broker):
+        result = await anyio.to_thread.run_sync(produce_one, client, ns.address, "InteropTopic")
     assert result.status == client.SendStatus.OK, result
     sends = broker.sends()
     assert [s.topic for s in sends] == ["InteropTopic"]
@@ -100,20 +107,8 @@ async def test_cpp_producer_follows_our_route(tmp_path, plugin_host):
 async def test_cpp_producer_auto_creates_through_the_tbw102_route(tmp_path, plugin_host):
     # an unknown topic is TOPIC_NOT_EXIST; the client then sends by TBW102's route
     client = load_cpp_client()
-    transport = plugin_host.registry.transports.get("tcp")
-    broker = RecordingBroker()
-    table = ProcessorTable()
-    table.set_default(broker)
-    async with (
-        serving(transport, table) as (_server, broker_addr),
-        NameServer.serving(namesrv_config(tmp_path), host=plugin_host) as namesrv,
-        RemotingClient(transport) as remoting,
-    ):
-        await remoting.invoke(
-            namesrv.address,
-            register_broker_request(broker_addr=broker_addr, topics={"TBW102": 8}, perm=7),
-        )
-        result = await anyio.to_thread.run_sync(produce_one, client, namesrv.address, "Fresh")
+    async with routed_to_recorder(tmp_path, plugin_host, {"TBW102": 8}, perm=7) as (ns, broker):
+        result = await anyio.to_thread.run_sync(produce_one, client, ns.address, "Fresh")
     assert result.status == client.SendStatus.OK, result
     (send,) = broker.sends()
     assert (send.topic, send.default_topic, send.default_topic_queue_nums) == ("Fresh", "TBW102", 4)
