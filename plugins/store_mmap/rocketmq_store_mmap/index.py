@@ -129,10 +129,12 @@ class IndexFile:
         return found
 
     def sync(self) -> None:
-        """Header, then everything, to disk; the checkpoint vouches for it afterwards."""
+        """Everything to disk; the checkpoint vouches for it afterwards. Runs in a worker
+        thread while the event loop puts: it must not write the header itself, or a header
+        packed from half-old fields can land after a put and, if the process dies then,
+        cut the chains that the put's slot points into."""
         if self.dirty:
             self.dirty = False
-            self.write_header()
             self.file.wrote = self.file.size
             self.file.sync()
 
@@ -161,7 +163,8 @@ class IndexService:
             except ValueError as exc:
                 log.warning("ignoring index file %s: %s", path, exc)
         if self.files and self.files[-1].index_count > 1:
-            self.indexed_below = self.files[-1].end_phy_offset + 1
+            # the newest record again: a kill between its keys leaves some unindexed
+            self.indexed_below = self.files[-1].end_phy_offset
 
     @property
     def last_update(self) -> tuple[int, int]:
@@ -217,7 +220,11 @@ class IndexService:
                 continue
             if index_file.end_timestamp < begin - 999 or index_file.begin_timestamp > end:
                 continue
-            found.extend(index_file.query(hash_value, begin, end, limit - len(found)))
+            for phys in index_file.query(hash_value, begin, end, limit):
+                if phys not in found:  # the record re-indexed after a crash is listed twice
+                    found.append(phys)
+                    if len(found) >= limit:
+                        break
         return found
 
     def delete_before(self, commit_log_min: int) -> int:
@@ -231,7 +238,7 @@ class IndexService:
         return deleted
 
     def sync(self) -> None:
-        for index_file in self.files:
+        for index_file in list(self.files):  # the event loop may roll a new file meanwhile
             index_file.sync()
 
     def close(self) -> None:
