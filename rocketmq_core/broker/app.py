@@ -37,6 +37,7 @@ from ..remoting.server import RemotingServer
 from ..store.loader import create_store
 from .clients import ConsumerManager, ProducerManager
 from .config import BrokerConfig
+from .locks import QueueLockTable
 from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
 from .topics import TopicConfigManager
@@ -63,6 +64,7 @@ class Broker:
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
         self.pulls = PullHoldService()
+        self.queue_locks = QueueLockTable()
         self.store: Any = None
         self.server: RemotingServer | None = None
         self.address: str | None = None
@@ -107,7 +109,7 @@ class Broker:
             self.store.add_dispatcher(self.pulls.on_dispatch)
             await self.store.open()
             await self.topics.persist()
-            self.topics.on_change(self._register_now.set)
+            self.topics.on_change(self.request_registration)
             self._namesrv_client = RemotingClient(transport)
             await self._namesrv_client.__aenter__()
             self.ready = True
@@ -208,6 +210,11 @@ class Broker:
                     log.warning("name server %s refused registration: %s", address, reply.remark)
             except (RemotingError, OSError) as exc:
                 log.warning("cannot register with name server %s: %s", address, exc)
+
+    def request_registration(self) -> None:
+        """Register with the name servers soon (the topic table changed)."""
+        if self._register_now is not None:
+            self._register_now.set()
 
     async def _register_periodically(self) -> None:
         period = min(max(self.config.register_name_server_period, 10_000), 60_000) / 1000

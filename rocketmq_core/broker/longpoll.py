@@ -20,6 +20,7 @@ class _Held:
     offset: int
     tags: frozenset[int] | None
     event: anyio.Event
+    holder: object  # the connection the pull came on
 
 
 class PullHoldService:
@@ -37,9 +38,10 @@ class PullHoldService:
         offset: int,
         tags: frozenset[int] | None,
         timeout: float,
+        holder: object = None,
     ) -> bool:
         """Wait until a matching message reaches ``offset``; False after ``timeout`` s."""
-        held = _Held(offset, tags, anyio.Event())
+        held = _Held(offset, tags, anyio.Event(), holder)
         key = (topic, queue_id)
         self._held.setdefault(key, []).append(held)
         try:
@@ -52,6 +54,15 @@ class PullHoldService:
                 if not waiters:
                     del self._held[key]
         return held.event.is_set()
+
+    def held_queues(self, topic: str) -> dict[object, set[int]]:
+        """The queues of ``topic`` with a pull held, by the connection holding it."""
+        by_holder: dict[object, set[int]] = {}
+        for (held_topic, queue_id), waiters in self._held.items():
+            if held_topic == topic:
+                for held in waiters:
+                    by_holder.setdefault(held.holder, set()).add(queue_id)
+        return by_holder
 
     def on_dispatch(self, request: DispatchRequest) -> None:
         """A store dispatcher: wake the pulls this record answers."""

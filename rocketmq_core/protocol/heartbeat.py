@@ -203,3 +203,57 @@ class MessageQueue:
 def encode_consumer_list(client_ids: list[str]) -> bytes:
     """GET_CONSUMER_LIST_BY_GROUP's body (the C++ client parses it strictly)."""
     return fastjson.dumps({"consumerIdList": client_ids})
+
+
+@dataclass(slots=True)
+class LockBatchRequest:
+    """LOCK_BATCH_MQ's and UNLOCK_BATCH_MQ's body (§5.2); C++ omits onlyThisBroker."""
+
+    consumer_group: str
+    client_id: str
+    queues: list[MessageQueue]
+    only_this_broker: bool = False
+
+    @classmethod
+    def decode(cls, body: bytes | None) -> LockBatchRequest:
+        if not body:
+            raise BodyError("a lock request needs a body naming the group, client and queues")
+        value = fastjson.loads(body)
+        if not isinstance(value, dict):
+            raise BodyError("a lock request body must be a JSON object")
+        group, client_id = value.get("consumerGroup"), value.get("clientId")
+        if not isinstance(group, str) or not group or not isinstance(client_id, str):
+            raise BodyError("a lock request needs consumerGroup and clientId")
+        queues = value.get("mqSet") or []
+        if not isinstance(queues, list):
+            raise BodyError("mqSet must be a list of message queues")
+        return cls(
+            group,
+            client_id,
+            [MessageQueue.from_json(queue) for queue in queues],
+            bool(value.get("onlyThisBroker", False)),
+        )
+
+    def encode(self) -> bytes:
+        return fastjson.dumps(
+            {
+                "consumerGroup": self.consumer_group,
+                "clientId": self.client_id,
+                "onlyThisBroker": self.only_this_broker,
+                "mqSet": [queue.to_json() for queue in self.queues],
+            }
+        )
+
+
+def encode_locked_queues(queues: list[MessageQueue]) -> bytes:
+    """LOCK_BATCH_MQ's reply body: the queues now held by the asking client."""
+    return fastjson.dumps({"lockOKMQSet": [queue.to_json() for queue in queues]})
+
+
+def decode_locked_queues(body: bytes | None) -> list[MessageQueue]:
+    if not body:
+        return []
+    value = fastjson.loads(body)
+    if not isinstance(value, dict):
+        raise BodyError("a lock reply body must be a JSON object")
+    return [MessageQueue.from_json(queue) for queue in value.get("lockOKMQSet") or []]

@@ -70,7 +70,7 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
             else broker.config.short_polling_time_mills
         ) / 1000
         if await broker.pulls.hold(
-            header.topic, header.queue_id, header.queue_offset, tags, timeout
+            header.topic, header.queue_id, header.queue_offset, tags, timeout, ctx.connection
         ):
             result = await broker.store.get(*read)
             code = pull_code(result, header.queue_offset)
