@@ -37,6 +37,7 @@ from ..remoting.server import RemotingServer
 from ..store.loader import create_store
 from .clients import ConsumerManager, ProducerManager
 from .config import BrokerConfig
+from .groups import SubscriptionGroupManager
 from .locks import QueueLockTable
 from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
@@ -61,6 +62,9 @@ class Broker:
         root = Path(config.store_path_root_dir)
         self.topics = TopicConfigManager(config, str(root / "config" / "topics.json"))
         self.offsets = ConsumerOffsetManager(str(root / "config" / "consumerOffset.json"))
+        self.groups = SubscriptionGroupManager(
+            str(root / "config" / "subscriptionGroup.json"), config.auto_create_subscription_group
+        )
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
         self.pulls = PullHoldService()
@@ -105,6 +109,7 @@ class Broker:
             self.address = self.config.broker_addr
             self.topics.load()
             self.offsets.load()
+            self.groups.load()
             self.store = create_store(self.config.store, self.config.store_config(), self.host)
             self.store.add_dispatcher(self.pulls.on_dispatch)
             await self.store.open()
@@ -146,6 +151,7 @@ class Broker:
             await self.server.stop(self._grace)
         await self.offsets.persist()
         await self.topics.persist()
+        await self.groups.persist()
         if self.store is not None:
             await self.store.close()
 
@@ -171,6 +177,9 @@ class Broker:
         """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of a clustering group."""
         group = self.consumers.group(group_name)
         if group is None or not group.notifies or self._task_group is None:
+            return
+        settings = self.groups.table.get(group_name)
+        if settings is not None and not settings.notify_consumer_ids_changed_enable:
             return
         fields = NotifyConsumerIdsChangedRequestHeader(consumer_group=group_name).to_ext_fields()
         for channel in list(group.channels):
@@ -254,6 +263,7 @@ class Broker:
                 last_offsets = now
                 await self.offsets.persist()
             await self.topics.persist()
+            await self.groups.persist()
             if now - last_scan >= CLIENT_SCAN_INTERVAL:
                 last_scan = now
                 timeout = self.config.channel_expired_timeout

@@ -181,3 +181,37 @@ def test_offsets_read_a_java_pretty_printed_file(tmp_path):
     offsets = ConsumerOffsetManager(str(path))
     offsets.load()
     assert offsets.offsets("GroupA", "TopicTest") == {0: 250, 1: 249}
+
+
+@pytest.mark.anyio
+async def test_subscription_groups_persist_and_read_java_files(tmp_path):
+    from rocketmq_core.broker.groups import SubscriptionGroupConfig, SubscriptionGroupManager
+
+    path = tmp_path / "subscriptionGroup.json"
+    # as a Java 5 broker writes it: fields we do not use are ignored, not refused
+    path.write_text(
+        '{"subscriptionGroupTable":{"G":{"groupName":"G","retryMaxTimes":5,'
+        '"retryQueueNums":2,"consumeEnable":false,"groupRetryPolicy":{"type":"CUSTOMIZED"},'
+        '"attributes":{}}},"forbiddenTable":{},"dataVersion":{"counter":7,"timestamp":1}}'
+    )
+    manager = SubscriptionGroupManager(str(path))
+    manager.load()
+    assert manager.table["G"] == SubscriptionGroupConfig(
+        "G", consume_enable=False, retry_queue_nums=2, retry_max_times=5
+    )
+    assert manager.find("Fresh") == SubscriptionGroupConfig("Fresh")  # auto-created
+    await manager.persist()
+    again = SubscriptionGroupManager(str(path), auto_create=False)
+    again.load()
+    assert again.table == manager.table
+    assert again.data_version.counter == 8
+    assert again.find("Unknown") is None
+
+
+def test_a_broken_subscription_group_file_says_what_to_do(tmp_path):
+    from rocketmq_core.broker.groups import SubscriptionGroupManager
+
+    path = tmp_path / "subscriptionGroup.json"
+    path.write_text('{"subscriptionGroupTable":{"G":{"retryMaxTimes":5}}}')
+    with pytest.raises(ConfigError, match=r"not a subscription group table.*restore"):
+        SubscriptionGroupManager(str(path)).load()

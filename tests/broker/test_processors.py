@@ -6,15 +6,17 @@ import anyio
 import pytest
 
 from rocketmq_core.broker.app import Broker
+from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import (
     SEND_V2_NAMES,
+    ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
     SendMessageRequestHeader,
 )
 from rocketmq_core.protocol.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
-from rocketmq_core.protocol.message import encode_properties, iter_records
+from rocketmq_core.protocol.message import decode_record, encode_properties, iter_records
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.testing.broker import broker_config
 
@@ -200,3 +202,71 @@ async def test_query_by_key_and_view_by_offset(broker, client):
         broker.address, RemotingCommand.request(R.VIEW_MESSAGE_BY_ID, {"offset": str(offset + 1)})
     )
     assert wrong.code == ResponseCode.SYSTEM_ERROR and "can not find message" in wrong.remark
+
+
+def send_back_request(offset, group="CG", delay_level=0, version=0, **fields):
+    header = ConsumerSendMsgBackRequestHeader(
+        offset=offset, group=group, delay_level=delay_level, **fields
+    )
+    request = RemotingCommand.request(R.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
+    request.version = version
+    return request
+
+
+async def stored_message(broker, topic, queue_id, offset):
+    result = await broker.store.get(topic, queue_id, offset, 1)
+    (record,) = result.records
+    return decode_record(bytes(record))
+
+
+async def test_send_back_goes_to_the_retry_topic_with_a_growing_delay_level(broker, client):
+    sent = await client.invoke(broker.address, send_request())
+    original = await stored_message(broker, "Orders", 0, 0)
+    assert sent.code == ResponseCode.SUCCESS
+    reply = await client.invoke(broker.address, send_back_request(original.commit_log_offset))
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    retried = await stored_message(broker, "%RETRY%CG", 0, 0)
+    assert (retried.body, retried.reconsume_times) == (b"hello", 1)
+    assert retried.properties["RETRY_TOPIC"] == "Orders"
+    assert retried.properties["ORIGIN_MESSAGE_ID"] == "U1"  # the producer's UNIQ_KEY
+    assert retried.properties["DELAY"] == "3"  # level 0 asks the broker: 3 + reconsumeTimes
+    assert retried.properties["KEYS"] == "k1" and retried.tags == "TagA"
+    # its next failure waits longer, and keeps the first topic and id
+    await client.invoke(broker.address, send_back_request(retried.commit_log_offset))
+    twice = await stored_message(broker, "%RETRY%CG", 0, 1)
+    assert (twice.reconsume_times, twice.properties["DELAY"]) == (2, "4")
+    assert twice.properties["RETRY_TOPIC"] == "Orders"
+    assert twice.properties["ORIGIN_MESSAGE_ID"] == "U1"
+    assert broker.groups.table["CG"].retry_max_times == 16  # created on first use
+
+
+async def test_send_back_past_the_limit_or_with_a_negative_level_is_a_dead_letter(broker, client):
+    await client.invoke(broker.address, send_request(reconsume_times=3))
+    original = await stored_message(broker, "Orders", 0, 0)
+    # version >= 121 (V3_4_9): the limit in the header counts
+    limited = send_back_request(original.commit_log_offset, max_reconsume_times=3, version=121)
+    assert (await client.invoke(broker.address, limited)).code == ResponseCode.SUCCESS
+    dead = await stored_message(broker, "%DLQ%CG", 0, 0)
+    assert (dead.body, dead.reconsume_times, dead.properties.get("DELAY")) == (b"hello", 4, None)
+    negative = send_back_request(original.commit_log_offset, delay_level=-1)
+    assert (await client.invoke(broker.address, negative)).code == ResponseCode.SUCCESS
+    assert broker.store.max_offset("%DLQ%CG", 0) == 2
+    assert broker.topics.get("%DLQ%CG").read_queue_nums == 1
+
+
+async def test_send_back_refusals_say_why(tmp_path, plugin_host, client):
+    config = broker_config(tmp_path, auto_create_subscription_group=False)
+    async with Broker.serving(config, host=plugin_host) as broker:
+        await client.invoke(broker.address, send_request())
+        original = await stored_message(broker, "Orders", 0, 0)
+        unknown = await client.invoke(broker.address, send_back_request(original.commit_log_offset))
+        assert unknown.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+        assert "subscription group not exist, CG" in unknown.remark
+        broker.groups.update(SubscriptionGroupConfig("CG"))
+        missing = await client.invoke(broker.address, send_back_request(1 << 40))
+        assert missing.code == ResponseCode.SYSTEM_ERROR
+        assert "look message by offset failed" in missing.remark
+        broker.groups.update(SubscriptionGroupConfig("CG", retry_queue_nums=0))
+        dropped = await client.invoke(broker.address, send_back_request(original.commit_log_offset))
+        assert dropped.code == ResponseCode.SUCCESS
+        assert broker.topics.get("%RETRY%CG") is None  # no retries wanted: dropped

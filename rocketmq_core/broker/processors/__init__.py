@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...protocol.codes import RequestCode
-from . import client, lock, offset, pull, query, send
+from . import client, lock, offset, pull, query, retry, send
 
 PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.SEND_MESSAGE: send.send_message,
@@ -22,6 +22,7 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.GET_MIN_OFFSET: offset.get_min_offset,
     RequestCode.GET_EARLIEST_MSG_STORETIME: offset.get_earliest_msg_storetime,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset.search_offset_by_timestamp,
+    RequestCode.CONSUMER_SEND_MSG_BACK: retry.consumer_send_msg_back,
     RequestCode.LOCK_BATCH_MQ: lock.lock_batch_mq,
     RequestCode.UNLOCK_BATCH_MQ: lock.unlock_batch_mq,
     RequestCode.QUERY_MESSAGE: query.query_message,

@@ -23,7 +23,11 @@ def heart_beat(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     channel = ctx.connection
     language = _language(request.language)
     for consumer in beat.consumers:
-        broker.topics.create_if_missing(RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, 1)
+        group = broker.groups.find(consumer.group_name)
+        if group is not None:
+            broker.topics.create_if_missing(
+                RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, max(1, group.retry_queue_nums)
+            )
         changed = broker.consumers.register(
             consumer, channel, beat.client_id, now, language=language, version=request.version
         )

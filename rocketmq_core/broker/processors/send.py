@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from ..app import Broker
 
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
-DEFAULT_MAX_RECONSUME_TIMES = 16
 
 
 async def send_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -125,7 +124,13 @@ def _retry_or_dead_letter(
 ) -> tuple[str, int]:
     """A message re-sent to %RETRY%group goes to %DLQ%group past maxReconsumeTimes."""
     group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-    limit = DEFAULT_MAX_RECONSUME_TIMES
+    group_config = broker.groups.find(group)
+    if group_config is None:
+        raise ResponseError(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group not exist, {group}; create it first",
+        )
+    limit = group_config.retry_max_times
     if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
         limit = header.max_reconsume_times
     if (header.reconsume_times or 0) > limit:

@@ -1,0 +1,79 @@
+"""CONSUMER_SEND_MSG_BACK: a message the consumer could not handle goes to the group's
+retry topic with a growing delay level, or to its dead-letter topic once it has been
+retried ``retryMaxTimes`` (CODES.md §4.6, STORE.md §15)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...errors import ResponseError
+from ...protocol.codes import VERSION_V3_4_9, ResponseCode
+from ...protocol.command import RemotingCommand
+from ...protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Perm
+from ...protocol.headers import ConsumerSendMsgBackRequestHeader
+from ...protocol.message import decode_record, encode_properties
+from ...store.api import MessageToStore
+
+if TYPE_CHECKING:
+    from ...remoting.processor import RequestContext
+    from ..app import Broker
+
+FIRST_RETRY_LEVEL = 3  # delay level 0 means "3 + reconsumeTimes": 10 s, 30 s, 1 min, ...
+
+
+async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    broker.check_ready()
+    header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields or {})
+    group = broker.groups.find(header.group)
+    if group is None:
+        raise ResponseError(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group not exist, {header.group}; create it first",
+        )
+    if not broker.config.broker_permission & Perm.WRITE:
+        raise ResponseError(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_ip1}] sending message is forbidden",
+        )
+    if group.retry_queue_nums <= 0:
+        return request.response()  # the group wants no retries: the message is dropped
+    record = await broker.store.message_at(header.offset)
+    if record is None:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
+        )
+    original = decode_record(record)
+    properties = dict(original.properties)
+    properties.setdefault("RETRY_TOPIC", original.topic)
+    properties.setdefault("ORIGIN_MESSAGE_ID", original.msg_id)
+    limit = group.retry_max_times
+    if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
+        limit = header.max_reconsume_times
+    if original.reconsume_times >= limit or header.delay_level < 0:
+        topic = DLQ_GROUP_TOPIC_PREFIX + header.group
+        broker.topics.create_if_missing(topic, 1, int(Perm.READ | Perm.WRITE))
+        queue_id = 0
+        properties.pop("DELAY", None)
+    else:
+        topic = RETRY_GROUP_TOPIC_PREFIX + header.group
+        retry = broker.topics.create_if_missing(
+            topic, group.retry_queue_nums, int(Perm.READ | Perm.WRITE)
+        )
+        queue_id = broker.random_queue(retry.write_queue_nums)
+        level = header.delay_level or FIRST_RETRY_LEVEL + original.reconsume_times
+        properties["DELAY"] = str(level)
+    message = MessageToStore(
+        topic,
+        queue_id,
+        original.body,
+        encode_properties(properties).encode(),
+        original.flag,
+        original.sys_flag,
+        original.born_timestamp,
+        original.born_host,
+        original.reconsume_times + 1,
+    )
+    result = await broker.store.put(message)
+    if not result.status.stored:
+        raise ResponseError(ResponseCode.SYSTEM_ERROR, result.status.name)
+    return request.response()
