@@ -1,0 +1,348 @@
+"""The broker under the official C++ client: sends and produce-to-consume latency.
+
+``rocketmq standalone`` runs in a child process pinned to one core (async flush, mmap
+store in a temp dir); the C++ client (rocketmq==0.4.4) runs here, pinned to the other.
+1 KiB bodies. Rows:
+
+* sync: one producer, one ``send_sync`` at a time (latency per send);
+* async: ``send_async`` with up to ``--inflight`` sends outstanding;
+* batch32: ``send_batch`` of 32 messages, one batch at a time;
+* raw64: SEND_MESSAGE_V2 from our own pipelined client, 64 in flight: the broker's
+  ceiling without the C++ client's costs;
+* e2e: sends paced at ``--rate`` msg/s to a push consumer; latency from just before
+  the send to the consumer's callback (both ends in this process, one clock).
+
+Each row warms up first, then counts for ``--duration`` seconds. Prints a table and
+writes JSON.
+
+    python benchmarks/broker_send.py --duration 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import orjson
+from loadgen import machine, measure_pipelined, pinned, run_backend
+
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
+from rocketmq_core.protocol.message import encode_properties
+
+READY = re.compile(r"rocketmq standalone ready: name server (\S+), broker (\S+)")
+BODY = b"x" * 1024
+
+
+def start_standalone(directory: Path, core: int | None) -> tuple[subprocess.Popen, str, str]:
+    config = directory / "broker.conf"
+    config.write_text(
+        f"storePathRootDir={directory / 'store'}\nlistenPort=0\nbrokerIP1=127.0.0.1\n"
+        "flushDiskType=ASYNC_FLUSH\n"
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "rocketmq_core.cli",
+        "standalone",
+        "-c",
+        str(config),
+        "--namesrv-listen",
+        "127.0.0.1:0",
+    ]
+    process = subprocess.Popen(pinned(command, core), stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    for line in process.stderr:
+        found = READY.search(line)
+        if found:
+            # keep draining the log so that the server never blocks on a full pipe
+            threading.Thread(target=process.stderr.read, daemon=True).start()
+            return process, found.group(1), found.group(2)
+    raise SystemExit("rocketmq standalone exited before it was ready")
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
+
+
+def row(name: str, inflight: int, count: int, seconds: float, latencies: list[float]) -> dict:
+    latencies.sort()
+    return {
+        "row": name,
+        "inflight": inflight,
+        "messages_per_s": round(count / seconds),
+        "p50_us": round(percentile(latencies, 0.50) * 1e6) if latencies else None,
+        "p99_us": round(percentile(latencies, 0.99) * 1e6) if latencies else None,
+    }
+
+
+def message(client, topic: str):
+    built = client.Message(topic)
+    built.set_tags("TagA")
+    built.set_keys("bench")
+    built.set_body(BODY)
+    return built
+
+
+def sync_row(client, producer, topic: str, warmup: float, duration: float) -> dict:
+    latencies: list[float] = []
+    count = 0
+    start = time.perf_counter()
+    measure_from = start + warmup
+    stop_at = measure_from + duration
+    while True:
+        began = time.perf_counter()
+        if began >= stop_at:
+            break
+        result = producer.send_sync(message(client, topic))
+        if result.status != client.SendStatus.OK:
+            raise SystemExit(f"send failed: {result.status}")
+        if began >= measure_from:
+            latencies.append(time.perf_counter() - began)
+            count += 1
+    return row("sync", 1, count, duration, latencies)
+
+
+def async_row(client, producer, topic: str, inflight: int, warmup: float, duration: float) -> dict:
+    slots = threading.Semaphore(inflight)
+    done = 0
+    failures: list = []
+    lock = threading.Lock()
+
+    def succeeded(_result) -> None:
+        nonlocal done
+        with lock:
+            done += 1
+        slots.release()
+
+    def failed(error) -> None:
+        failures.append(error)
+        slots.release()
+
+    start = time.perf_counter()
+    measure_from = start + warmup
+    stop_at = measure_from + duration
+    counted_from = None
+    while time.perf_counter() < stop_at:
+        slots.acquire()
+        if counted_from is None and time.perf_counter() >= measure_from:
+            with lock:
+                counted_from = done
+        producer.send_async(message(client, topic), succeeded, failed)
+    with lock:
+        count = done - (counted_from or 0)
+    for _ in range(inflight):  # let the last sends finish before the next row
+        slots.acquire(timeout=10)
+    if failures:
+        raise SystemExit(f"{len(failures)} async sends failed: {failures[0]}")
+    return row("async", inflight, count, duration, [])
+
+
+def batch_row(client, producer, topic: str, size: int, warmup: float, duration: float) -> dict:
+    latencies: list[float] = []
+    count = 0
+    start = time.perf_counter()
+    measure_from = start + warmup
+    stop_at = measure_from + duration
+    while True:
+        began = time.perf_counter()
+        if began >= stop_at:
+            break
+        result = producer.send_batch([message(client, topic) for _ in range(size)])
+        if result.status != client.SendStatus.OK:
+            raise SystemExit(f"batch failed: {result.status}")
+        if began >= measure_from:
+            latencies.append(time.perf_counter() - began)
+            count += size
+    return row(f"batch{size}", 1, count, duration, latencies)
+
+
+def raw_row(broker: str, topic: str, inflight: int, warmup: float, duration: float) -> dict:
+    """SEND_MESSAGE_V2 from our own pipelined client: what the broker can take."""
+    header = SendMessageRequestHeader(
+        producer_group="PID-bench-raw",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=encode_properties({"TAGS": "TagA", "KEYS": "bench", "WAIT": "true"}),
+    ).to_ext_fields(SEND_V2_NAMES)
+
+    def make_request() -> RemotingCommand:
+        return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, BODY)
+
+    def check(reply: RemotingCommand) -> None:
+        if reply.code != ResponseCode.SUCCESS:
+            raise SystemExit(f"send failed: {reply.code} {reply.remark}")
+
+    measured: dict = {}
+
+    async def run() -> None:
+        measured.update(
+            await measure_pipelined(broker, make_request, check, inflight, warmup, duration)
+        )
+
+    run_backend(run, "asyncio", use_uvloop=True)
+    return {
+        "row": f"raw{inflight}",
+        "inflight": inflight,
+        "messages_per_s": measured["responses_per_s"],
+        "p50_us": round(measured["p50_us"]),
+        "p99_us": round(measured["p99_us"]),
+    }
+
+
+def e2e_row(client, namesrv: str, topic: str, rate: int, warmup: float, duration: float) -> dict:
+    sent_at: dict[bytes, float] = {}
+    latencies: list[float] = []
+    measure_from = [float("inf")]
+    arrived = threading.Event()
+
+    def on_message(received) -> None:
+        now = time.perf_counter()
+        key = received.keys
+        began = sent_at.get(key)
+        if began is not None and began >= measure_from[0]:
+            latencies.append(now - began)
+        arrived.set()
+
+    consumer = client.PushConsumer("CID-bench-e2e")
+    consumer.set_namesrv_addr(namesrv)
+    consumer.subscribe(topic, on_message)
+    consumer.start()
+    producer = client.Producer("PID-bench-e2e")
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    try:
+        # the consumer owns its queues before the clock starts
+        producer.send_sync(message(client, topic))
+        if not arrived.wait(30):
+            raise SystemExit("the consumer received nothing within 30 s")
+        interval = 1.0 / rate
+        start = time.perf_counter()
+        measure_from[0] = start + warmup
+        stop_at = measure_from[0] + duration
+        number = 0
+        next_send = start
+        while next_send < stop_at:
+            now = time.perf_counter()
+            if now < next_send:
+                time.sleep(max(0.0, next_send - now - 0.0002))
+                continue
+            built = message(client, topic)
+            key = f"e2e-{number}"
+            built.set_keys(key)
+            sent_at[key.encode()] = time.perf_counter()
+            producer.send_oneway(built)
+            number += 1
+            next_send += interval
+        time.sleep(1.0)  # the last ones arrive
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
+    expected = sum(1 for began in sent_at.values() if began >= measure_from[0])
+    result = row("e2e", 1, len(latencies), duration, latencies)
+    result["rate"] = rate
+    result["delivered"] = f"{len(latencies)}/{expected}"
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--inflight", type=int, default=256)
+    parser.add_argument("--rate", type=int, default=5000, help="e2e sends per second")
+    parser.add_argument("--rows", default="sync,async,batch32,raw64,e2e")
+    parser.add_argument("--server-core", type=int, default=1, help="-1: don't pin")
+    parser.add_argument("--client-core", type=int, default=0, help="-1: don't pin")
+    parser.add_argument("--output", default="benchmarks/results/broker_send.json")
+    args = parser.parse_args()
+    import rocketmq.client as client  # the C++ client; loads its shared library
+
+    server_core = None if args.server_core < 0 else args.server_core
+    if args.client_core >= 0:
+        os.sched_setaffinity(0, {args.client_core})
+    wanted = args.rows.split(",")
+    results = []
+    with tempfile.TemporaryDirectory() as scratch:
+        process, namesrv, broker = start_standalone(Path(scratch), server_core)
+        try:
+            producer = client.Producer("PID-bench")
+            producer.set_namesrv_addr(namesrv)
+            producer.start()
+            try:
+                if "sync" in wanted:
+                    results.append(
+                        sync_row(client, producer, "BenchSync", args.warmup, args.duration)
+                    )
+                if "async" in wanted:
+                    results.append(
+                        async_row(
+                            client,
+                            producer,
+                            "BenchAsync",
+                            args.inflight,
+                            args.warmup,
+                            args.duration,
+                        )
+                    )
+                if "batch32" in wanted:
+                    results.append(
+                        batch_row(client, producer, "BenchBatch", 32, args.warmup, args.duration)
+                    )
+            finally:
+                producer.shutdown()
+            if "raw64" in wanted:
+                results.append(raw_row(broker, "BenchRaw", 64, args.warmup, args.duration))
+            if "e2e" in wanted:
+                results.append(
+                    e2e_row(client, namesrv, "BenchE2E", args.rate, args.warmup, args.duration)
+                )
+        finally:
+            process.terminate()
+            process.wait(20)
+    print(
+        f"broker_send: C++ client (core {args.client_core}) -> rocketmq standalone"
+        f" (core {args.server_core}), 1 KiB bodies, {args.duration:g} s per row"
+    )
+    print(f"{'row':>8}  {'in flight':>9}  {'msg/s':>9}  {'p50 us':>8}  {'p99 us':>8}  extra")
+    for result in results:
+        extra = (
+            f"rate {result['rate']}/s, delivered {result['delivered']}" if "rate" in result else ""
+        )
+        print(
+            f"{result['row']:>8}  {result['inflight']:>9}  {result['messages_per_s']:>9,}"
+            f"  {result['p50_us'] or '-':>8}  {result['p99_us'] or '-':>8}  {extra}"
+        )
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    setup = {
+        "benchmark": "broker_send",
+        "body_bytes": len(BODY),
+        "duration_s": args.duration,
+        "server_core": args.server_core,
+        "client_core": args.client_core,
+        **machine(),
+    }
+    Path(args.output).write_bytes(
+        orjson.dumps({"setup": setup, "results": results}, option=orjson.OPT_INDENT_2)
+    )
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
