@@ -73,6 +73,7 @@ class Broker:
         self.server: RemotingServer | None = None
         self.address: str | None = None
         self.ready = False
+        self.boot_timestamp = int(time.time() * 1000)
         self._clock = clock
         self._task_group: TaskGroup | None = None
         self._register_now: anyio.Event | None = None  # made inside the event loop

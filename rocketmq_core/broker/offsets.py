@@ -68,6 +68,12 @@ class ConsumerOffsetManager:
         prefix = topic + SEPARATOR
         return sorted(key[len(prefix) :] for key in self.table if key.startswith(prefix))
 
+    def remove_topic(self, topic: str) -> None:
+        prefix = topic + SEPARATOR
+        for key in [key for key in self.table if key.startswith(prefix)]:
+            del self.table[key]
+            self._dirty = True
+
     def remove_group(self, group: str) -> None:
         suffix = SEPARATOR + group
         for key in [key for key in self.table if key.endswith(suffix)]:

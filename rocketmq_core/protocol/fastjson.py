@@ -52,6 +52,8 @@ def _write(value: Any, out: list[str], standard: bool) -> None:
                 out.append(json.dumps(key, ensure_ascii=standard))
             elif isinstance(key, int) and not isinstance(key, bool):
                 out.append(f'"{key}"' if standard else str(key))
+            elif isinstance(key, tuple):  # an object key, as (name, value) pairs
+                _write(dict(key), out, standard)
             else:
                 raise TypeError(f"cannot write a map key of type {type(key).__name__}")
             out.append(":")

@@ -385,6 +385,11 @@ class GetConsumeStatsRequestHeader(CustomHeader):
 
 
 @custom_header
+class GetConsumerConnectionListRequestHeader(CustomHeader):
+    consumer_group: str
+
+
+@custom_header
 class DeleteSubscriptionGroupRequestHeader(CustomHeader):
     group_name: str
     clean_offset: bool | None = None

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...protocol.codes import RequestCode
-from . import client, lock, offset, pull, query, retry, send
+from . import admin, client, lock, offset, pull, query, retry, send
 
 PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.SEND_MESSAGE: send.send_message,
@@ -27,4 +27,16 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.UNLOCK_BATCH_MQ: lock.unlock_batch_mq,
     RequestCode.QUERY_MESSAGE: query.query_message,
     RequestCode.VIEW_MESSAGE_BY_ID: query.view_message_by_id,
+    # admin (CODES.md §1.2)
+    RequestCode.UPDATE_AND_CREATE_TOPIC: admin.update_and_create_topic,
+    RequestCode.DELETE_TOPIC_IN_BROKER: admin.delete_topic_in_broker,
+    RequestCode.GET_ALL_TOPIC_CONFIG: admin.get_all_topic_config,
+    RequestCode.GET_TOPIC_STATS_INFO: admin.get_topic_stats_info,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.update_and_create_subscription_group,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.get_all_subscription_group_config,
+    RequestCode.DELETE_SUBSCRIPTIONGROUP: admin.delete_subscription_group,
+    RequestCode.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
+    RequestCode.GET_CONSUMER_CONNECTION_LIST: admin.get_consumer_connection_list,
+    RequestCode.GET_CONSUME_STATS: admin.get_consume_stats,
+    RequestCode.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,
 }
