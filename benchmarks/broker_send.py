@@ -30,8 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-import orjson
-from loadgen import machine, measure_pipelined, pinned, run_backend
+from loadgen import machine, measure_pipelined, pinned, run_backend, write_results
 
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
@@ -94,22 +93,29 @@ def message(client, topic: str):
     return built
 
 
-def sync_row(client, producer, topic: str, warmup: float, duration: float) -> dict:
+def timed_sends(send, per_call: int, warmup: float, duration: float) -> tuple[int, list[float]]:
+    """Call ``send()`` back to back; after the warm-up, count messages and time each call."""
     latencies: list[float] = []
     count = 0
-    start = time.perf_counter()
-    measure_from = start + warmup
+    measure_from = time.perf_counter() + warmup
     stop_at = measure_from + duration
     while True:
         began = time.perf_counter()
         if began >= stop_at:
-            break
+            return count, latencies
+        send()
+        if began >= measure_from:
+            latencies.append(time.perf_counter() - began)
+            count += per_call
+
+
+def sync_row(client, producer, topic: str, warmup: float, duration: float) -> dict:
+    def send() -> None:
         result = producer.send_sync(message(client, topic))
         if result.status != client.SendStatus.OK:
             raise SystemExit(f"send failed: {result.status}")
-        if began >= measure_from:
-            latencies.append(time.perf_counter() - began)
-            count += 1
+
+    count, latencies = timed_sends(send, 1, warmup, duration)
     return row("sync", 1, count, duration, latencies)
 
 
@@ -149,21 +155,12 @@ def async_row(client, producer, topic: str, inflight: int, warmup: float, durati
 
 
 def batch_row(client, producer, topic: str, size: int, warmup: float, duration: float) -> dict:
-    latencies: list[float] = []
-    count = 0
-    start = time.perf_counter()
-    measure_from = start + warmup
-    stop_at = measure_from + duration
-    while True:
-        began = time.perf_counter()
-        if began >= stop_at:
-            break
+    def send() -> None:
         result = producer.send_batch([message(client, topic) for _ in range(size)])
         if result.status != client.SendStatus.OK:
             raise SystemExit(f"batch failed: {result.status}")
-        if began >= measure_from:
-            latencies.append(time.perf_counter() - began)
-            count += size
+
+    count, latencies = timed_sends(send, size, warmup, duration)
     return row(f"batch{size}", 1, count, duration, latencies)
 
 
@@ -328,7 +325,6 @@ def main() -> int:
             f"{result['row']:>8}  {result['inflight']:>9}  {result['messages_per_s']:>9,}"
             f"  {result['p50_us'] or '-':>8}  {result['p99_us'] or '-':>8}  {extra}"
         )
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     setup = {
         "benchmark": "broker_send",
         "body_bytes": len(BODY),
@@ -337,10 +333,7 @@ def main() -> int:
         "client_core": args.client_core,
         **machine(),
     }
-    Path(args.output).write_bytes(
-        orjson.dumps({"setup": setup, "results": results}, option=orjson.OPT_INDENT_2)
-    )
-    print(f"wrote {args.output}")
+    write_results(args.output, setup, results)
     return 0
 
 

@@ -180,6 +180,11 @@ def report(
             f"{row[label]:>{width}}  {row['inflight']:>9}  {row['responses_per_s']:>12,}"
             f"  {row['p50_us']:>8}  {row['p99_us']:>8}"
         )
+    write_results(output, setup, results)
+
+
+def write_results(output: str, setup: dict, results: list[dict]) -> None:
+    """``{"setup", "results"}`` as JSON to ``output``, as every benchmark writes it."""
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_bytes(
         orjson.dumps({"setup": setup, "results": results}, option=orjson.OPT_INDENT_2)

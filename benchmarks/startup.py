@@ -19,8 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import orjson
-from loadgen import machine, pinned
+from loadgen import machine, pinned, write_results
 
 READY = {"namesrv": "boot success", "standalone": "rocketmq standalone ready"}
 
@@ -92,14 +91,7 @@ def main() -> int:
             f"{result['server']:>10}  {result['ready_median_ms']:>16}"
             f"  {result['ready_max_ms']:>12}  {result['rss_median_mib']:>8}"
         )
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_bytes(
-        orjson.dumps(
-            {"setup": {"benchmark": "startup", **machine()}, "results": results},
-            option=orjson.OPT_INDENT_2,
-        )
-    )
-    print(f"wrote {args.output}")
+    write_results(args.output, {"benchmark": "startup", **machine()}, results)
     return 0
 
 

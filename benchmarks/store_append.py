@@ -26,11 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import anyio
 import orjson
-from loadgen import machine, pinned, run_backend
+from loadgen import machine, pinned, run_backend, write_results
 
 from rocketmq_core.protocol.message import encode_properties
 from rocketmq_core.store.api import MessageStore, MessageToStore, StoreConfig
@@ -273,11 +272,7 @@ def main() -> int:
         f" {args.commit_log_mib} MiB  {args.duration:g} s per row after {args.warmup:g} s warm-up"
     )
     print_table(title, stores, results)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_bytes(
-        orjson.dumps({"setup": setup, "results": results}, option=orjson.OPT_INDENT_2)
-    )
-    print(f"wrote {args.output}")
+    write_results(args.output, setup, results)
     return 0
 
 

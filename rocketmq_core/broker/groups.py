@@ -13,14 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-import anyio
 import orjson
 
-from ..errors import BodyError, ConfigError
-from ..persist import read_config_file, write_config_file
-from ..protocol import fastjson
+from ..errors import BodyError, ResponseError
 from ..protocol.bodies import DataVersion
+from ..protocol.codes import ResponseCode
 from ..protocol.headers import camel_case
+from .config_files import VersionedConfigFile
 
 log = logging.getLogger("rocketmq.broker")
 
@@ -77,33 +76,18 @@ def _coerce(kind: type, item: Any) -> Any:
     return kind(item)
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(VersionedConfigFile):
     def __init__(
         self, path: str, auto_create: bool = True, clock: Callable[[], float] = time.time
     ) -> None:
-        self.path = path
+        super().__init__(path, clock)
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {}
-        self.data_version = DataVersion()
-        self._clock = clock
-        self._dirty = False
 
     def load(self) -> None:
-        data, source = read_config_file(self.path)
-        if data is None:
-            return
-        try:
-            value = fastjson.loads(data)
-            table = value.get("subscriptionGroupTable") or {}
-            self.table = {
-                name: SubscriptionGroupConfig.from_json(group) for name, group in table.items()
-            }
-            self.data_version = DataVersion.from_json(value.get("dataVersion") or {})
-        except (ValueError, AttributeError, BodyError) as exc:
-            raise ConfigError(
-                f"{source} is not a subscription group table ({exc});"
-                f" repair it or restore {self.path}.bak"
-            ) from None
+        loaded = self.read("a subscription group table", _parse_table)
+        if loaded is not None:
+            self.table, self.data_version = loaded
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config; created with the defaults on first use if allowed."""
@@ -112,6 +96,16 @@ class SubscriptionGroupManager:
             config = self.table[group] = SubscriptionGroupConfig(group)
             self._bump()
             log.info("subscription group %s created on first use", group)
+        return config
+
+    def require(self, group: str) -> SubscriptionGroupConfig:
+        """The group's config, or SUBSCRIPTION_GROUP_NOT_EXIST for the client."""
+        config = self.find(group)
+        if config is None:
+            raise ResponseError(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group}; create it first",
+            )
         return config
 
     def update(self, config: SubscriptionGroupConfig) -> None:
@@ -124,14 +118,6 @@ class SubscriptionGroupManager:
         self._bump()
         return True
 
-    def _bump(self) -> None:
-        self.data_version = DataVersion(
-            self.data_version.counter + 1,
-            int(self._clock() * 1000),
-            self.data_version.state_version,
-        )
-        self._dirty = True
-
     def encode(self) -> bytes:
         value = {
             "subscriptionGroupTable": {name: g.to_json() for name, g in self.table.items()},
@@ -140,9 +126,8 @@ class SubscriptionGroupManager:
         }
         return orjson.dumps(value, option=orjson.OPT_INDENT_2)
 
-    async def persist(self) -> None:
-        """Write config/subscriptionGroup.json if anything changed (.bak kept)."""
-        if not self._dirty:
-            return
-        self._dirty = False
-        await anyio.to_thread.run_sync(write_config_file, self.path, self.encode())
+
+def _parse_table(value: Any) -> tuple[dict[str, SubscriptionGroupConfig], DataVersion]:
+    table = value.get("subscriptionGroupTable") or {}
+    groups = {name: SubscriptionGroupConfig.from_json(group) for name, group in table.items()}
+    return groups, DataVersion.from_json(value.get("dataVersion") or {})

@@ -7,12 +7,10 @@ them (bare integer keys), so Java tools and brokers read the file and we read th
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-import anyio
-
-from ..errors import ConfigError
-from ..persist import read_config_file, write_config_file
 from ..protocol import fastjson
+from .config_files import ConfigFile
 
 log = logging.getLogger("rocketmq.broker")
 
@@ -23,28 +21,15 @@ def table_key(topic: str, group: str) -> str:
     return f"{topic}{SEPARATOR}{group}"
 
 
-class ConsumerOffsetManager:
+class ConsumerOffsetManager(ConfigFile):
     def __init__(self, path: str) -> None:
-        self.path = path
+        super().__init__(path)
         self.table: dict[str, dict[int, int]] = {}
-        self._dirty = False
 
     def load(self) -> None:
-        data, source = read_config_file(self.path)
-        if data is None:
-            return
-        try:
-            document = fastjson.loads(data)
-            table = document.get("offsetTable") or {}
-            self.table = {
-                str(key): {int(queue): int(offset) for queue, offset in offsets.items()}
-                for key, offsets in table.items()
-            }
-        except (ValueError, AttributeError, TypeError) as exc:
-            raise ConfigError(
-                f"{source} is not a consumer offset table ({exc});"
-                f" repair it or restore {self.path}.bak"
-            ) from None
+        table = self.read("a consumer offset table", _parse_table)
+        if table is not None:
+            self.table = table
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET and the commit-offset flag of a pull."""
@@ -84,9 +69,10 @@ class ConsumerOffsetManager:
         # fastjson's default form: queue ids as bare integer keys, as Java writes them
         return fastjson.dumps({"offsetTable": self.table}, standard=False)
 
-    async def persist(self) -> None:
-        """Write consumerOffset.json if an offset moved (previous version kept as .bak)."""
-        if not self._dirty:
-            return
-        self._dirty = False
-        await anyio.to_thread.run_sync(write_config_file, self.path, self.encode())
+
+def _parse_table(value: Any) -> dict[str, dict[int, int]]:
+    table = value.get("offsetTable") or {}
+    return {
+        str(key): {int(queue): int(offset) for queue, offset in offsets.items()}
+        for key, offsets in table.items()
+    }

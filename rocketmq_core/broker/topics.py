@@ -13,13 +13,9 @@ import re
 import time
 from collections.abc import Callable
 
-import anyio
 import orjson
 
-from ..errors import ConfigError
-from ..persist import read_config_file, write_config_file
-from ..protocol import fastjson
-from ..protocol.bodies import DataVersion, TopicConfig, TopicConfigWrapper
+from ..protocol.bodies import TopicConfig, TopicConfigWrapper
 from ..protocol.constants import (
     BENCHMARK_TOPIC,
     DEFAULT_TOPIC,
@@ -36,6 +32,7 @@ from ..protocol.constants import (
     Perm,
 )
 from .config import BrokerConfig
+from .config_files import VersionedConfigFile
 
 log = logging.getLogger("rocketmq.broker")
 
@@ -77,35 +74,19 @@ def send_forbidden(topic: str) -> bool:
     return topic in NOT_SENDABLE
 
 
-class TopicConfigManager:
+class TopicConfigManager(VersionedConfigFile):
     def __init__(self, config: BrokerConfig, path: str, clock: Callable[[], float] = time.time):
+        super().__init__(path, clock)
         self.config = config
-        self.path = path
         self.table: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion()
-        self._clock = clock
-        self._listeners: list[Callable[[], None]] = []
-        self._dirty = False
-
-    def on_change(self, listener: Callable[[], None]) -> None:
-        """``listener()`` after each change (the broker registers with the name servers)."""
-        self._listeners.append(listener)
 
     # --- loading and the built-ins ---------------------------------------------------------
 
     def load(self) -> None:
-        data, source = read_config_file(self.path)
-        if data is not None:
-            try:
-                wrapper = TopicConfigWrapper.from_json(fastjson.loads(data))
-            except ValueError as exc:
-                raise ConfigError(
-                    f"{source} is not a topic table ({exc}); repair it or restore {self.path}.bak"
-                ) from None
+        wrapper = self.read("a topic table", TopicConfigWrapper.from_json)
+        if wrapper is not None:
             self.table = wrapper.topic_configs
             self.data_version = wrapper.data_version
-            if source is not None and str(source).endswith(".bak"):
-                log.warning("%s was missing or empty: loaded %s", self.path, source)
         self._create_builtin_topics()
 
     def _create_builtin_topics(self) -> None:
@@ -206,24 +187,7 @@ class TopicConfigManager:
         """All topics and the version, as REGISTER_BROKER and GET_ALL_TOPIC_CONFIG send them."""
         return TopicConfigWrapper(dict(self.table), self.data_version)
 
-    def _bump(self) -> None:
-        self.data_version = DataVersion(
-            self.data_version.counter + 1,
-            int(self._clock() * 1000),
-            self.data_version.state_version,
-        )
-        self._dirty = True
-        for listener in self._listeners:
-            listener()
-
     # --- persistence -----------------------------------------------------------------------
 
     def encode(self) -> bytes:
         return orjson.dumps(self.wrapper().to_json(), option=orjson.OPT_INDENT_2)
-
-    async def persist(self) -> None:
-        """Write config/topics.json if anything changed (previous version kept as .bak)."""
-        if not self._dirty:
-            return
-        self._dirty = False
-        await anyio.to_thread.run_sync(write_config_file, self.path, self.encode())

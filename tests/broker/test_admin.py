@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.protocol import fastjson
 from rocketmq_core.protocol.bodies import KVTable, TopicConfigWrapper
@@ -15,25 +14,11 @@ from rocketmq_core.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketmq_core.protocol.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
-from rocketmq_core.remoting.client import RemotingClient
-from rocketmq_core.testing.broker import broker_config
 
-from .test_processors import send_request
+from .wire import send_request
 
 pytestmark = pytest.mark.anyio
 R = RequestCode
-
-
-@pytest.fixture
-async def broker(tmp_path, plugin_host):
-    async with Broker.serving(broker_config(tmp_path), host=plugin_host) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(plugin_host):
-    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
-        yield remoting
 
 
 async def call(client, broker, code, fields=None, body=b""):

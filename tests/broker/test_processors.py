@@ -10,62 +10,16 @@ from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import (
-    SEND_V2_NAMES,
     ConsumerSendMsgBackRequestHeader,
-    PullMessageRequestHeader,
-    SendMessageRequestHeader,
 )
 from rocketmq_core.protocol.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
-from rocketmq_core.protocol.message import decode_record, encode_properties, iter_records
-from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.protocol.message import decode_record, iter_records
 from rocketmq_core.testing.broker import broker_config
+
+from .wire import pull_request, send_request
 
 pytestmark = pytest.mark.anyio
 R = RequestCode
-
-
-@pytest.fixture
-async def broker(tmp_path, plugin_host):
-    async with Broker.serving(broker_config(tmp_path), host=plugin_host) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(plugin_host):
-    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
-        yield remoting
-
-
-def send_request(topic="Orders", body=b"hello", queue_id=0, tags="TagA", **fields):
-    header = SendMessageRequestHeader(
-        producer_group="PG",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp=1700000000000,
-        flag=0,
-        properties=encode_properties({"TAGS": tags, "KEYS": "k1", "UNIQ_KEY": "U1"}),
-        **fields,
-    )
-    return RemotingCommand.request(R.SEND_MESSAGE_V2, header.to_ext_fields(SEND_V2_NAMES), body)
-
-
-def pull_request(topic="Orders", offset=0, sys_flag=0x4, subscription="*", suspend=10_000):
-    header = PullMessageRequestHeader(
-        consumer_group="CG",
-        topic=topic,
-        queue_id=0,
-        queue_offset=offset,
-        max_msg_nums=32,
-        sys_flag=sys_flag,
-        commit_offset=0,
-        suspend_timeout_millis=suspend,
-        sub_version=0,
-        subscription=subscription,
-    )
-    return RemotingCommand.request(R.PULL_MESSAGE, header.to_ext_fields())
 
 
 async def test_send_then_pull(broker, client):
@@ -270,3 +224,11 @@ async def test_send_back_refusals_say_why(tmp_path, plugin_host, client):
         dropped = await client.invoke(broker.address, send_back_request(original.commit_log_offset))
         assert dropped.code == ResponseCode.SUCCESS
         assert broker.topics.get("%RETRY%CG") is None  # no retries wanted: dropped
+
+
+async def test_a_group_that_may_not_consume_is_refused(broker, client):
+    await client.invoke(broker.address, send_request())
+    broker.groups.update(SubscriptionGroupConfig("CG", consume_enable=False))
+    reply = await client.invoke(broker.address, pull_request())
+    assert reply.code == ResponseCode.NO_PERMISSION
+    assert "subscription group no permission, CG" in reply.remark

@@ -38,6 +38,10 @@ def pull_code(result: GetResult, requested: int) -> int:
 async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     broker.check_ready()
     header = PullMessageRequestHeader.from_ext_fields(request.ext_fields or {})
+    if not broker.groups.require(header.consumer_group).consume_enable:
+        raise ResponseError(
+            ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
+        )
     topic = broker.topics.get(header.topic)
     if topic is None:
         raise ResponseError(

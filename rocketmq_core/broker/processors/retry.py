@@ -24,12 +24,7 @@ FIRST_RETRY_LEVEL = 3  # delay level 0 means "3 + reconsumeTimes": 10 s, 30 s, 1
 async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     broker.check_ready()
     header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields or {})
-    group = broker.groups.find(header.group)
-    if group is None:
-        raise ResponseError(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group not exist, {header.group}; create it first",
-        )
+    group = broker.groups.require(header.group)
     if not broker.config.broker_permission & Perm.WRITE:
         raise ResponseError(
             ResponseCode.NO_PERMISSION,

@@ -124,13 +124,7 @@ def _retry_or_dead_letter(
 ) -> tuple[str, int]:
     """A message re-sent to %RETRY%group goes to %DLQ%group past maxReconsumeTimes."""
     group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-    group_config = broker.groups.find(group)
-    if group_config is None:
-        raise ResponseError(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group not exist, {group}; create it first",
-        )
-    limit = group_config.retry_max_times
+    limit = broker.groups.require(group).retry_max_times
     if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
         limit = header.max_reconsume_times
     if (header.reconsume_times or 0) > limit:
