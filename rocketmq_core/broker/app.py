@@ -184,11 +184,17 @@ class Broker:
             return
         fields = NotifyConsumerIdsChangedRequestHeader(consumer_group=group_name).to_ext_fields()
         for channel in list(group.channels):
-            if isinstance(channel, Connection) and not channel.closed:
-                request = RemotingCommand.request(
+            self.send_to_client(
+                channel,
+                RemotingCommand.request(
                     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, fields, oneway=True
-                )
-                self._task_group.start_soon(_send_quietly, channel, request)
+                ),
+            )
+
+    def send_to_client(self, channel: object, request: RemotingCommand) -> None:
+        """Send a oneway ``request`` to a client over its connection, in the background."""
+        if isinstance(channel, Connection) and not channel.closed and self._task_group:
+            self._task_group.start_soon(_send_quietly, channel, request)
 
     # --- name servers ----------------------------------------------------------------------
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.protocol import fastjson
 from rocketmq_core.protocol.bodies import KVTable, TopicConfigWrapper
-from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import (
     CreateTopicRequestHeader,
+    ResetOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketmq_core.protocol.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.remoting.processor import ProcessorTable
 
 from .wire import send_request
 
@@ -120,6 +124,7 @@ async def test_consumer_connections_and_runtime_info(broker, client):
     online = await call(client, broker, R.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "CG"})
     value = fastjson.loads(online.body)
     assert [c["clientId"] for c in value["connectionSet"]] == ["10.0.0.1@1"]
+    assert [c["language"] for c in value["connectionSet"]] == ["JAVA"]
     assert value["messageModel"] == "CLUSTERING"
     assert value["subscriptionTable"]["Orders"]["subString"] == "TagA"
     await client.invoke(broker.address, send_request())
@@ -128,3 +133,61 @@ async def test_consumer_connections_and_runtime_info(broker, client):
     assert int(info["commitLogMaxOffset"]) > 0
     assert info["msgPutTotalTodayNow"] == "1"
     assert info["runtime"].startswith("[ 0 days")
+
+
+async def test_reset_offset_by_time_moves_offsets_and_tells_each_online_consumer(
+    broker, plugin_host
+):
+    for _ in range(3):
+        async with RemotingClient(plugin_host.registry.transports.get("tcp")) as sender:
+            await sender.invoke(broker.address, send_request())
+    pushed: list[tuple[str, RemotingCommand]] = []
+    tcp = plugin_host.registry.transports.get("tcp")
+
+    def consumer_table(name):
+        table = ProcessorTable()
+        table.register(R.RESET_CONSUMER_CLIENT_OFFSET, lambda ctx, req: pushed.append((name, req)))
+        return table
+
+    async with (
+        RemotingClient(tcp, processors=consumer_table("java")) as java,
+        RemotingClient(tcp, processors=consumer_table("cpp")) as cpp,
+    ):
+        for client_id, remoting, language in (("j@1", java, "JAVA"), ("c@1", cpp, "CPP")):
+            beat = HeartbeatData(client_id, consumers=[ConsumerData("CG")])
+            request = RemotingCommand.request(R.HEART_BEAT, {}, beat.encode())
+            request.language = LanguageCode[language]
+            await remoting.invoke(broker.address, request)
+        broker.offsets.commit("CG", "Orders", 0, 3)
+        reset = ResetOffsetRequestHeader(group="CG", topic="Orders", timestamp=0, is_force=True)
+        reply = await java.invoke(
+            broker.address,
+            RemotingCommand.request(R.INVOKE_BROKER_TO_RESET_OFFSET, reset.to_ext_fields()),
+        )
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        with anyio.fail_after(5):
+            while len(pushed) < 2:
+                await anyio.sleep(0.01)
+    assert fastjson.loads(reply.body)["offsetTable"][queue_key("Orders", 0)] == 0
+    assert broker.offsets.query("CG", "Orders", 0) == 0
+    bodies = {name: fastjson.loads(request.body) for name, request in pushed}
+    # Java reads fastjson's object-keyed map; the C++ client only an array (REMOTING §11)
+    assert bodies["java"]["offsetTable"][queue_key("Orders", 0)] == 0
+    assert {"brokerName": "broker-a", "queueId": 0, "topic": "Orders", "offset": 0} in bodies[
+        "cpp"
+    ]["offsetTable"]
+    assert {name: request.ext_fields["group"] for name, request in pushed} == {
+        "java": "CG",
+        "cpp": "CG",
+    }
+
+
+async def test_reset_offset_needs_the_topic_and_an_online_group(broker, client):
+    reset = ResetOffsetRequestHeader(group="CG", topic="Nope", timestamp=0, is_force=True)
+    unknown = await call(client, broker, R.INVOKE_BROKER_TO_RESET_OFFSET, reset.to_ext_fields())
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST
+    await client.invoke(broker.address, send_request())
+    reset.topic = "Orders"
+    offline = await call(client, broker, R.INVOKE_BROKER_TO_RESET_OFFSET, reset.to_ext_fields())
+    assert offline.code == ResponseCode.SYSTEM_ERROR
+    assert "Consumer not online" in offline.remark

@@ -38,5 +38,6 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
     RequestCode.GET_CONSUMER_CONNECTION_LIST: admin.get_consumer_connection_list,
     RequestCode.GET_CONSUME_STATS: admin.get_consume_stats,
+    RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.invoke_broker_to_reset_offset,
     RequestCode.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,
 }

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any
 from ...errors import BodyError, ResponseError
 from ...protocol import fastjson
 from ...protocol.bodies import KVTable, TopicConfig
-from ...protocol.codes import ResponseCode
+from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
+    ResetOffsetRequestHeader,
     TopicRequestHeader,
 )
 from ...protocol.heartbeat import MessageQueue
@@ -130,6 +131,62 @@ def delete_subscription_group(broker: Broker, ctx: RequestContext, request: Remo
 
 def get_all_consumer_offset(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     return request.response(body=broker.offsets.encode())
+
+
+async def invoke_broker_to_reset_offset(
+    broker: Broker, ctx: RequestContext, request: RemotingCommand
+):
+    """Move a group's offsets on a topic to a point in time and tell its online members
+    (RESET_CONSUMER_CLIENT_OFFSET), as ``mqadmin resetOffsetByTime`` asks."""
+    header = ResetOffsetRequestHeader.from_ext_fields(_fields(request))
+    config = broker.topics.get(header.topic)
+    if config is None:
+        raise ResponseError(
+            ResponseCode.TOPIC_NOT_EXIST, f"[reset-offset] request topic not exist: {header.topic}"
+        )
+    group = broker.consumers.group(header.group)
+    if group is None or not group.channels:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"Consumer not online, so can not reset offset, Group: {header.group}"
+            f" Topic: {header.topic} Timestamp: {header.timestamp}",
+        )
+    offsets: dict[MessageQueue, int] = {}
+    for queue_id in range(config.write_queue_nums):
+        committed = broker.offsets.query(header.group, header.topic, queue_id)
+        if header.timestamp == -1:
+            target = max(0, broker.store.max_offset(header.topic, queue_id))
+        else:
+            target = await broker.store.offset_by_time(header.topic, queue_id, header.timestamp)
+        # without force, a reset only ever moves a group back
+        offset = target if header.is_force or committed < 0 or target < committed else committed
+        offsets[MessageQueue(header.topic, broker.config.broker_name, queue_id)] = offset
+        broker.offsets.commit(header.group, header.topic, queue_id, offset)
+    push = ResetOffsetRequestHeader(
+        group=header.group,
+        topic=header.topic,
+        timestamp=header.timestamp,
+        is_force=header.is_force,
+    ).to_ext_fields()
+    for channel, client in list(group.channels.items()):
+        body = encode_reset_offsets(offsets, for_cpp=client.language == "CPP")
+        broker.send_to_client(
+            channel,
+            RemotingCommand.request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, push, body, oneway=True
+            ),
+        )
+    return request.response(body=encode_reset_offsets(offsets, for_cpp=False))
+
+
+def encode_reset_offsets(offsets: dict[MessageQueue, int], *, for_cpp: bool) -> bytes:
+    """ResetOffsetBody: Java reads fastjson's object-keyed map, the C++ client an array
+    of {brokerName, queueId, topic, offset} (REMOTING.md §11)."""
+    if for_cpp:
+        table = [{**queue.to_json(), "offset": offset} for queue, offset in offsets.items()]
+        return fastjson.dumps({"offsetTable": table})
+    keyed = {_key(queue): offset for queue, offset in offsets.items()}
+    return fastjson.dumps({"offsetTable": keyed}, standard=False)
 
 
 # --- clients and consumption -----------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import ResponseError
-from ...protocol.codes import ResponseCode
+from ...protocol.codes import LanguageCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from ...protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
@@ -57,6 +57,9 @@ def get_consumer_list_by_group(broker: Broker, ctx: RequestContext, request: Rem
     return request.response(body=encode_consumer_list(group.client_ids()))
 
 
-def _language(code: object) -> str:
-    name = getattr(code, "name", None)
-    return name if isinstance(name, str) else str(code)
+def _language(code: int) -> str:
+    """The client's language by name (JAVA, CPP, ...), as admin tools show it."""
+    try:
+        return LanguageCode(code).name
+    except ValueError:
+        return "OTHER"
