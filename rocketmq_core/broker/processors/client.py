@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from ...errors import ResponseError
 from ...protocol.codes import LanguageCode, ResponseCode
 from ...protocol.command import RemotingCommand
-from ...protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from ...protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 from ...protocol.heartbeat import HeartbeatData, encode_consumer_list
+from .retry import retry_topic
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
@@ -25,9 +25,7 @@ def heart_beat(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     for consumer in beat.consumers:
         group = broker.groups.find(consumer.group_name)
         if group is not None:
-            broker.topics.create_if_missing(
-                RETRY_GROUP_TOPIC_PREFIX + consumer.group_name, max(1, group.retry_queue_nums)
-            )
+            retry_topic(broker, group)
         changed = broker.consumers.register(
             consumer, channel, beat.client_id, now, language=language, version=request.version
         )

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import ResponseError
+from ...protocol.bodies import TopicConfig
 from ...protocol.codes import VERSION_V3_4_9, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Perm
 from ...protocol.headers import ConsumerSendMsgBackRequestHeader
 from ...protocol.message import decode_record, encode_properties
 from ...store.api import MessageToStore
+from ..groups import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
@@ -41,19 +43,13 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
     properties = dict(original.properties)
     properties.setdefault("RETRY_TOPIC", original.topic)
     properties.setdefault("ORIGIN_MESSAGE_ID", original.msg_id)
-    limit = group.retry_max_times
-    if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
-        limit = header.max_reconsume_times
+    limit = max_reconsume_times(group, request, header.max_reconsume_times)
     if original.reconsume_times >= limit or header.delay_level < 0:
-        topic = DLQ_GROUP_TOPIC_PREFIX + header.group
-        broker.topics.create_if_missing(topic, 1, int(Perm.READ | Perm.WRITE))
-        queue_id = 0
+        topic, queue_id = dead_letter_topic(broker, header.group), 0
         properties.pop("DELAY", None)
     else:
-        topic = RETRY_GROUP_TOPIC_PREFIX + header.group
-        retry = broker.topics.create_if_missing(
-            topic, group.retry_queue_nums, int(Perm.READ | Perm.WRITE)
-        )
+        retry = retry_topic(broker, group)
+        topic = retry.topic_name
         queue_id = broker.random_queue(retry.write_queue_nums)
         level = header.delay_level or FIRST_RETRY_LEVEL + original.reconsume_times
         properties["DELAY"] = str(level)
@@ -72,3 +68,28 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
     if not result.status.stored:
         raise ResponseError(ResponseCode.SYSTEM_ERROR, result.status.name)
     return request.response()
+
+
+def max_reconsume_times(
+    group: SubscriptionGroupConfig, request: RemotingCommand, asked: int | None
+) -> int:
+    """The group's retryMaxTimes, or the client's own limit from version 121 (V3_4_9) on."""
+    if request.version >= VERSION_V3_4_9 and asked is not None:
+        return asked
+    return group.retry_max_times
+
+
+def retry_topic(broker: Broker, group: SubscriptionGroupConfig) -> TopicConfig:
+    """%RETRY%group, created with the group's retryQueueNums on first use."""
+    return broker.topics.create_if_missing(
+        RETRY_GROUP_TOPIC_PREFIX + group.group_name,
+        max(1, group.retry_queue_nums),
+        int(Perm.READ | Perm.WRITE),
+    )
+
+
+def dead_letter_topic(broker: Broker, group: str) -> str:
+    """%DLQ%group (one queue), created on the first dead letter."""
+    topic = DLQ_GROUP_TOPIC_PREFIX + group
+    broker.topics.create_if_missing(topic, 1, int(Perm.READ | Perm.WRITE))
+    return topic

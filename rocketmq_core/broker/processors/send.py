@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from ...errors import BodyError, ConfigError, ResponseError
 from ...protocol.bodies import TopicConfig
-from ...protocol.codes import VERSION_V3_4_9, RequestCode, ResponseCode
+from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
-from ...protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Perm
+from ...protocol.constants import RETRY_GROUP_TOPIC_PREFIX, Perm
 from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader, SendMessageResponseHeader
 from ...protocol.message import (
     COMPRESSED,
@@ -22,6 +22,7 @@ from ...protocol.message import (
 from ...remoting.transport import parse_address
 from ...store.api import MessageToStore
 from ..topics import send_forbidden, topic_problem
+from .retry import dead_letter_topic, max_reconsume_times
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
@@ -124,13 +125,9 @@ def _retry_or_dead_letter(
 ) -> tuple[str, int]:
     """A message re-sent to %RETRY%group goes to %DLQ%group past maxReconsumeTimes."""
     group = header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-    limit = broker.groups.require(group).retry_max_times
-    if request.version >= VERSION_V3_4_9 and header.max_reconsume_times is not None:
-        limit = header.max_reconsume_times
+    limit = max_reconsume_times(broker.groups.require(group), request, header.max_reconsume_times)
     if (header.reconsume_times or 0) > limit:
-        dead = DLQ_GROUP_TOPIC_PREFIX + group
-        broker.topics.create_if_missing(dead, 1, int(Perm.READ | Perm.WRITE))
-        return dead, 0
+        return dead_letter_topic(broker, group), 0
     return header.topic, queue_id
 
 
