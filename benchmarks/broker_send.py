@@ -7,8 +7,8 @@ store in a temp dir); the C++ client (rocketmq==0.4.4) runs here, pinned to the 
 * sync: one producer, one ``send_sync`` at a time (latency per send);
 * async: ``send_async`` with up to ``--inflight`` sends outstanding;
 * batch32: ``send_batch`` of 32 messages, one batch at a time;
-* raw64: SEND_MESSAGE_V2 from our own pipelined client, 64 in flight: the broker's
-  ceiling without the C++ client's costs;
+* raw1, raw64: SEND_MESSAGE_V2 from our own pipelined client, 1 and 64 in flight: the
+  broker's latency and ceiling without the C++ client's costs;
 * e2e: sends paced at ``--rate`` msg/s to a push consumer; latency from just before
   the send to the consumer's callback (both ends in this process, one clock).
 
@@ -263,7 +263,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--inflight", type=int, default=256)
     parser.add_argument("--rate", type=int, default=5000, help="e2e sends per second")
-    parser.add_argument("--rows", default="sync,async,batch32,raw64,e2e")
+    parser.add_argument("--rows", default="sync,async,batch32,raw1,raw64,e2e")
     parser.add_argument("--server-core", type=int, default=1, help="-1: don't pin")
     parser.add_argument("--client-core", type=int, default=0, help="-1: don't pin")
     parser.add_argument("--output", default="benchmarks/results/broker_send.json")
@@ -303,8 +303,12 @@ def main() -> int:
                     )
             finally:
                 producer.shutdown()
-            if "raw64" in wanted:
-                results.append(raw_row(broker, "BenchRaw", 64, args.warmup, args.duration))
+            for name in wanted:
+                if name.startswith("raw"):
+                    inflight = int(name[3:])
+                    results.append(
+                        raw_row(broker, "BenchRaw", inflight, args.warmup, args.duration)
+                    )
             if "e2e" in wanted:
                 results.append(
                     e2e_row(client, namesrv, "BenchE2E", args.rate, args.warmup, args.duration)

@@ -48,10 +48,9 @@ class CustomHeader:
         Raises HeaderError naming the field that is missing or malformed.
         """
         values: dict[str, Any] = {}
-        for attribute, wire_name, kind, required in cls._fields:
-            if names is not None:
-                wire_name = names.get(attribute, wire_name)
-            raw = ext_fields.get(wire_name)
+        get = ext_fields.get
+        for attribute, wire_name, kind, required in cls._wire_fields(names):
+            raw = get(wire_name)
             if raw is None:
                 if required:
                     raise HeaderError(f"the custom field <{wire_name}> is null")
@@ -69,20 +68,40 @@ class CustomHeader:
                 values[attribute] = _parse_bool(raw)
         return cls(**values)
 
+    @classmethod
+    def _wire_fields(
+        cls, names: Mapping[str, str] | None
+    ) -> tuple[tuple[str, str, int, bool], ...]:
+        """``_fields`` with ``names`` applied; cached per mapping (they are module constants)."""
+        if names is None:
+            return cls._fields
+        key = (cls, id(names))
+        fields = _RENAMED.get(key)
+        if fields is None:
+            fields = tuple(
+                (attribute, names.get(attribute, wire_name), kind, required)
+                for attribute, wire_name, kind, required in cls._fields
+            )
+            _RENAMED[key] = fields
+            _RENAME_TABLES.append(names)  # keeps id(names) from being reused
+        return fields
+
     def to_ext_fields(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
         """The header as extFields, every value a string."""
         result: dict[str, str] = {}
-        for attribute, wire_name, kind, _required in self._fields:
+        for attribute, wire_name, kind, _required in self._wire_fields(names):
             value = getattr(self, attribute)
             if value is None:
                 continue
-            if names is not None:
-                wire_name = names.get(attribute, wire_name)
             if kind == _BOOL:
                 result[wire_name] = "true" if value else "false"
             else:
                 result[wire_name] = value if kind == _STR else str(value)
         return result
+
+
+_RENAMED: dict[tuple[type, int], tuple[tuple[str, str, int, bool], ...]] = {}
+_RENAME_TABLES: list[Mapping[str, str]] = []
 
 
 def _parse_bool(raw: str) -> bool:

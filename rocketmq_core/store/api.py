@@ -88,6 +88,8 @@ class PutResult:
     store_timestamp: int = 0
     remark: str = ""  # why, when the status is not PUT_OK: shown to the producer
     store_host: bytes = b""
+    # the log offset ``put`` waits to be on disk before answering; -1: nothing to wait for
+    flush_to: int = -1
 
     @property
     def ok(self) -> bool:
@@ -202,6 +204,18 @@ class MessageStore(Protocol):
 
     async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         """Append messages of one queue together: all are stored, or none."""
+
+    def append(self, message: MessageToStore) -> PutResult:
+        """``put`` without the wait: the message is stored and readable on return;
+        ``result.flush_to`` says what ``wait_durable`` would wait for. Lets a broker
+        answer a send without a task when the flush policy has nothing to wait for."""
+
+    def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
+        """``put_batch`` without the wait, as ``append``."""
+
+    async def wait_durable(self, result: PutResult) -> PutResult:
+        """Return ``result`` once its records are on disk up to ``result.flush_to``;
+        FLUSH_DISK_TIMEOUT after the policy's timeout. At once when ``flush_to`` < 0."""
 
     async def get(
         self,

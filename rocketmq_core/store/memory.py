@@ -99,9 +99,18 @@ class MemoryStore:
     # --- writing ---------------------------------------------------------------------------
 
     async def put(self, message: MessageToStore) -> PutResult:
-        return await self.put_batch((message,))
+        return self.append_batch((message,))
 
     async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
+        return self.append_batch(messages)
+
+    def append(self, message: MessageToStore) -> PutResult:
+        return self.append_batch((message,))
+
+    async def wait_durable(self, result: PutResult) -> PutResult:
+        return result  # nothing here is ever on disk: there is nothing to wait for
+
+    def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
         refused = batch_refusal(messages, self.config)
         if refused is not None:

@@ -247,6 +247,23 @@ class MmapStore:
     # --- writing ---------------------------------------------------------------------------
 
     async def put(self, message: MessageToStore) -> PutResult:
+        result = self.append(message)
+        return await self.wait_durable(result) if result.flush_to >= 0 else result
+
+    async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
+        result = self.append_batch(messages)
+        return await self.wait_durable(result) if result.flush_to >= 0 else result
+
+    async def wait_durable(self, result: PutResult) -> PutResult:
+        if result.flush_to < 0:
+            return result
+        assert self._flusher is not None
+        if not await self._flusher.wait_durable(result.flush_to):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+        return result
+
+    def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
         refused = refusal(message, self.config) or self._refusal()
         if refused is not None:
@@ -259,17 +276,19 @@ class MmapStore:
         except ValueError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         self._puts += 1
-        result = PutResult(
-            PutStatus.PUT_OK, phys, queue_offset, [phys], store_time, "", self.config.store_host
+        flush_to = phys + size if self.policy.waits and waits_for_flush(message) else -1
+        return PutResult(
+            PutStatus.PUT_OK,
+            phys,
+            queue_offset,
+            [phys],
+            store_time,
+            "",
+            self.config.store_host,
+            flush_to,
         )
-        if self.policy.waits and waits_for_flush(message):
-            assert self._flusher is not None
-            if not await self._flusher.wait_durable(phys + size):
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
-        return result
 
-    async def put_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
+    def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
         refused = batch_refusal(messages, self.config)
         if refused is not None:
@@ -305,10 +324,7 @@ class MmapStore:
             end = phys + size
         self._puts += len(messages)
         if self.policy.waits and waits_for_flush(first):
-            assert self._flusher is not None
-            if not await self._flusher.wait_durable(end):
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+            result.flush_to = end
         return result
 
     def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int, int]:
