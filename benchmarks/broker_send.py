@@ -9,6 +9,9 @@ store in a temp dir); the C++ client (rocketmq==0.4.4) runs here, pinned to the 
 * batch32: ``send_batch`` of 32 messages, one batch at a time;
 * raw1, raw64: SEND_MESSAGE_V2 from our own pipelined client, 1 and 64 in flight: the
   broker's latency and ceiling without the C++ client's costs;
+* sync-null, batch32-null: the sync and batch32 rows against a null broker (our name
+  server routes to a listener that answers every send at once): the C++ client's own
+  ceiling on this machine, the most any broker could show in those rows;
 * e2e: sends paced at ``--rate`` msg/s to a push consumer; latency from just before
   the send to the consumer's callback (both ends in this process, one clock).
 
@@ -39,6 +42,7 @@ from rocketmq_core.protocol.message import encode_properties
 
 READY = re.compile(r"rocketmq standalone ready: name server (\S+), broker (\S+)")
 BODY = b"x" * 1024
+ROWS = ("sync", "async", "batch32", "raw1", "raw64", "e2e", "sync-null", "batch32-null")
 
 
 def start_standalone(directory: Path, core: int | None) -> tuple[subprocess.Popen, str, str]:
@@ -66,6 +70,52 @@ def start_standalone(directory: Path, core: int | None) -> tuple[subprocess.Pope
             threading.Thread(target=process.stderr.read, daemon=True).start()
             return process, found.group(1), found.group(2)
     raise SystemExit("rocketmq standalone exited before it was ready")
+
+
+def serve_null_broker() -> None:
+    """``--null-broker``: a name server and a broker that stores nothing, answers at once."""
+    import anyio
+
+    from rocketmq_core.namesrv.server import NameServer
+    from rocketmq_core.plugins import load_plugins
+    from rocketmq_core.remoting.client import RemotingClient
+    from rocketmq_core.remoting.processor import ProcessorTable
+    from rocketmq_core.testing.namesrv import namesrv_config, register_broker_request
+    from rocketmq_core.testing.transport import serving
+
+    def answer(_ctx, request: RemotingCommand) -> RemotingCommand:
+        fields = {"msgId": "7F00000100002A9F0000000000000000", "queueId": "0", "queueOffset": "0"}
+        return request.response(ext_fields=fields)
+
+    async def run() -> None:
+        host = load_plugins()
+        transport = host.registry.transports.get("tcp")
+        table = ProcessorTable()
+        table.set_default(answer)
+        with tempfile.TemporaryDirectory() as scratch:
+            async with (
+                serving(transport, table) as (_server, broker_address),
+                NameServer.serving(namesrv_config(Path(scratch)), host=host) as namesrv,
+                RemotingClient(transport) as remoting,
+            ):
+                topics = {"BenchSync": 4, "BenchBatch": 4}
+                request = register_broker_request(broker_addr=broker_address, topics=topics)
+                registered = await remoting.invoke(namesrv.address, request)
+                assert registered.code == ResponseCode.SUCCESS, registered
+                print(f"null broker ready: name server {namesrv.address}", flush=True)
+                await anyio.sleep_forever()
+
+    run_backend(run, "asyncio", use_uvloop=True)
+
+
+def start_null_broker(core: int | None) -> tuple[subprocess.Popen, str]:
+    command = [sys.executable, __file__, "--null-broker"]
+    process = subprocess.Popen(pinned(command, core), stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("null broker ready"):
+        raise SystemExit("the null broker did not start")
+    return process, line.split()[-1]
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -237,7 +287,9 @@ def e2e_row(client, namesrv: str, topic: str, rate: int, warmup: float, duration
         while next_send < stop_at:
             now = time.perf_counter()
             if now < next_send:
-                time.sleep(max(0.0, next_send - now - 0.0002))
+                # sleep, never spin: a spinning sender holds the GIL and the consumer's
+                # callback thread would wait up to the switch interval (5 ms) for it
+                time.sleep(next_send - now)
                 continue
             built = message(client, topic)
             key = f"e2e-{number}"
@@ -263,11 +315,15 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--inflight", type=int, default=256)
     parser.add_argument("--rate", type=int, default=5000, help="e2e sends per second")
-    parser.add_argument("--rows", default="sync,async,batch32,raw1,raw64,e2e")
+    parser.add_argument("--rows", default=",".join(ROWS))
     parser.add_argument("--server-core", type=int, default=1, help="-1: don't pin")
     parser.add_argument("--client-core", type=int, default=0, help="-1: don't pin")
     parser.add_argument("--output", default="benchmarks/results/broker_send.json")
+    parser.add_argument("--null-broker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.null_broker:
+        serve_null_broker()
+        return 0
     import rocketmq.client as client  # the C++ client; loads its shared library
 
     server_core = None if args.server_core < 0 else args.server_core
@@ -316,17 +372,37 @@ def main() -> int:
         finally:
             process.terminate()
             process.wait(20)
+    if "sync-null" in wanted or "batch32-null" in wanted:
+        process, namesrv = start_null_broker(server_core)
+        try:
+            producer = client.Producer("PID-bench-null")
+            producer.set_namesrv_addr(namesrv)
+            producer.start()
+            try:
+                if "sync-null" in wanted:
+                    measured = sync_row(client, producer, "BenchSync", args.warmup, args.duration)
+                    results.append({**measured, "row": "sync-null"})
+                if "batch32-null" in wanted:
+                    measured = batch_row(
+                        client, producer, "BenchBatch", 32, args.warmup, args.duration
+                    )
+                    results.append({**measured, "row": "batch32-null"})
+            finally:
+                producer.shutdown()
+        finally:
+            process.terminate()
+            process.wait(20)
     print(
         f"broker_send: C++ client (core {args.client_core}) -> rocketmq standalone"
         f" (core {args.server_core}), 1 KiB bodies, {args.duration:g} s per row"
     )
-    print(f"{'row':>8}  {'in flight':>9}  {'msg/s':>9}  {'p50 us':>8}  {'p99 us':>8}  extra")
+    print(f"{'row':>12}  {'in flight':>9}  {'msg/s':>9}  {'p50 us':>8}  {'p99 us':>8}  extra")
     for result in results:
         extra = (
             f"rate {result['rate']}/s, delivered {result['delivered']}" if "rate" in result else ""
         )
         print(
-            f"{result['row']:>8}  {result['inflight']:>9}  {result['messages_per_s']:>9,}"
+            f"{result['row']:>12}  {result['inflight']:>9}  {result['messages_per_s']:>9,}"
             f"  {result['p50_us'] or '-':>8}  {result['p99_us'] or '-':>8}  {extra}"
         )
     setup = {

@@ -47,6 +47,18 @@ class ConsumeQueue:
 
     def append(self, queue_offset: int, phys: int, size: int, tags_code: int) -> None:
         """Add the entry for ``queue_offset``; one already there is left as it is."""
+        files = self.files.files
+        if files:
+            mapped = files[-1]
+            position = mapped.wrote
+            if (
+                position + ENTRY_SIZE <= mapped.size
+                and (mapped.start + position) // ENTRY_SIZE == queue_offset
+            ):
+                # the common case, once per put: the next entry, room in the last file
+                ENTRY.pack_into(mapped.buffer, position, phys, size, tags_code)
+                mapped.wrote = position + ENTRY_SIZE
+                return
         expected = self.max_offset
         if queue_offset < expected:
             return

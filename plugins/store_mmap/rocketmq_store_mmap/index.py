@@ -68,33 +68,43 @@ class IndexFile:
             self.index_count = 1  # entry 0 means "end of chain"
         self.dirty = False
 
-    @property
-    def full(self) -> bool:
-        return self.index_count >= self.index_num
-
-    def put(self, hash_value: int, phys: int, store_timestamp: int) -> bool:
-        """Add one key; False when the file is full."""
-        if self.full:
-            return False
-        slot_at = HEADER_SIZE + (hash_value % self.slot_num) * SLOT.size
-        (previous,) = SLOT.unpack_from(self.buffer, slot_at)
-        if previous <= 0 or previous >= self.index_count:
-            previous = 0
-            self.slot_count += 1
+    def put(self, hashes: list[int], phys: int, store_timestamp: int) -> int:
+        """Add a record's keys, as many as fit; returns how many."""
+        count = self.index_count
+        hashes = hashes[: self.index_num - count]
+        if not hashes:
+            return 0
         if self.begin_timestamp <= 0:
             self.begin_timestamp, self.begin_phy_offset = store_timestamp, phys
         time_diff = max(0, min(0x7FFFFFFF, (store_timestamp - self.begin_timestamp) // 1000))
-        entry_at = HEADER_SIZE + self.slot_num * SLOT.size + self.index_count * INDEX_ENTRY_SIZE
-        INDEX_ENTRY.pack_into(self.buffer, entry_at, hash_value, phys, time_diff, previous)
-        self.index_count += 1
+        buffer, slot_num = self.buffer, self.slot_num
+        entries_at = HEADER_SIZE + slot_num * SLOT.size
+        slots = []
+        for hash_value in hashes:
+            slot_at = HEADER_SIZE + (hash_value % slot_num) * SLOT.size
+            (previous,) = SLOT.unpack_from(buffer, slot_at)
+            if previous <= 0 or previous >= self.index_count:
+                previous = 0
+                self.slot_count += 1
+            # two keys of one record in one slot chain through each other
+            for earlier_at, earlier in slots:
+                if earlier_at == slot_at:
+                    previous = earlier
+            INDEX_ENTRY.pack_into(
+                buffer, entries_at + count * INDEX_ENTRY_SIZE, hash_value, phys, time_diff, previous
+            )
+            slots.append((slot_at, count))
+            count += 1
+        self.index_count = count
         self.end_timestamp, self.end_phy_offset = store_timestamp, phys
-        # the header with each entry (a kill -9 keeps the page cache, and a stale count
-        # cuts chains at reload), and before the slot: a kill in between orphans this
-        # entry instead of cutting its chain
+        # the header with each record (a kill -9 keeps the page cache, and a stale count
+        # cuts chains at reload), and before the slots: a kill in between orphans these
+        # entries instead of cutting their chains
         self.write_header()
-        SLOT.pack_into(self.buffer, slot_at, self.index_count - 1)
+        for slot_at, number in slots:
+            SLOT.pack_into(buffer, slot_at, number)
         self.dirty = True
-        return True
+        return len(hashes)
 
     def write_header(self) -> None:
         HEADER.pack_into(
@@ -180,19 +190,18 @@ class IndexService:
         if not keys and not uniq_key:
             return
         prefix = topic_prefix_crc(request.topic)
-        if uniq_key:
-            self._put_hash(zlib.crc32(uniq_key.encode(), prefix) & 0x7FFFFFFF, request)
+        hashes = [zlib.crc32(uniq_key.encode(), prefix) & 0x7FFFFFFF] if uniq_key else []
         if keys:
             for key in keys.split(" "):
                 if key:
-                    self._put_hash(zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF, request)
-
-    def _put_hash(self, hash_value: int, request: DispatchRequest) -> None:
+                    hashes.append(zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF)
+        phys, stamp = request.commit_log_offset, request.store_timestamp
         current = self.files[-1] if self.files else None
-        if current is None or not current.put(
-            hash_value, request.commit_log_offset, request.store_timestamp
-        ):
-            self._new_file().put(hash_value, request.commit_log_offset, request.store_timestamp)
+        while hashes:
+            added = current.put(hashes, phys, stamp) if current is not None else 0
+            if not added:
+                current = self._new_file()
+            hashes = hashes[added:]
 
     def _new_file(self) -> IndexFile:
         name = (
