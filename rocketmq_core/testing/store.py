@@ -1457,6 +1457,32 @@ class StoreConformance:
         assert [waiting.status, not_waiting.status, batch.status] == [PutStatus.PUT_OK] * 3
         assert bodies(got) == [b"w", b"n", b"b0", b"b1", b"b2"]
 
+    @pytest.mark.parametrize("flush", ["sync", "async"])
+    async def test_append_stores_at_once_and_names_what_put_waits_for(
+        self, store_factory, tmp_path, flush
+    ):
+        async with self.open_store(store_factory, tmp_path / "store", flush=flush) as store:
+            waiting = store.append(make_message(body=b"w", properties={"WAIT": "true"}))
+            not_waiting = store.append(make_message(body=b"n", properties={"WAIT": "false"}))
+            batch = store.append_batch([make_message(body=b"b%d" % n) for n in range(2)])
+            refused = store.append(make_message("", 0, b"refused"))
+            # readable before anything is awaited: the broker answers from here
+            got = await store.get("TopicTest", 0, 0, 32)
+            with anyio.fail_after(10):
+                durable = await store.wait_durable(waiting)
+                durable_batch = await store.wait_durable(batch)
+        assert bodies(got) == [b"w", b"n", b"b0", b"b1"]
+        assert [waiting.queue_offset, not_waiting.queue_offset, batch.queue_offset] == [0, 1, 2]
+        assert not_waiting.flush_to < 0 and refused.flush_to < 0
+        assert refused.status is PutStatus.MESSAGE_ILLEGAL
+        if flush == "sync" and isinstance(store, SupportsFlush):
+            # put would wait until the record's end is durable
+            assert waiting.flush_to > waiting.commit_log_offset
+            assert batch.flush_to > batch.commit_log_offsets[-1]
+        else:
+            assert waiting.flush_to < 0 and batch.flush_to < 0
+        assert durable.status is PutStatus.PUT_OK and durable_batch.status is PutStatus.PUT_OK
+
     async def test_stats_count_messages(self, store_factory, tmp_path):
         async with self.open_store(store_factory, tmp_path / "store") as store:
             assert store.stats()["messages"] == 0
