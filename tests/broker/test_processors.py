@@ -56,6 +56,26 @@ async def test_refusals_say_why(broker, client, tmp_path):
         assert remark in reply.remark
 
 
+async def test_sync_flush_sends_are_answered_once_durable(tmp_path, plugin_host, client):
+    # the send processor answers from a task only here: the store has a flush to wait for
+    config = broker_config(tmp_path, flush_disk_type="SYNC_FLUSH")
+    async with Broker.serving(config, host=plugin_host) as broker:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as task_group:
+                replies = []
+
+                async def send(number: int) -> None:
+                    body = b"m%d" % number
+                    replies.append(await client.invoke(broker.address, send_request(body=body)))
+
+                for number in range(8):
+                    task_group.start_soon(send, number)
+        flushed = broker.store.stats()["flushed_offset"]
+        written = broker.store.max_commit_log_offset
+    assert [reply.code for reply in replies] == [ResponseCode.SUCCESS] * 8
+    assert flushed >= written > 0
+
+
 async def test_unknown_topic_without_auto_create(tmp_path, plugin_host, client):
     config = broker_config(tmp_path, auto_create_topic_enable=False)
     async with Broker.serving(config, host=plugin_host) as broker:
