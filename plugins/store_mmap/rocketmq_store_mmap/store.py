@@ -67,7 +67,9 @@ SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 byte
 LOGICS_FLUSH_INTERVAL = 1.0  # flushIntervalConsumeQueue
 CLEANUP_INTERVAL = 10.0  # cleanResourceInterval
 PRE_TOUCH_AHEAD = 32 << 20  # keep this much of the CommitLog faulted in ahead of the writer
-PRE_TOUCH_STEP = 8 << 20
+# small steps: a first touch stalls the whole vCPU (2-60 us per page here, PERF.md), and
+# a broker pinned to one core runs its event loop there too
+PRE_TOUCH_STEP = 1 << 20
 PREPARE_INTERVAL = 0.01  # the writer can go through ~1 MiB in this time
 _BLANK_SIZE = 0x7FFFFFFF
 
@@ -516,12 +518,18 @@ class MmapStore:
     async def _prepare_ahead(self) -> None:
         """Pre-touch the CommitLog ahead of the writer; create the next file early."""
         while True:
-            await anyio.sleep(PREPARE_INTERVAL)
             last = self.commitlog.files.last
+            behind = (
+                last is not None
+                and last.touched - last.wrote < PRE_TOUCH_AHEAD
+                and last.touched < last.size
+            )
+            # behind: the next step at once (the loop runs between steps); else rest
+            await anyio.sleep(0 if behind else PREPARE_INTERVAL)
             if last is None:
                 continue
             try:
-                if last.touched - last.wrote < PRE_TOUCH_AHEAD and last.touched < last.size:
+                if behind:
                     await anyio.to_thread.run_sync(last.pre_touch, PRE_TOUCH_STEP)
                 elif self.commitlog.next_file is None and last.wrote * 2 >= last.size:
                     # lists of files change only on the event loop; the thread just creates

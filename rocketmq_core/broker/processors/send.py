@@ -185,11 +185,11 @@ def _batch_messages(
         except zlib.error as exc:
             raise BodyError(f"the compressed batch does not inflate: {exc}") from None
         sys_flag &= ~COMPRESSED
-    extra = batch_properties.encode()
+    batch_level = _batch_level_pairs(batch_properties.encode())
     messages = []
     try:
         for item in iter_batch(bytes(body)):
-            properties = _merge(item.properties, extra)
+            properties = _merge(item.properties, batch_level)
             messages.append(
                 MessageToStore(
                     topic,
@@ -210,11 +210,21 @@ def _batch_messages(
     return messages
 
 
-def _merge(own: bytes, batch_level: bytes) -> bytes:
-    """The record's own properties plus batch-level keys it does not have (MESSAGE.md §6)."""
-    merged = own if not own or own.endswith(b"\x02") else own + b"\x02"
+def _batch_level_pairs(batch_level: bytes) -> list[tuple[bytes, bytes, bytes]]:
+    """Each batch-level property as (``name\\x01``, ``\\x02name\\x01``, ``pair\\x02``):
+    what ``_merge`` looks for and adds, worked out once per batch."""
+    pairs = []
     for pair in batch_level.split(b"\x02"):
         name, separator, _value = pair.partition(b"\x01")
-        if separator and name and property_value(own, name) is None:
-            merged += pair + b"\x02"
+        if separator and name:
+            pairs.append((name + b"\x01", b"\x02" + name + b"\x01", pair + b"\x02"))
+    return pairs
+
+
+def _merge(own: bytes, batch_level: list[tuple[bytes, bytes, bytes]]) -> bytes:
+    """The record's own properties plus batch-level keys it does not have (MESSAGE.md §6)."""
+    merged = own if not own or own.endswith(b"\x02") else own + b"\x02"
+    for first, inside, pair in batch_level:
+        if not (own.startswith(first) or inside in own):
+            merged += pair
     return merged
