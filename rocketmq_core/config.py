@@ -15,7 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import anyio
+
 from .errors import ConfigError
+from .persist import atomic_write
 from .protocol.headers import camel_case
 
 log = logging.getLogger("rocketmq.config")
@@ -147,8 +150,13 @@ class Settings:
             raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from None
         return self.update(parse_properties(text), source=str(path))
 
-    def update(self, values: Mapping[str, str], *, source: str = "config") -> list[str]:
-        """Set fields from ``values`` (all or nothing); return the keys it did not know."""
+    def update(
+        self, values: Mapping[str, str], *, source: str = "config", strict: bool = False
+    ) -> list[str]:
+        """Set fields from ``values`` (all or nothing); return the keys it did not know.
+
+        ``strict``: a key it does not know (and does not ignore) is a ConfigError too.
+        """
         known = self.fields_by_key()
         parsed: dict[str, Any] = {}
         unknown = []
@@ -159,14 +167,27 @@ class Settings:
                 continue
             name, kind = known[key]
             parsed[name] = _convert(raw.strip(), kind, key, source)
+        if unknown and strict:
+            raise ConfigError(f"{source}: unknown config keys: {', '.join(unknown)}")
         for name, value in parsed.items():
             setattr(self, name, value)
         if unknown:
             log.warning("%s: ignoring unknown keys: %s", source, ", ".join(unknown))
         return unknown
 
+    def validate(self) -> None:
+        """ConfigError naming the key when a value cannot work (subclasses check)."""
+
     def to_properties(self) -> dict[str, Any]:
         return {key: getattr(self, name) for key, (name, _kind) in self.fields_by_key().items()}
+
+    def to_text(self) -> str:
+        """The settings as ``key=value`` lines (``-p``, GET_*_CONFIG, the persisted file)."""
+        return format_properties(self.to_properties())
+
+    async def save(self, path: str | Path) -> None:
+        """Write the settings to ``path`` atomically, as RocketMQ persists a config update."""
+        await anyio.to_thread.run_sync(atomic_write, path, self.to_text().encode())
 
 
 def _convert(raw: str, kind: type, key: str, source: str) -> Any:

@@ -11,7 +11,7 @@ import logging
 import random
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from .. import runtime
 from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
-from ..protocol.bodies import RegisterBrokerBody
+from ..protocol.bodies import DataVersion, RegisterBrokerBody
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.headers import (
@@ -74,6 +74,7 @@ class Broker:
         self.address: str | None = None
         self.ready = False
         self.boot_timestamp = int(time.time() * 1000)
+        self.config_version = DataVersion(timestamp=self.boot_timestamp)  # GET_BROKER_CONFIG
         self._clock = clock
         self._task_group: TaskGroup | None = None
         self._register_now: anyio.Event | None = None  # made inside the event loop
@@ -166,6 +167,17 @@ class Broker:
                 ResponseCode.SERVICE_NOT_AVAILABLE,
                 "the broker is starting or stopping; retry in a moment",
             )
+
+    async def config_updated(self, keys: Collection[str]) -> None:
+        """UPDATE_BROKER_CONFIG changed ``keys`` of the config: a new config version, the
+        values the broker holds copies of, a registration if the permission changed, and
+        the config file (``brokerConfigPath``) rewritten when there is one."""
+        self.config_version = self.config_version.next(int(time.time() * 1000))
+        self.groups.auto_create = self.config.auto_create_subscription_group
+        if "brokerPermission" in keys:
+            self.request_registration()
+        if self.config.broker_config_path:
+            await self.config.save(self.config.broker_config_path)
 
     # --- clients ---------------------------------------------------------------------------
 

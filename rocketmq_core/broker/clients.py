@@ -134,8 +134,18 @@ class ProducerManager:
     def __init__(self) -> None:
         self.groups: dict[str, dict[Channel, ClientChannel]] = {}
 
-    def register(self, group_name: str, channel: Channel, client_id: str, now: float) -> None:
-        self.groups.setdefault(group_name, {})[channel] = ClientChannel(client_id, now)
+    def register(
+        self,
+        group_name: str,
+        channel: Channel,
+        client_id: str,
+        now: float,
+        *,
+        language: str = "JAVA",
+        version: int = 0,
+    ) -> None:
+        channels = self.groups.setdefault(group_name, {})
+        channels[channel] = ClientChannel(client_id, now, language, version)
 
     def unregister(self, group_name: str, channel: Channel) -> None:
         channels = self.groups.get(group_name)
@@ -156,6 +166,10 @@ class ProducerManager:
         for name, channel in expired:
             self.unregister(name, channel)
         return expired
+
+    def group(self, group_name: str) -> dict[Channel, ClientChannel] | None:
+        """The group's connections (GET_PRODUCER_CONNECTION_LIST), None if it has none."""
+        return self.groups.get(group_name)
 
     def any_channel(self, group_name: str) -> Channel | None:
         """The most recently heard-from connection of a group, if any."""

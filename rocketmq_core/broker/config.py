@@ -16,6 +16,24 @@ from ..store.api import StoreConfig
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
+# refused by UPDATE_BROKER_CONFIG whatever configBlackList says, as RocketMQ does
+ALWAYS_BLACK_LISTED = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+# what the running broker is and where it listens and stores, read once at startup:
+# changed at runtime it would be registered with the name servers, but not served
+STARTUP_ONLY_KEYS = frozenset(
+    {
+        "brokerClusterName",
+        "brokerName",
+        "brokerId",
+        "brokerIP1",
+        "listenPort",
+        "storePathRootDir",
+        "storePathCommitLog",
+        "store",
+        "transport",
+    }
+)
+
 
 def _default_broker_name() -> str:
     try:
@@ -80,6 +98,13 @@ class BrokerConfig(Settings):
     region_id: str = setting("DefaultRegion")
     trace_on: bool = setting(True)
     channel_expired_timeout: int = setting(120_000)
+    broker_config_path: str = setting(
+        "", help="where UPDATE_BROKER_CONFIG persists the configuration; empty: not persisted"
+    )
+    config_black_list: str = setting(
+        "configBlackList;brokerConfigPath",
+        help="keys UPDATE_BROKER_CONFIG may not change, separated by ';'",
+    )
     store: str = setting("mmap", help="the store plugin")
     transport: str = setting("tcp", help="the transport plugin")
 
@@ -104,6 +129,11 @@ class BrokerConfig(Settings):
             "enableControllerMode",
         }
     )
+
+    def black_listed(self) -> set[str]:
+        """Keys UPDATE_BROKER_CONFIG refuses: RocketMQ's fixed ones and configBlackList."""
+        configured = {key.strip() for key in self.config_black_list.split(";") if key.strip()}
+        return configured | ALWAYS_BLACK_LISTED
 
     def validate(self) -> None:
         """ConfigError naming the key when a value cannot work."""

@@ -11,8 +11,8 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..config import parse_properties
-from ..errors import ConfigError, ResponseError
+from ..config_update import apply_config_update
+from ..errors import ResponseError
 from ..protocol import fastjson
 from ..protocol.bodies import (
     DataVersion,
@@ -274,27 +274,19 @@ get_has_unit_sub_ununit_topic_list = _unit_topic_list(unit=False, unit_sub=True)
 async def update_namesrv_config(
     namesrv: NameServer, ctx: RequestContext, request: Request
 ) -> Request:
-    if not request.body:
-        return request.response()
-    try:
-        values = parse_properties(bytes(request.body).decode())
-    except UnicodeDecodeError:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, "string2Properties error") from None
-    refused = sorted(values.keys() & namesrv.config.black_listed())
-    if refused:
-        raise ResponseError(
-            ResponseCode.NO_PERMISSION,
-            f"Can not update config in black list: {', '.join(refused)}",
-        )
-    try:
-        await namesrv.update_config(values)
-    except ConfigError as exc:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+    values = apply_config_update(
+        namesrv.config,
+        request.body,
+        black_list=namesrv.config.black_listed(),
+        source="UPDATE_NAMESRV_CONFIG",
+    )
+    if values:
+        await namesrv.config_updated()
     return request.response()
 
 
 def get_namesrv_config(namesrv: NameServer, ctx: RequestContext, request: Request) -> Request:
-    return request.response(body=namesrv.config_text().encode())
+    return request.response(body=namesrv.config.to_text().encode())
 
 
 PROCESSORS: dict[int, Callable[..., Any]] = {

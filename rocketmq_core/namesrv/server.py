@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -12,8 +12,6 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
-from ..config import format_properties
-from ..persist import atomic_write
 from ..plugins import PluginHost, load_plugins
 from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
@@ -117,11 +115,10 @@ class NameServer:
         )
 
     def config_text(self) -> str:
-        return format_properties(self.config.to_properties())
+        return self.config.to_text()
 
-    async def update_config(self, values: Mapping[str, str]) -> None:
-        """UPDATE_NAMESRV_CONFIG: apply now, and persist to ``configStorePath``."""
-        self.config.update(values, source="UPDATE_NAMESRV_CONFIG")
+    async def config_updated(self) -> None:
+        """UPDATE_NAMESRV_CONFIG changed the settings: apply them, persist to
+        ``configStorePath``."""
         self._apply_config()
-        data = self.config_text().encode()
-        await anyio.to_thread.run_sync(atomic_write, self.config.config_store_path, data)
+        await self.config.save(self.config.config_store_path)

@@ -65,6 +65,10 @@ class DataVersion:
     def encode(self) -> bytes:
         return fastjson.dumps(self.to_json())
 
+    def next(self, timestamp: int) -> DataVersion:
+        """The version after one more change at ``timestamp`` (ms)."""
+        return DataVersion(self.counter + 1, timestamp, self.state_version)
+
 
 @dataclass(slots=True)
 class TopicConfig:
@@ -434,6 +438,21 @@ class TopicList:
     def decode(cls, data: bytes) -> TopicList:
         value = _load_object(data, "topic list")
         return cls([str(t) for t in value.get("topicList") or []], value.get("brokerAddr"))
+
+
+@dataclass(slots=True)
+class GroupList:
+    """QUERY_TOPIC_CONSUME_BY_WHO's body: consumer group names."""
+
+    group_list: list[str] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return fastjson.dumps({"groupList": self.group_list})
+
+    @classmethod
+    def decode(cls, data: bytes) -> GroupList:
+        value = _load_object(data, "group list")
+        return cls([str(group) for group in value.get("groupList") or []])
 
 
 @dataclass(slots=True)

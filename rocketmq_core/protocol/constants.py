@@ -47,6 +47,22 @@ SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 BENCHMARK_TOPIC = "BenchmarkTest"
 
+# TopicValidator's system topic set, as GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists it (5.x
+# adds CHECKPOINT_TOPIC, a RocksDB store's, which this broker has no use for)
+SYSTEM_TOPICS = frozenset(
+    {
+        DEFAULT_TOPIC,
+        SCHEDULE_TOPIC,
+        BENCHMARK_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRACE_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+    }
+)
+
 # the name-server KV namespace holding per-topic orderly queue layouts
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 

@@ -414,6 +414,39 @@ class DeleteSubscriptionGroupRequestHeader(CustomHeader):
     clean_offset: bool | None = None
 
 
+@custom_header
+class GetProducerConnectionListRequestHeader(CustomHeader):
+    producer_group: str
+
+
+@custom_header
+class QueryConsumeTimeSpanRequestHeader(CustomHeader):
+    topic: str
+    group: str
+
+
+@custom_header
+class CloneGroupOffsetRequestHeader(CustomHeader):
+    """CLONE_GROUP_OFFSET: every topic of ``src_group`` when ``topic`` is absent."""
+
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@custom_header
+class GetSubscriptionGroupConfigRequestHeader(CustomHeader):
+    group: str
+
+
+@custom_header
+class GetBrokerConfigResponseHeader(CustomHeader):
+    """GET_BROKER_CONFIG's answer: the configuration's DataVersion as JSON."""
+
+    version: str
+
+
 # --- name server (CODES.md §3.10) ------------------------------------------------
 
 

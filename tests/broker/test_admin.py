@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import re
+import time
+from datetime import datetime
+
 import anyio
 import pytest
 
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
+from rocketmq_core.config import parse_properties
 from rocketmq_core.protocol import fastjson
-from rocketmq_core.protocol.bodies import KVTable, TopicConfigWrapper
+from rocketmq_core.protocol.bodies import (
+    DataVersion,
+    GroupList,
+    KVTable,
+    TopicConfig,
+    TopicConfigWrapper,
+    TopicList,
+)
 from rocketmq_core.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import (
+    CloneGroupOffsetRequestHeader,
     CreateTopicRequestHeader,
     ResetOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -191,3 +204,208 @@ async def test_reset_offset_needs_the_topic_and_an_online_group(broker, client):
     offline = await call(client, broker, R.INVOKE_BROKER_TO_RESET_OFFSET, reset.to_ext_fields())
     assert offline.code == ResponseCode.SYSTEM_ERROR
     assert "Consumer not online" in offline.remark
+
+
+async def test_producer_connections_from_heartbeats(broker, client):
+    unknown = await call(client, broker, R.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG"})
+    assert (unknown.code, unknown.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "the producer group[PG] not exist",
+    )
+    beat = RemotingCommand.request(R.HEART_BEAT, {}, HeartbeatData("p@1", ["PG"]).encode())
+    beat.language = LanguageCode.CPP
+    beat.version = 317
+    await client.invoke(broker.address, beat)
+    reply = await call(client, broker, R.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG"})
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    (connection,) = fastjson.loads(reply.body)["connectionSet"]
+    assert connection["clientAddr"].startswith("127.0.0.1:")
+    assert (connection["clientId"], connection["language"], connection["version"]) == (
+        "p@1",
+        "CPP",
+        317,
+    )
+    missing = await call(client, broker, R.GET_PRODUCER_CONNECTION_LIST)
+    assert missing.code == ResponseCode.SYSTEM_ERROR and "producerGroup" in missing.remark
+
+
+async def test_who_consumes_a_topic_online_or_by_offsets(broker, client):
+    beat = HeartbeatData(
+        "c@1", consumers=[ConsumerData("Online", subscriptions=[SubscriptionData("Orders", "*")])]
+    )
+    await call(client, broker, R.HEART_BEAT, body=beat.encode())
+    broker.offsets.commit("Committed", "Orders", 0, 4)
+    broker.offsets.commit("Elsewhere", "Other", 0, 1)
+    reply = await call(client, broker, R.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "Orders"})
+    assert reply.code == ResponseCode.SUCCESS
+    assert GroupList.decode(reply.body).group_list == ["Committed", "Online"]
+    nobody = await call(client, broker, R.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "Nope"})
+    assert GroupList.decode(nobody.body).group_list == []
+
+
+async def test_consume_time_span_per_queue(broker, client):
+    for queue_id in (0, 0, 0, 1):
+        await client.invoke(broker.address, send_request(queue_id=queue_id))
+    broker.offsets.commit("CG", "Orders", 0, 1)  # one of three consumed
+    broker.offsets.commit("CG", "Orders", 1, 1)  # all consumed
+    await anyio.sleep(0.02)  # the next message of queue 0 has waited at least 20 ms
+    fields = {"topic": "Orders", "group": "CG"}
+    reply = await call(client, broker, R.QUERY_CONSUME_TIME_SPAN, fields)
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    spans = fastjson.loads(reply.body)["consumeTimeSpanSet"]
+    assert len(spans) == broker.topics.get("Orders").write_queue_nums
+    by_queue = {span["messageQueue"]["queueId"]: span for span in spans}
+    assert by_queue[0]["messageQueue"] == {
+        "brokerName": "broker-a",
+        "queueId": 0,
+        "topic": "Orders",
+    }
+    first, second = by_queue[0], by_queue[1]
+    stats = await call(client, broker, R.GET_TOPIC_STATS_INFO, {"topic": "Orders"})
+    last_stored = fastjson.loads(stats.body)["offsetTable"][queue_key("Orders", 0)]
+    assert first["maxTimeStamp"] == last_stored["lastUpdateTimestamp"]
+    assert 1_600_000_000_000 < first["minTimeStamp"] <= first["maxTimeStamp"]
+    assert first["consumeTimeStamp"] == first["minTimeStamp"]  # message 0 was consumed
+    now = int(time.time() * 1000)
+    assert 20 <= first["delayTime"] <= now - first["minTimeStamp"]
+    assert second["delayTime"] == 0
+    assert second["consumeTimeStamp"] == second["maxTimeStamp"] > 0
+    empty = by_queue[2]
+    assert (empty["minTimeStamp"], empty["maxTimeStamp"], empty["delayTime"]) == (0, 0, 0)
+    # the formatted forms Java's QueueTimeSpan getters add, in the broker's local time
+    stamp = first["minTimeStamp"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d#\d\d:\d\d:\d\d:\d{3}", first["minTimeStampStr"])
+    local = datetime.fromtimestamp(stamp // 1000).strftime("%Y-%m-%d#%H:%M:%S")
+    assert first["minTimeStampStr"] == f"{local}:{stamp % 1000:03d}"
+    missing = await call(
+        client, broker, R.QUERY_CONSUME_TIME_SPAN, {"topic": "Nope", "group": "CG"}
+    )
+    assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[Nope] not exist")
+
+
+async def test_system_topic_list_from_broker(broker, client):
+    reply = await call(client, broker, R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+    assert reply.code == ResponseCode.SUCCESS
+    assert b"brokerAddr" not in reply.body
+    topics = TopicList.decode(reply.body).topic_list
+    assert topics == sorted(topics)
+    for topic in (
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    ):
+        assert topic in topics
+    assert "Orders" not in topics and "broker-a" not in topics
+
+
+async def test_broker_config_get_update_and_persist(broker, client, tmp_path):
+    before = await call(client, broker, R.GET_BROKER_CONFIG)
+    assert before.code == ResponseCode.SUCCESS
+    values = parse_properties(before.body.decode())
+    assert values["brokerName"] == "broker-a"
+    assert values["longPollingEnable"] == "true"
+    version = DataVersion.from_json(fastjson.loads(before.ext_fields["version"]))
+    saved = tmp_path / "conf" / "broker.properties"
+    broker.config.broker_config_path = str(saved)
+    body = b"# from mqadmin\nlongPollingEnable=false\nautoCreateSubscriptionGroup = false\n"
+    updated = await call(client, broker, R.UPDATE_BROKER_CONFIG, body=body)
+    assert updated.code == ResponseCode.SUCCESS, updated.remark
+    assert broker.config.long_polling_enable is False
+    assert broker.groups.auto_create is False  # the copy the group table keeps follows
+    after = await call(client, broker, R.GET_BROKER_CONFIG)
+    assert "longPollingEnable=false\n" in after.body.decode()
+    assert DataVersion.from_json(fastjson.loads(after.ext_fields["version"])).counter == (
+        version.counter + 1
+    )
+    assert parse_properties(saved.read_text()) == parse_properties(after.body.decode())
+
+
+async def test_broker_config_update_refusals_name_the_key(broker, client):
+    broker.config.config_black_list = "configBlackList;brokerConfigPath;regionId"
+    cases = [
+        (b"brokerConfigPath=/tmp/x", ResponseCode.NO_PERMISSION, "brokerConfigPath"),
+        (b"rocketmqHome=/opt", ResponseCode.NO_PERMISSION, "rocketmqHome"),
+        (b"configBlackList=", ResponseCode.NO_PERMISSION, "configBlackList"),
+        (b"regionId=Elsewhere", ResponseCode.NO_PERMISSION, "regionId"),
+        (b"listenPort=1", ResponseCode.NO_PERMISSION, "listenPort"),
+        (b"noSuchKey=1", ResponseCode.SYSTEM_ERROR, "noSuchKey"),
+        (b"maxMessageSize=big", ResponseCode.SYSTEM_ERROR, "maxMessageSize must be an integer"),
+        (b"traceOn=maybe", ResponseCode.SYSTEM_ERROR, "traceOn must be true or false"),
+        (b"flushDiskType=SOMETIMES", ResponseCode.SYSTEM_ERROR, "flushDiskType must be"),
+        # all or nothing: the good key of a refused update is not applied either
+        (b"longPollingEnable=false\nmaxMessageSize=big", ResponseCode.SYSTEM_ERROR, "maxMessage"),
+    ]
+    for body, code, remark in cases:
+        reply = await call(client, broker, R.UPDATE_BROKER_CONFIG, body=body)
+        assert reply.code == code, body
+        assert remark in reply.remark, (body, reply.remark)
+    assert broker.config.long_polling_enable is True
+    assert broker.config.flush_disk_type == "ASYNC_FLUSH"
+    assert broker.config_version.counter == 0
+    assert broker.config.listen_port == int(broker.address.rsplit(":", 1)[1])
+
+
+async def test_clone_group_offset(broker, client):
+    for topic in ("Orders", "Other"):
+        await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, create_topic(topic))
+    broker.offsets.commit("Src", "Orders", 0, 2)
+    broker.offsets.commit("Src", "Orders", 1, 1)
+    broker.offsets.commit("Src", "Other", 0, 5)
+    broker.offsets.commit("Src", "Gone", 0, 7)  # offsets of a topic deleted since
+
+    def clone(dest, topic=None, offline=False):
+        header = CloneGroupOffsetRequestHeader(
+            src_group="Src", dest_group=dest, topic=topic, offline=offline
+        )
+        return call(client, broker, R.CLONE_GROUP_OFFSET, header.to_ext_fields())
+
+    assert (await clone("One", "Orders")).code == ResponseCode.SUCCESS
+    assert broker.offsets.offsets("One", "Orders") == {0: 2, 1: 1}
+    assert broker.offsets.topics_of("One") == ["Orders"]
+    await clone("All")
+    assert broker.offsets.topics_of("All") == ["Orders", "Other"]
+    assert broker.offsets.offsets("All", "Other") == {0: 5}
+    # an online source group lends only the topics it subscribes to, unless offline
+    beat = HeartbeatData(
+        "c@1", consumers=[ConsumerData("Src", subscriptions=[SubscriptionData("Orders", "*")])]
+    )
+    await call(client, broker, R.HEART_BEAT, body=beat.encode())
+    await clone("Online")
+    assert broker.offsets.topics_of("Online") == ["Orders"]
+    await clone("Offline", offline=True)
+    assert broker.offsets.topics_of("Offline") == ["Orders", "Other"]
+    assert broker.offsets.offsets("Src", "Orders") == {0: 2, 1: 1}  # the source is untouched
+    missing = await call(client, broker, R.CLONE_GROUP_OFFSET, {"srcGroup": "Src"})
+    assert missing.code == ResponseCode.SYSTEM_ERROR and "destGroup" in missing.remark
+
+
+async def test_one_topic_and_one_subscription_group_config(broker, client):
+    await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, create_topic("Admin", 3, perm=4))
+    reply = await call(client, broker, R.GET_TOPIC_CONFIG, {"topic": "Admin"})
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    config = TopicConfig.from_json(fastjson.loads(reply.body))
+    assert config == TopicConfig("Admin", 3, 3, 4)
+    everything = await call(client, broker, R.GET_ALL_TOPIC_CONFIG)
+    assert (
+        fastjson.loads(reply.body) == fastjson.loads(everything.body)["topicConfigTable"]["Admin"]
+    )
+    unknown = await call(client, broker, R.GET_TOPIC_CONFIG, {"topic": "Nope"})
+    assert (unknown.code, unknown.remark) == (
+        ResponseCode.TOPIC_NOT_EXIST,
+        "No topic in this broker. topic: Nope",
+    )
+
+    group = SubscriptionGroupConfig("AdminGroup", retry_max_times=5, consume_enable=False)
+    body = fastjson.dumps(group.to_json())
+    await call(client, broker, R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+    reply = await call(client, broker, R.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "AdminGroup"})
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    assert SubscriptionGroupConfig.from_json(fastjson.loads(reply.body)) == group
+    groups = await call(client, broker, R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    table = fastjson.loads(groups.body)["subscriptionGroupTable"]
+    assert fastjson.loads(reply.body) == table["AdminGroup"]
+    unknown = await call(client, broker, R.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "NoGroup"})
+    assert unknown.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+    assert "NoGroup" in unknown.remark
+    assert "NoGroup" not in broker.groups.table  # a read creates nothing

@@ -256,6 +256,12 @@ async def test_namesrv_config_update_get_and_refusals(call, tmp_path):
     bad = await call(R.UPDATE_NAMESRV_CONFIG, body=b"listenPort=many")
     assert bad.code == ResponseCode.SYSTEM_ERROR
     assert "listenPort must be an integer" in bad.remark
+    # a typo is refused, and the good key beside it is not applied either
+    typo = b"orderMessageEnable=true\nenableTopicLst=false"
+    refused = await call(R.UPDATE_NAMESRV_CONFIG, body=typo)
+    assert refused.code == ResponseCode.SYSTEM_ERROR
+    assert "enableTopicLst" in refused.remark
+    assert "orderMessageEnable=false\n" in (await call(R.GET_NAMESRV_CONFIG)).body.decode()
 
 
 async def test_unknown_request_code(call):

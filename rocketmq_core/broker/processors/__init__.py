@@ -40,4 +40,13 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.GET_CONSUME_STATS: admin.get_consume_stats,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.invoke_broker_to_reset_offset,
     RequestCode.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,
+    RequestCode.GET_PRODUCER_CONNECTION_LIST: admin.get_producer_connection_list,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: admin.query_topic_consume_by_who,
+    RequestCode.QUERY_CONSUME_TIME_SPAN: admin.query_consume_time_span,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: admin.get_system_topic_list_from_broker,
+    RequestCode.UPDATE_BROKER_CONFIG: admin.update_broker_config,
+    RequestCode.GET_BROKER_CONFIG: admin.get_broker_config,
+    RequestCode.CLONE_GROUP_OFFSET: admin.clone_group_offset,
+    RequestCode.GET_TOPIC_CONFIG: admin.get_topic_config,
+    RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
 }

@@ -3,25 +3,36 @@ mqadmin and the dashboards ask for them."""
 
 from __future__ import annotations
 
+import logging
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ...config_update import apply_config_update
 from ...errors import BodyError, ResponseError
 from ...protocol import fastjson
-from ...protocol.bodies import KVTable, TopicConfig
+from ...protocol.bodies import GroupList, KVTable, TopicConfig, TopicList
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
+from ...protocol.constants import SYSTEM_TOPICS
 from ...protocol.headers import (
+    CloneGroupOffsetRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
+    GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
     ResetOffsetRequestHeader,
     TopicRequestHeader,
 )
 from ...protocol.heartbeat import MessageQueue
 from ...protocol.message import decode_record
 from ...store.api import SupportsTopicDeletion
+from ..clients import Channel, ClientChannel
+from ..config import STARTUP_ONLY_KEYS
 from ..groups import SubscriptionGroupConfig
 from ..topics import NOT_SENDABLE, topic_problem
 
@@ -31,6 +42,8 @@ if TYPE_CHECKING:
 
 BROKER_VERSION_DESC = "V4_9_4"  # what admin tools print; the protocol level we speak
 BROKER_VERSION = 401
+
+log = logging.getLogger("rocketmq.broker")
 
 
 def _fields(request: RemotingCommand) -> dict[str, str]:
@@ -84,6 +97,24 @@ def get_all_topic_config(broker: Broker, ctx: RequestContext, request: RemotingC
     return request.response(body=broker.topics.encode())
 
 
+def get_topic_config(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """One topic's config: TopicConfigAndQueueMapping, whose mapping (static topics,
+    5.x) this broker never has, so just the TopicConfig."""
+    header = TopicRequestHeader.from_ext_fields(_fields(request))
+    config = broker.topics.get(header.topic)
+    if config is None:
+        raise ResponseError(
+            ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {header.topic}"
+        )
+    return request.response(body=fastjson.dumps(config.to_json()))
+
+
+def get_system_topic_list_from_broker(
+    broker: Broker, ctx: RequestContext, request: RemotingCommand
+):
+    return request.response(body=TopicList(sorted(SYSTEM_TOPICS)).encode())
+
+
 async def get_topic_stats_info(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     header = TopicRequestHeader.from_ext_fields(_fields(request))
     config = broker.topics.get(header.topic)
@@ -121,6 +152,19 @@ def get_all_subscription_group_config(
     return request.response(body=broker.groups.encode())
 
 
+def get_subscription_group_config(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """One group's config. Unlike Java, a read never creates the group (Java's lookup
+    auto-creates it when autoCreateSubscriptionGroup is on)."""
+    header = GetSubscriptionGroupConfigRequestHeader.from_ext_fields(_fields(request))
+    config = broker.groups.table.get(header.group)
+    if config is None:
+        raise ResponseError(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"No group in this broker. group: {header.group}",
+        )
+    return request.response(body=fastjson.dumps(config.to_json()))
+
+
 def delete_subscription_group(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(_fields(request))
     broker.groups.delete(header.group_name)
@@ -131,6 +175,30 @@ def delete_subscription_group(broker: Broker, ctx: RequestContext, request: Remo
 
 def get_all_consumer_offset(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     return request.response(body=broker.offsets.encode())
+
+
+def clone_group_offset(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """Copy the committed offsets of ``srcGroup`` to ``destGroup``, on one topic or on
+    every topic the source group has offsets for (``mqadmin cloneGroupOffset``)."""
+    header = CloneGroupOffsetRequestHeader.from_ext_fields(_fields(request))
+    source = header.src_group
+    if header.topic and header.topic.strip():
+        topics = [header.topic]
+    else:
+        topics = broker.offsets.topics_of(source)
+    online = broker.consumers.group(source)
+    for topic in topics:
+        if broker.topics.get(topic) is None:
+            log.warning("[cloneGroupOffset] topic %s does not exist: not cloned", topic)
+            continue
+        # an online source group only lends offsets of topics it still subscribes to
+        subscribed = online.subscriptions if online is not None else {}
+        if not header.offline and subscribed and topic not in subscribed:
+            log.warning("[cloneGroupOffset] %s does not subscribe to %s: not cloned", source, topic)
+            continue
+        for queue_id, offset in broker.offsets.offsets(source, topic).items():
+            broker.offsets.commit(header.dest_group, topic, queue_id, offset)
+    return request.response()
 
 
 async def invoke_broker_to_reset_offset(
@@ -200,17 +268,8 @@ def get_consumer_connection_list(broker: Broker, ctx: RequestContext, request: R
             ResponseCode.CONSUMER_NOT_ONLINE,
             f"the consumer group[{header.consumer_group}] not online",
         )
-    connections = [
-        {
-            "clientAddr": getattr(channel, "peer_address", None) or "",
-            "clientId": client.client_id,
-            "language": client.language,
-            "version": client.version,
-        }
-        for channel, client in group.channels.items()
-    ]
     body = {
-        "connectionSet": connections,
+        "connectionSet": _connections(group.channels),
         "consumeFromWhere": group.consume_from_where.name,
         "consumeType": group.consume_type.name,
         "messageModel": group.message_model.name,
@@ -219,6 +278,24 @@ def get_consumer_connection_list(broker: Broker, ctx: RequestContext, request: R
         },
     }
     return request.response(body=fastjson.dumps(body))
+
+
+def get_producer_connection_list(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    header = GetProducerConnectionListRequestHeader.from_ext_fields(_fields(request))
+    channels = broker.producers.group(header.producer_group)
+    if not channels:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR, f"the producer group[{header.producer_group}] not exist"
+        )
+    return request.response(body=fastjson.dumps({"connectionSet": _connections(channels)}))
+
+
+def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """The groups consuming a topic: online subscribers and groups with offsets on it."""
+    header = TopicRequestHeader.from_ext_fields(_fields(request))
+    groups = set(broker.consumers.groups_of_topic(header.topic))
+    groups.update(broker.offsets.groups_of(header.topic))
+    return request.response(body=GroupList(sorted(groups)).encode())
 
 
 async def get_consume_stats(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -243,6 +320,47 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, request: Remoti
     return request.response(body=fastjson.dumps(body, standard=False))
 
 
+async def query_consume_time_span(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """Per queue of a topic: the store times of its first and last messages, of the
+    group's last consumed one, and how long the next one has waited (0: none)."""
+    header = QueryConsumeTimeSpanRequestHeader.from_ext_fields(_fields(request))
+    topic = header.topic
+    config = broker.topics.get(topic)
+    if config is None:
+        raise ResponseError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+    store = broker.store
+    now_ms = int(time.time() * 1000)
+    spans = []
+    for queue_id in range(config.write_queue_nums):
+        max_offset = max(0, store.max_offset(topic, queue_id))
+        committed = broker.offsets.query(header.group, topic, queue_id)
+        min_time = max(0, await store.earliest_store_time(topic, queue_id))
+        max_time = await _store_time(broker, topic, queue_id, max_offset - 1)
+        if committed > 0:
+            consume_time = await _store_time(broker, topic, queue_id, committed - 1)
+        else:
+            consume_time = min_time
+        delay = 0
+        next_offset = max(committed, store.min_offset(topic, queue_id), 0)
+        if next_offset < max_offset:
+            next_time = await _store_time(broker, topic, queue_id, next_offset)
+            delay = max(0, now_ms - next_time) if next_time else 0
+        queue = MessageQueue(topic, broker.config.broker_name, queue_id)
+        spans.append(
+            {
+                "consumeTimeStamp": consume_time,
+                "consumeTimeStampStr": _java_date(consume_time),
+                "delayTime": delay,
+                "maxTimeStamp": max_time,
+                "maxTimeStampStr": _java_date(max_time),
+                "messageQueue": queue.to_json(),
+                "minTimeStamp": min_time,
+                "minTimeStampStr": _java_date(min_time),
+            }
+        )
+    return request.response(body=fastjson.dumps({"consumeTimeSpanSet": spans}))
+
+
 def get_broker_runtime_info(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     store = broker.store
     stats: dict[str, Any] = store.stats() if store is not None else {}
@@ -262,7 +380,45 @@ def get_broker_runtime_info(broker: Broker, ctx: RequestContext, request: Remoti
     return request.response(body=KVTable(table).encode())
 
 
+# --- the broker's configuration -----------------------------------------------------------
+
+
+async def update_broker_config(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """``key=value`` lines applied to the running broker (``mqadmin updateBrokerConfig``)."""
+    values = apply_config_update(
+        broker.config,
+        request.body,
+        black_list=broker.config.black_listed(),
+        read_only=STARTUP_ONLY_KEYS,
+        source="UPDATE_BROKER_CONFIG",
+    )
+    if values:
+        await broker.config_updated(values.keys())
+    return request.response()
+
+
+def get_broker_config(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """The effective configuration as properties text, its DataVersion in ``version``."""
+    header = GetBrokerConfigResponseHeader(version=broker.config_version.encode().decode())
+    return request.response(
+        ext_fields=header.to_ext_fields(), body=broker.config.to_text().encode()
+    )
+
+
 # --- helpers -----------------------------------------------------------------------------
+
+
+def _connections(channels: dict[Channel, ClientChannel]) -> list[dict[str, Any]]:
+    """A connectionSet (ConsumerConnection, ProducerConnection): one entry per client."""
+    return [
+        {
+            "clientAddr": getattr(channel, "peer_address", None) or "",
+            "clientId": client.client_id,
+            "language": client.language,
+            "version": client.version,
+        }
+        for channel, client in channels.items()
+    ]
 
 
 def _key(queue: MessageQueue) -> tuple:
@@ -278,6 +434,12 @@ async def _store_time(broker: Broker, topic: str, queue_id: int, offset: int) ->
     if not result.records:
         return 0
     return decode_record(bytes(result.records[0])).store_timestamp
+
+
+def _java_date(millis: int) -> str:
+    """Java's ``yyyy-MM-dd#HH:mm:ss:SSS`` in local time, as QueueTimeSpan's *Str getters."""
+    seconds, rest = divmod(millis, 1000)
+    return f"{datetime.fromtimestamp(seconds):%Y-%m-%d#%H:%M:%S}:{rest:03d}"
 
 
 def _uptime(millis: int) -> str:

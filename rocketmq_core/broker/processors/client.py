@@ -32,7 +32,9 @@ def heart_beat(broker: Broker, ctx: RequestContext, request: RemotingCommand):
         if changed:
             broker.notify_consumers_changed(consumer.group_name)
     for group in beat.producer_groups:
-        broker.producers.register(group, channel, beat.client_id, now)
+        broker.producers.register(
+            group, channel, beat.client_id, now, language=language, version=request.version
+        )
     return request.response()
 
 
