@@ -157,8 +157,14 @@ async def test_no_space_for_the_next_file_stores_nothing(tmp_path, plugin_host, 
 
 async def test_expired_files_go_only_at_delete_hours_unless_forced(tmp_path, plugin_host):
     other_hour = f"{(time.localtime().tm_hour + 12) % 24:02d}"
+    # thresholds at 100%: how full this machine's disk is must not trigger a cleanup
+    full = {
+        "disk_max_used_space_ratio": 100,
+        "disk_space_clean_forcibly_ratio": 100,
+        "disk_space_warning_level_ratio": 100,
+    }
     async with opened(
-        tmp_path, plugin_host, file_reserved_time=1e-9, delete_when=other_hour
+        tmp_path, plugin_host, file_reserved_time=1e-9, delete_when=other_hour, **full
     ) as store:
         for number in range(40):
             await store.put(message(number))
