@@ -75,15 +75,14 @@ class CustomHeader:
         """``_fields`` with ``names`` applied; cached per mapping (they are module constants)."""
         if names is None:
             return cls._fields
-        key = (cls, id(names))
-        fields = _RENAMED.get(key)
-        if fields is None:
-            fields = tuple(
-                (attribute, names.get(attribute, wire_name), kind, required)
-                for attribute, wire_name, kind, required in cls._fields
-            )
-            _RENAMED[key] = fields
-            _RENAME_TABLES.append(names)  # keeps id(names) from being reused
+        cached = _RENAMED.get((cls, id(names)))
+        if cached is not None and cached[0] is names:  # the very mapping, not a reused id
+            return cached[1]
+        fields = tuple(
+            (attribute, names.get(attribute, wire_name), kind, required)
+            for attribute, wire_name, kind, required in cls._fields
+        )
+        _RENAMED[(cls, id(names))] = (names, fields)
         return fields
 
     def to_ext_fields(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -100,8 +99,9 @@ class CustomHeader:
         return result
 
 
-_RENAMED: dict[tuple[type, int], tuple[tuple[str, str, int, bool], ...]] = {}
-_RENAME_TABLES: list[Mapping[str, str]] = []
+# (header class, id of a names mapping) -> (that mapping, its fields)
+_WireFields = tuple[tuple[str, str, int, bool], ...]
+_RENAMED: dict[tuple[type, int], tuple[Mapping[str, str], _WireFields]] = {}
 
 
 def _parse_bool(raw: str) -> bool:

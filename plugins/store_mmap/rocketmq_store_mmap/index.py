@@ -15,6 +15,7 @@ import time
 import zlib
 from pathlib import Path
 
+from rocketmq_core.errors import ConfigError
 from rocketmq_core.store.api import DispatchRequest
 from rocketmq_core.store.common import is_rollback
 
@@ -158,6 +159,8 @@ class IndexService:
     """The index files of a store, newest last; the ``index`` dispatcher writes here."""
 
     def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+        if index_num < 2:  # entry 0 ends every chain: a file needs room for one more
+            raise ConfigError(f"maxIndexNum is {index_num}; it must be at least 2")
         self.directory = directory
         self.slot_num = slot_num
         self.index_num = index_num

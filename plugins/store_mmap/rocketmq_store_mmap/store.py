@@ -517,19 +517,17 @@ class MmapStore:
 
     async def _prepare_ahead(self) -> None:
         """Pre-touch the CommitLog ahead of the writer; create the next file early."""
+        behind = False
         while True:
-            last = self.commitlog.files.last
-            behind = (
-                last is not None
-                and last.touched - last.wrote < PRE_TOUCH_AHEAD
-                and last.touched < last.size
-            )
             # behind: the next step at once (the loop runs between steps); else rest
             await anyio.sleep(0 if behind else PREPARE_INTERVAL)
+            last = self.commitlog.files.last
+            behind = False
             if last is None:
                 continue
             try:
-                if behind:
+                if last.touched - last.wrote < PRE_TOUCH_AHEAD and last.touched < last.size:
+                    behind = True
                     await anyio.to_thread.run_sync(last.pre_touch, PRE_TOUCH_STEP)
                 elif self.commitlog.next_file is None and last.wrote * 2 >= last.size:
                     # lists of files change only on the event loop; the thread just creates

@@ -3,8 +3,10 @@ every byte written into the mapping, up to the instruction the process died at).
 
 from __future__ import annotations
 
+import pytest
 from rocketmq_store_mmap.index import IndexService
 
+from rocketmq_core.errors import ConfigError
 from rocketmq_core.store.api import DispatchRequest
 
 TOPIC = "IndexTopic"
@@ -53,3 +55,16 @@ def test_sync_from_a_worker_thread_never_rewrites_the_header(tmp_path):
     service.sync()
     newest.index_count += 1
     assert found(reopened(service), "k0") == [0]
+
+
+def test_a_record_with_more_keys_than_a_file_holds_spans_files(tmp_path):
+    service = IndexService(tmp_path / "index", 16, 3)  # entry 0 is reserved: 2 keys a file
+    service.load()
+    service.put(request(100, "a b c d e"))
+    assert len(service.files) == 3
+    assert all(found(service, key) == [100] for key in "abcde")
+
+
+def test_an_index_file_must_hold_a_key(tmp_path):
+    with pytest.raises(ConfigError, match="maxIndexNum is 1"):
+        IndexService(tmp_path / "index", 16, 1)
