@@ -107,6 +107,9 @@ class MmapStore:
         # in the event loop's thread: recovery calls the dispatchers, which may be
         # the broker's and expect to run there
         self._open_files()
+        # a disk already full refuses puts from the first one
+        used = retention.disk_used_percent(self.root)
+        self._update_refusal(retention.decide(self.config, used, time.time(), manual=False))
         self._flusher = Flusher(
             self.policy,
             written=lambda: self.commitlog.max_offset,
@@ -539,12 +542,14 @@ class MmapStore:
                 await anyio.sleep(1)
 
     async def _clean_periodically(self) -> None:
+        # the first cleanup waits an interval (Java: 60 s): it never races the first calls
+        # made on a freshly opened store; open() already decided whether to refuse puts
         while True:
+            await anyio.sleep(CLEANUP_INTERVAL)
             try:
                 await self._delete_expired(time.time(), manual=False)
             except OSError as exc:
                 log.error("retention cleanup failed: %s", exc)
-            await anyio.sleep(CLEANUP_INTERVAL)
 
     async def delete_expired(self, now: float | None = None, force: bool = False) -> int:
         self._check_open()
