@@ -32,6 +32,7 @@ BUILTIN_PLUGINS = (
     "rocketmq_core.builtin.namesrv",
     "rocketmq_core.builtin.store",
     "rocketmq_core.builtin.broker",
+    "rocketmq_core.builtin.allocation",
 )
 
 
