@@ -1,0 +1,70 @@
+"""ClientConfig: what every producer, consumer and admin client shares."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+from ..remoting.transport import TlsOptions, parse_address
+
+_INSTANCES = itertools.count()
+
+
+def split_namesrv_addr(value: str | Sequence[str]) -> list[str]:
+    """``"a:9876;b:9876"`` (as RocketMQ clients take it) or a list, validated."""
+    parts = value.split(";") if isinstance(value, str) else list(value)
+    addresses = [part.strip() for part in parts if part.strip()]
+    for address in addresses:
+        parse_address(address)  # a ConfigError that names the bad entry
+    return addresses
+
+
+def local_ip() -> str:
+    """The address this host uses to reach others (no packet is sent), else loopback."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.255.255.255", 1))
+            return probe.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+@dataclass
+class ClientConfig:
+    """Settings of one client instance (Java's ClientConfig, in seconds not ms).
+
+    ``namesrv_addr`` falls back to the ``NAMESRV_ADDR`` environment variable, as
+    RocketMQ's clients do.
+    """
+
+    namesrv_addr: str | Sequence[str] = ""
+    instance_name: str = "DEFAULT"
+    client_ip: str = field(default_factory=local_ip)
+    transport: str = "tcp"
+    tls: TlsOptions | None = None
+    request_timeout: float = 3.0
+    poll_namesrv_interval: float = 30.0
+    heartbeat_interval: float = 30.0
+    persist_offset_interval: float = 5.0
+    unit_name: str | None = None
+
+    def namesrv_addresses(self) -> list[str]:
+        addresses = split_namesrv_addr(self.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))
+        if not addresses:
+            raise ConfigError(
+                "no name server address: pass namesrv_addr='host:9876' or set NAMESRV_ADDR"
+            )
+        return addresses
+
+    def client_id(self) -> str:
+        """``ip@instance``; the default instance becomes ``pid#n`` so that two clients of
+        one process never share an id (the broker keys consumers by it)."""
+        instance = self.instance_name
+        if instance == "DEFAULT":
+            instance = f"{os.getpid()}#{next(_INSTANCES)}"
+        client_id = f"{self.client_ip}@{instance}"
+        return f"{client_id}@{self.unit_name}" if self.unit_name else client_id

@@ -1,0 +1,34 @@
+"""Latency fault tolerance: keep sending away from a broker that was slow or failed.
+
+Java's MQFaultStrategy: a send that took at least ``LATENCY_STEPS[i]`` seconds makes
+its broker unavailable for ``ISOLATION[i]``; a failed send counts as 3 s (30 s out).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+LATENCY_STEPS = (0.05, 0.1, 0.55, 1.0, 2.0, 3.0, 15.0)
+ISOLATION = (0.0, 0.0, 30.0, 60.0, 120.0, 180.0, 600.0)
+FAILED_LATENCY = 3.0
+
+
+class LatencyFaultTolerance:
+    def __init__(self) -> None:
+        self._available_at: dict[str, float] = {}
+
+    def record(self, broker_name: str, latency: float, now: float, *, failed: bool = False) -> None:
+        latency = FAILED_LATENCY if failed else latency
+        step = bisect.bisect_right(LATENCY_STEPS, latency) - 1
+        isolation = ISOLATION[step] if step >= 0 else 0.0
+        if isolation:
+            self._available_at[broker_name] = now + isolation
+        else:
+            self._available_at.pop(broker_name, None)
+
+    def available(self, broker_name: str, now: float) -> bool:
+        return self._available_at.get(broker_name, 0.0) <= now
+
+    def least_bad(self, broker_names: list[str]) -> str:
+        """Of brokers all isolated, the one that comes back first."""
+        return min(broker_names, key=lambda name: self._available_at.get(name, 0.0))

@@ -1,0 +1,367 @@
+"""ClientInstance: the connections, route cache and heartbeats that clients share.
+
+Java's MQClientInstance: one per client id. Producers and consumers register their
+group with it; it keeps their routes fresh (every ``poll_namesrv_interval``),
+heartbeats every broker it knows (every ``heartbeat_interval``), and answers what
+brokers ask of clients (a consumer group changed, reset your offsets, check a
+transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..errors import RemotingError, ResponseError
+from ..plugins import PluginHost, load_plugins
+from ..protocol import fastjson
+from ..protocol.bodies import TopicRouteData
+from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
+from ..protocol.command import RemotingCommand
+from ..protocol.constants import MASTER_ID
+from ..protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    CustomHeader,
+    GetRouteInfoRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+)
+from ..protocol.heartbeat import ConsumerData, HeartbeatData, MessageQueue
+from ..protocol.message import decode_record
+from ..remoting.client import RemotingClient
+from ..remoting.processor import ProcessorTable, RequestContext
+from .config import ClientConfig
+
+log = logging.getLogger("rocketmq.client")
+
+Header = CustomHeader | Mapping[str, str] | None
+
+
+class ConsumerMember(Protocol):
+    """What a consumer gives its instance: heartbeat data and answers to brokers."""
+
+    def consumer_data(self) -> ConsumerData: ...
+
+    def request_rebalance(self) -> None: ...
+
+    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+
+    def running_info(self) -> dict[str, Any]: ...
+
+
+class ProducerMember(Protocol):
+    def check_transaction(
+        self, broker_address: str, header: CheckTransactionStateRequestHeader, message: Any
+    ) -> None: ...
+
+
+_default_host: PluginHost | None = None
+
+
+def default_host() -> PluginHost:
+    """The installed plugins, loaded once per process (clients only need transports)."""
+    global _default_host
+    if _default_host is None:
+        _default_host = load_plugins()
+    return _default_host
+
+
+class ClientInstance:
+    """An async context manager; producers and consumers share one when given one."""
+
+    def __init__(self, config: ClientConfig, *, host: PluginHost | None = None) -> None:
+        self.config = config
+        self.namesrv_addresses = config.namesrv_addresses()
+        self.client_id = config.client_id()
+        self.host = host or default_host()
+        self.producers: dict[str, ProducerMember] = {}
+        self.consumers: dict[str, ConsumerMember] = {}
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self._watched_topics: set[str] = set()
+        self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
+        self._namesrv_index = 0
+        self._remoting: RemotingClient | None = None
+        self._task_group: TaskGroup | None = None
+        self._heartbeat_now: anyio.Event | None = None
+        self._users = 0
+
+    # --- life cycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> ClientInstance:
+        self._users += 1
+        if self._users > 1:
+            return self
+        transport = self.host.registry.transports.get(self.config.transport)
+        self._remoting = RemotingClient(
+            transport, processors=self._processors(), tls=self.config.tls
+        )
+        await self._remoting.__aenter__()
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._heartbeat_now = anyio.Event()
+        self._task_group.start_soon(self._refresh_routes_periodically)
+        self._task_group.start_soon(self._heartbeat_periodically)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self._users -= 1
+        if self._users > 0:
+            return
+        assert self._task_group is not None and self._remoting is not None
+        self._task_group.cancel_scope.cancel()
+        try:
+            await self._task_group.__aexit__(None, None, None)
+        finally:
+            self._task_group = None
+            await self._remoting.__aexit__(*exc_info)
+            self._remoting = None
+
+    @property
+    def task_group(self) -> TaskGroup:
+        if self._task_group is None:
+            raise RemotingError("the client is not started: use it in 'async with'")
+        return self._task_group
+
+    # --- requests --------------------------------------------------------------------
+
+    def request(
+        self, code: int, header: Header = None, body: bytes = b"", *, oneway: bool = False
+    ) -> RemotingCommand:
+        fields = header.to_ext_fields() if isinstance(header, CustomHeader) else header
+        request = RemotingCommand.request(code, fields, body, oneway=oneway)
+        request.language = LanguageCode.PYTHON
+        return request
+
+    async def invoke(
+        self,
+        address: str,
+        code: int,
+        header: Header = None,
+        body: bytes = b"",
+        *,
+        timeout: float | None = None,
+        accept: Iterable[int] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        """Send a request and return the response; ResponseError unless its code is in
+        ``accept``."""
+        return await self.invoke_command(
+            address, self.request(code, header, body), timeout=timeout, accept=accept
+        )
+
+    async def invoke_command(
+        self,
+        address: str,
+        request: RemotingCommand,
+        *,
+        timeout: float | None = None,
+        accept: Iterable[int] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        if self._remoting is None:
+            raise RemotingError("the client is not started: use it in 'async with'")
+        response = await self._remoting.invoke(
+            address, request, timeout or self.config.request_timeout
+        )
+        if response.code not in accept:
+            raise ResponseError(response.code, response.remark)
+        return response
+
+    async def invoke_oneway(
+        self, address: str, code: int, header: Header = None, body: bytes = b""
+    ) -> None:
+        await self.invoke_command_oneway(address, self.request(code, header, body, oneway=True))
+
+    async def invoke_command_oneway(self, address: str, request: RemotingCommand) -> None:
+        if self._remoting is None:
+            raise RemotingError("the client is not started: use it in 'async with'")
+        await self._remoting.invoke_oneway(address, request)
+
+    async def invoke_namesrv(
+        self,
+        code: int,
+        header: Header = None,
+        body: bytes = b"",
+        *,
+        accept: Iterable[int] = (ResponseCode.SUCCESS,),
+    ) -> RemotingCommand:
+        """Ask the name servers in turn until one answers (a ResponseError is an answer)."""
+        errors: list[str] = []
+        count = len(self.namesrv_addresses)
+        for attempt in range(count):
+            address = self.namesrv_addresses[(self._namesrv_index + attempt) % count]
+            try:
+                response = await self.invoke(address, code, header, body, accept=accept)
+            except (RemotingError, OSError) as exc:
+                errors.append(f"{address}: {exc}")
+                continue
+            self._namesrv_index = (self._namesrv_index + attempt) % count
+            return response
+        raise RemotingError("no name server answered: " + "; ".join(errors))
+
+    # --- routes ----------------------------------------------------------------------
+
+    def on_route_changed(self, listener: Callable[[str, TopicRouteData], None]) -> None:
+        self._route_listeners.append(listener)
+
+    async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
+        """The route of ``topic`` (cached, refreshed in the background once asked for);
+        ResponseError TOPIC_NOT_EXIST when no broker serves it."""
+        self._watched_topics.add(topic)
+        route = self.routes.get(topic)
+        if route is None or refresh:
+            route = await self._fetch_route(topic)
+        return route
+
+    async def _fetch_route(self, topic: str) -> TopicRouteData:
+        response = await self.invoke_namesrv(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic)
+        )
+        route = TopicRouteData.decode(response.body)
+        for broker in route.broker_datas:
+            self.broker_addrs[broker.broker_name] = dict(broker.broker_addrs)
+        previous = self.routes.get(topic)
+        self.routes[topic] = route
+        if previous is None or previous.to_json() != route.to_json():
+            for listener in self._route_listeners:
+                listener(topic, route)
+            self.heartbeat_soon()  # a new broker should know us before we use it
+        return route
+
+    def watch_topic(self, topic: str) -> None:
+        """Keep refreshing the route of ``topic`` (it may not exist yet)."""
+        self._watched_topics.add(topic)
+
+    def forget_topic(self, topic: str) -> None:
+        self._watched_topics.discard(topic)
+
+    def master_address(self, broker_name: str) -> str | None:
+        return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def broker_address(self, broker_name: str) -> str | None:
+        """The master's address, else any live member's (reads may go to a slave)."""
+        members = self.broker_addrs.get(broker_name) or {}
+        return members.get(MASTER_ID) or next(iter(sorted(members.items())), (0, None))[1]
+
+    async def _refresh_routes_periodically(self) -> None:
+        while True:
+            await anyio.sleep(self.config.poll_namesrv_interval)
+            await self.refresh_routes()
+
+    async def refresh_routes(self) -> None:
+        for topic in sorted(self._watched_topics):
+            try:
+                await self._fetch_route(topic)
+            except ResponseError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    self.routes.pop(topic, None)
+                log.debug("route of %s not refreshed: %s", topic, exc)
+            except RemotingError as exc:
+                log.warning("route of %s not refreshed: %s", topic, exc)
+
+    # --- heartbeats ------------------------------------------------------------------
+
+    def heartbeat_soon(self) -> None:
+        if self._heartbeat_now is not None:
+            self._heartbeat_now.set()
+
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(
+            self.client_id,
+            producer_groups=sorted(self.producers),
+            consumers=[member.consumer_data() for member in self.consumers.values()],
+        )
+
+    async def heartbeat_all(self) -> None:
+        """Tell every known broker who we are; a broker that cannot be reached is logged."""
+        if not self.producers and not self.consumers:
+            return
+        body = self.heartbeat_data().encode()
+        for broker_name, members in list(self.broker_addrs.items()):
+            for broker_id, address in sorted(members.items()):
+                if broker_id != MASTER_ID and not self.consumers:
+                    continue  # producers only talk to masters
+                try:
+                    await self.invoke(address, RequestCode.HEART_BEAT, None, body)
+                except (RemotingError, ResponseError) as exc:
+                    log.warning("heartbeat to %s (%s) failed: %s", broker_name, address, exc)
+
+    async def _heartbeat_periodically(self) -> None:
+        while True:
+            assert self._heartbeat_now is not None
+            with anyio.move_on_after(self.config.heartbeat_interval):
+                await self._heartbeat_now.wait()
+            self._heartbeat_now = anyio.Event()
+            await self.heartbeat_all()
+
+    async def unregister(
+        self, *, producer_group: str | None = None, consumer_group: str | None = None
+    ) -> None:
+        """Leave a group on every broker (Java does this at shutdown)."""
+        header = UnregisterClientRequestHeader(
+            client_id=self.client_id, producer_group=producer_group, consumer_group=consumer_group
+        )
+        for members in list(self.broker_addrs.values()):
+            for address in members.values():
+                try:
+                    await self.invoke(address, RequestCode.UNREGISTER_CLIENT, header)
+                except (RemotingError, ResponseError) as exc:
+                    log.debug("unregister from %s failed: %s", address, exc)
+
+    # --- requests from brokers -------------------------------------------------------
+
+    def _processors(self) -> ProcessorTable:
+        table = ProcessorTable()
+        table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
+        table.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+        table.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        return table
+
+    def _on_ids_changed(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        header = NotifyConsumerIdsChangedRequestHeader.from_ext_fields(request.ext_fields)
+        member = self.consumers.get(header.consumer_group)
+        if member is not None:
+            member.request_rebalance()
+
+    def _on_reset_offset(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
+        member = self.consumers.get(header.group)
+        if member is not None:
+            member.reset_offsets(header.topic, decode_reset_offsets(request.body))
+
+    def _on_running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        group = request.ext_fields.get("consumerGroup", "")
+        member = self.consumers.get(group)
+        if member is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{group}> not exist in this consumer",
+            )
+        return request.response(body=fastjson.dumps(member.running_info()))
+
+    def _on_check_transaction(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)
+        message = decode_record(request.body)
+        group = message.properties.get("PGROUP", "")
+        member = self.producers.get(group)
+        if member is None:
+            log.warning("a transaction check for producer group %r, which is not here", group)
+            return
+        member.check_transaction(ctx.peer_address, header, message)
+
+
+def decode_reset_offsets(body: bytes) -> dict[MessageQueue, int]:
+    """ResetOffsetBody in either form: Java's object-keyed map or the C++ list."""
+    table = fastjson.loads(body).get("offsetTable") or {}
+    if isinstance(table, list):
+        return {MessageQueue.from_json(entry): int(entry["offset"]) for entry in table}
+    result = {}
+    for key, offset in table.items():
+        queue = dict(key) if isinstance(key, tuple) else fastjson.loads(key)
+        result[MessageQueue.from_json(queue)] = int(offset)
+    return result

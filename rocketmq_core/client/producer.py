@@ -1,0 +1,464 @@
+"""Producer: send, send with callback, oneway, batches, orderly sends.
+
+async with Producer("PG-orders", namesrv_addr="127.0.0.1:9876") as producer:
+    result = await producer.send(Message("Orders", b"hello", tags="new"))
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from inspect import isawaitable
+from typing import Any
+
+import anyio
+
+from ..errors import RemotingError, ResponseError
+from ..protocol.bodies import TopicRouteData
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.command import RemotingCommand
+from ..protocol.compression import CompressionType, compress
+from ..protocol.constants import DEFAULT_TOPIC, NAME_PATTERN, TOPIC_MAX_LENGTH, Perm
+from ..protocol.headers import (
+    SEND_V2_NAMES,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
+from ..protocol.heartbeat import MessageQueue
+from ..protocol.ids import UniqueIdGenerator
+from ..protocol.message import BatchItem, encode_batch, encode_properties
+from .config import ClientConfig
+from .fault import LatencyFaultTolerance
+from .instance import ClientInstance
+from .message import Message, SendResult, SendStatus
+from .selectors import QueueSelector
+
+log = logging.getLogger("rocketmq.client.producer")
+
+# Java's DefaultMQProducer retries a send on these answers (another broker may take it)
+RETRY_CODES = frozenset(
+    {
+        ResponseCode.TOPIC_NOT_EXIST,
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_BUSY,
+        ResponseCode.NO_PERMISSION,
+        ResponseCode.NO_BUYER_ID,
+        ResponseCode.NOT_IN_CURRENT_UNIT,
+    }
+)
+_STORE_NOT_OK = {
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+_SEND_ACCEPT = (ResponseCode.SUCCESS, *_STORE_NOT_OK)
+
+SendCallback = Callable[[SendResult | None, Exception | None], Awaitable[None] | None]
+
+
+class MQClientError(Exception):
+    """A send (or another client call) that cannot be made as asked; says why."""
+
+
+@dataclass(frozen=True)
+class PublishInfo:
+    """The writable queues of a topic, in the order sends rotate over them."""
+
+    queues: tuple[MessageQueue, ...]
+    via_default_topic: bool = False  # the topic is unknown: sends ask the broker to create it
+
+    @classmethod
+    def of(
+        cls, topic: str, route: TopicRouteData, *, queue_limit: int | None = None
+    ) -> PublishInfo:
+        if route.order_topic_conf:
+            queues = []
+            for entry in route.order_topic_conf.split(";"):
+                broker_name, _, count = entry.partition(":")
+                queues += [MessageQueue(topic, broker_name, i) for i in range(int(count or 0))]
+            return cls(tuple(queues))
+        masters = {b.broker_name for b in route.broker_datas if b.master_addr}
+        queues = []
+        for data in sorted(route.queue_datas, key=lambda q: q.broker_name):
+            if not data.perm & Perm.WRITE or data.broker_name not in masters:
+                continue
+            count = data.write_queue_nums
+            if queue_limit is not None:
+                count = min(queue_limit, data.read_queue_nums)
+            queues += [MessageQueue(topic, data.broker_name, i) for i in range(count)]
+        return cls(tuple(queues), via_default_topic=queue_limit is not None)
+
+
+def check_topic(topic: str) -> None:
+    if not topic or not NAME_PATTERN.match(topic):
+        raise MQClientError(
+            f"topic {topic!r} is not valid: use letters, digits, '%', '|', '_' and '-'"
+        )
+    if len(topic) > TOPIC_MAX_LENGTH:
+        raise MQClientError(f"topic {topic[:20]!r}... is longer than {TOPIC_MAX_LENGTH} characters")
+    if topic == DEFAULT_TOPIC:
+        raise MQClientError(f"{DEFAULT_TOPIC} is the auto-create template; send to a real topic")
+
+
+class Producer:
+    """An async context manager sending messages of one producer group."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "",
+        *,
+        config: ClientConfig | None = None,
+        instance: ClientInstance | None = None,
+        send_timeout: float = 3.0,
+        retry_times: int = 2,
+        compress_over: int = 4096,
+        compression: CompressionType = CompressionType.ZLIB,
+        compress_level: int = 5,
+        max_message_size: int = 4 * 1024 * 1024,
+        default_topic_queue_nums: int = 4,
+        latency_fault_tolerance: bool = True,
+    ) -> None:
+        if not group or group == "DEFAULT_PRODUCER" or not NAME_PATTERN.match(group):
+            raise MQClientError(
+                f"producer group {group!r} is not valid: name your group (letters, digits, _-%|)"
+            )
+        self.group = group
+        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.instance = instance or ClientInstance(self.config)
+        self.send_timeout = send_timeout
+        self.retry_times = retry_times
+        self.compress_over = compress_over
+        self.compression = compression
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.faults = LatencyFaultTolerance() if latency_fault_tolerance else None
+        self._publish: dict[str, PublishInfo] = {}
+        self._rotation = itertools.count()
+        self._ids: UniqueIdGenerator | None = None
+        self._started = False
+
+    async def __aenter__(self) -> Producer:
+        await self.instance.__aenter__()
+        ip = self.instance.config.client_ip
+        try:
+            packed_ip = bytes(int(part) for part in ip.split("."))
+        except ValueError:
+            packed_ip = bytes(4)  # an IPv6 host: ids stay unique through pid and salt
+        self._ids = UniqueIdGenerator(packed_ip if len(packed_ip) == 4 else bytes(4))
+        self.instance.producers[self.group] = self
+        self.instance.on_route_changed(self._route_changed)
+        self._started = True
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        self._started = False
+        self.instance.producers.pop(self.group, None)
+        try:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(3):
+                await self.instance.unregister(producer_group=self.group)
+        finally:
+            await self.instance.__aexit__(*exc_info)
+
+    # --- routes ----------------------------------------------------------------------
+
+    def _route_changed(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self._publish:
+            self._publish[topic] = PublishInfo.of(topic, route)
+
+    async def publish_info(self, topic: str) -> PublishInfo:
+        info = self._publish.get(topic)
+        if info is not None and info.queues:
+            return info
+        try:
+            route = await self.instance.topic_route(topic, refresh=info is not None)
+            info = PublishInfo.of(topic, route)
+        except ResponseError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            # unknown topic: send through the brokers that serve the auto-create template
+            self.instance.forget_topic(topic)
+            try:
+                template = await self.instance.topic_route(DEFAULT_TOPIC)
+            except ResponseError:
+                raise MQClientError(
+                    f"topic {topic!r} does not exist and no broker auto-creates topics"
+                    " (autoCreateTopicEnable=false): create it first"
+                ) from exc
+            self.instance.forget_topic(DEFAULT_TOPIC)
+            self.instance.watch_topic(topic)  # routed once the broker has created it
+            info = PublishInfo.of(topic, template, queue_limit=self.default_topic_queue_nums)
+        if not info.queues:
+            raise MQClientError(f"topic {topic!r} has no writable queue on a broker master")
+        self._publish[topic] = info
+        return info
+
+    def _pick_queue(self, info: PublishInfo, last_broker: str | None) -> MessageQueue:
+        queues = info.queues
+        start = next(self._rotation)
+        now = time.monotonic()
+        for step in range(len(queues)):
+            queue = queues[(start + step) % len(queues)]
+            if queue.broker_name == last_broker and len(queues) > 1:
+                continue
+            if self.faults is None or self.faults.available(queue.broker_name, now):
+                return queue
+        if self.faults is not None and last_broker is not None:
+            others = [q for q in queues if q.broker_name != last_broker]
+            if others:
+                return others[start % len(others)]
+        return queues[start % len(queues)]
+
+    # --- sending ---------------------------------------------------------------------
+
+    async def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer. Retries on another broker unless a
+        queue or selector fixes the queue (orderly sends must not move)."""
+        return await self._send([message], queue=queue, selector=selector, arg=arg, timeout=timeout)
+
+    async def send_batch(
+        self, messages: Sequence[Message], *, queue: MessageQueue | None = None
+    ) -> list[SendResult]:
+        """Send messages of one topic as batches no larger than ``max_message_size``;
+        each batch is stored atomically, in order, in one queue."""
+        if not messages:
+            return []
+        topics = {message.topic for message in messages}
+        if len(topics) > 1:
+            raise MQClientError(f"a batch goes to one topic, not {sorted(topics)}")
+        for message in messages:
+            if message.delay_level or message.deliver_time_ms is not None:
+                raise MQClientError("a batch cannot carry delayed messages; send them one by one")
+        results: list[SendResult] = []
+        for chunk in self._split(messages):
+            results += await self._send(chunk, queue=queue, batch=True)
+        return results
+
+    def send_with_callback(
+        self, message: Message, callback: SendCallback, *, timeout: float | None = None
+    ) -> None:
+        """Send in the background; ``callback(result, error)`` (sync or async) gets the
+        outcome, exactly one of the two set."""
+        self.instance.task_group.start_soon(self._send_then_call, message, callback, timeout)
+
+    async def _send_then_call(
+        self, message: Message, callback: SendCallback, timeout: float | None
+    ) -> None:
+        try:
+            result, error = await self.send(message, timeout=timeout), None
+        except Exception as exc:
+            result, error = None, exc
+        try:
+            outcome = callback(result, error)
+            if isawaitable(outcome):
+                await outcome
+        except Exception:
+            log.exception("send callback %r failed", callback)
+
+    async def send_oneway(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Send without waiting for an answer (no result, no retry)."""
+        await self._send([message], queue=queue, selector=selector, arg=arg, oneway=True)
+
+    async def _send(
+        self,
+        messages: Sequence[Message],
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+        timeout: float | None = None,
+        oneway: bool = False,
+        batch: bool = False,
+    ) -> Any:
+        if not self._started:
+            raise MQClientError("the producer is not started: use it in 'async with'")
+        topic = messages[0].topic
+        check_topic(topic)
+        request, unique_ids = self._encode(messages, batch)
+        deadline = time.monotonic() + (timeout or self.send_timeout)
+        fixed = queue is not None or selector is not None
+        attempts = 1 if fixed or oneway else 1 + self.retry_times
+        last_broker: str | None = None
+        errors: list[str] = []
+        for _ in range(attempts):
+            info = await self.publish_info(topic)
+            if queue is not None:
+                target = queue
+            elif selector is not None:
+                target = selector(info.queues, messages[0], arg)
+            else:
+                target = self._pick_queue(info, last_broker)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            started = time.monotonic()
+            try:
+                result = await self._send_to(target, info, request, unique_ids, remaining, oneway)
+            except (RemotingError, ResponseError) as exc:
+                self._record(target.broker_name, started, failed=True)
+                errors.append(f"{target.broker_name}: {exc}")
+                last_broker = target.broker_name
+                if isinstance(exc, ResponseError) and exc.code not in RETRY_CODES:
+                    raise
+                if isinstance(exc, ResponseError) and exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    self._publish.pop(topic, None)
+                continue
+            self._record(target.broker_name, started)
+            return result
+        if not errors:
+            raise MQClientError(f"send to {topic!r} timed out before a broker answered")
+        raise MQClientError(
+            f"send to {topic!r} failed after {len(errors)} attempt(s): " + "; ".join(errors)
+        )
+
+    def _record(self, broker_name: str, started: float, *, failed: bool = False) -> None:
+        if self.faults is not None:
+            now = time.monotonic()
+            self.faults.record(broker_name, now - started, now, failed=failed)
+
+    def _encode(
+        self, messages: Sequence[Message], batch: bool
+    ) -> tuple[RemotingCommand, list[str]]:
+        """The request, without queue and broker (filled per attempt), and the ids."""
+        assert self._ids is not None
+        now_ms = time.time_ns() // 1_000_000
+        first = messages[0]
+        sys_flag = 0
+        if not batch:
+            unique_ids = [self._ids.next(now_ms)]
+            body = first.body
+            if len(body) >= self.compress_over:
+                body = compress(body, self.compression, self.compress_level)
+                sys_flag = self.compression.sys_flag
+            properties = encode_properties(first.wire_properties(unique_ids[0]))
+            code = RequestCode.SEND_MESSAGE_V2
+        else:
+            unique_ids = [self._ids.next(now_ms) for _ in messages]
+            items = [
+                BatchItem(
+                    message.flag,
+                    message.body,
+                    encode_properties(message.wire_properties(unique_id)).encode(),
+                )
+                for message, unique_id in zip(messages, unique_ids, strict=True)
+            ]
+            body = encode_batch(items)
+            properties = encode_properties({"WAIT": "true" if first.wait_store_ok else "false"})
+            code = RequestCode.SEND_BATCH_MESSAGE
+        if len(body) > self.max_message_size:
+            raise MQClientError(
+                f"the message body is {len(body)} bytes; the limit is {self.max_message_size}"
+                " (maxMessageSize): split it or raise the limit on producer and broker"
+            )
+        header = SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=first.topic,
+            default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=0,
+            sys_flag=sys_flag,
+            born_timestamp=now_ms,
+            flag=first.flag,
+            properties=properties,
+            reconsume_times=0,
+            unit_mode=False,
+            batch=True if batch else None,
+        )
+        request = self.instance.request(code, header.to_ext_fields(SEND_V2_NAMES), body)
+        return request, unique_ids
+
+    async def _send_to(
+        self,
+        queue: MessageQueue,
+        info: PublishInfo,
+        request: RemotingCommand,
+        unique_ids: list[str],
+        timeout: float,
+        oneway: bool,
+    ) -> Any:
+        address = self.instance.master_address(queue.broker_name)
+        if address is None:
+            await self.instance.topic_route(queue.topic, refresh=True)
+            address = self.instance.master_address(queue.broker_name)
+            if address is None:
+                raise MQClientError(f"broker {queue.broker_name!r} has no master to send to")
+        fields = dict(request.ext_fields)
+        fields[SEND_V2_NAMES["queue_id"]] = str(queue.queue_id)
+        fields[SEND_V2_NAMES["broker_name"]] = queue.broker_name
+        attempt = RemotingCommand.request(request.code, fields, request.body, oneway=oneway)
+        attempt.language = request.language
+        if oneway:
+            await self.instance.invoke_command_oneway(address, attempt)
+            return None
+        response = await self.instance.invoke_command(
+            address, attempt, timeout=timeout, accept=_SEND_ACCEPT
+        )
+        header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+        status = _STORE_NOT_OK.get(response.code, SendStatus.SEND_OK)
+        results = [
+            SendResult(
+                status=status,
+                msg_id=unique_id,
+                offset_msg_id=header.msg_id,
+                queue=MessageQueue(queue.topic, queue.broker_name, header.queue_id),
+                queue_offset=header.queue_offset,
+                transaction_id=header.transaction_id,
+            )
+            for unique_id in unique_ids
+        ]
+        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            offset_ids = header.msg_id.split(",")
+            return [
+                SendResult(
+                    r.status,
+                    r.msg_id,
+                    offset_ids[i] if i < len(offset_ids) else offset_ids[0],
+                    r.queue,
+                    r.queue_offset + i,
+                    r.transaction_id,
+                )
+                for i, r in enumerate(results)
+            ]
+        return results[0]
+
+    def _split(self, messages: Sequence[Message]) -> list[list[Message]]:
+        """Consecutive runs whose encoded batch fits ``max_message_size``."""
+        batches: list[list[Message]] = []
+        current: list[Message] = []
+        size = 0
+        for message in messages:
+            # record head + body + properties (+ the UNIQ_KEY added at encoding)
+            properties = encode_properties(message.wire_properties("U" * 32))
+            item = 20 + len(message.body) + 2 + len(properties.encode())
+            if item > self.max_message_size:
+                raise MQClientError(
+                    f"a message of the batch is {item} bytes; the limit is {self.max_message_size}"
+                )
+            if current and size + item > self.max_message_size:
+                batches.append(current)
+                current, size = [], 0
+            current.append(message)
+            size += item
+        if current:
+            batches.append(current)
+        return batches

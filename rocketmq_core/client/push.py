@@ -1,0 +1,343 @@
+"""PushConsumer: messages delivered to a listener, concurrently or in queue order.
+
+    async def handle(messages):
+        for message in messages:
+            print(message.body)
+
+    consumer = PushConsumer("CG-orders", namesrv_addr="127.0.0.1:9876", listener=handle)
+    consumer.subscribe("Orders", "new || paid")
+    async with consumer:
+        await anyio.sleep_forever()
+
+The listener gets a list of up to ``consume_batch_size`` messages. It may be async, or a
+plain function (run in a worker thread). Returning None, True or CONSUME_SUCCESS
+acknowledges them; returning False or RECONSUME_LATER, or raising, hands them back:
+clustering consumers send them to the retry topic (delivered again later, up to
+``max_reconsume_times``, then to the dead-letter topic ``%DLQ%<group>``); orderly
+consumers retry them in place after a pause, keeping the queue in order.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from enum import Enum
+from typing import Any
+
+import anyio
+
+from ..errors import RemotingError, ResponseError
+from ..protocol.codes import RequestCode
+from ..protocol.constants import RETRY_GROUP_TOPIC_PREFIX
+from ..protocol.headers import ConsumerSendMsgBackRequestHeader
+from ..protocol.heartbeat import (
+    LockBatchRequest,
+    MessageModel,
+    MessageQueue,
+    decode_locked_queues,
+)
+from .message import ReceivedMessage
+from .pulling import ConsumerError, PullStatus, pull_message
+from .rebalance import QueueConsumer, QueueState
+
+log = logging.getLogger("rocketmq.client.push")
+
+
+class ConsumeStatus(Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"  # concurrent: retry through the retry topic
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"  # orderly: retry here
+
+
+Listener = Callable[[list[ReceivedMessage]], Any | Awaitable[Any]]
+
+BROKER_SUSPEND = 15.0  # how long a broker may hold a pull (Java brokerSuspendMaxTimeMillis)
+PULL_DELAY_ON_ERROR = 3.0
+PULL_DELAY_ON_FLOW_CONTROL = 0.05
+LOCK_RENEW_INTERVAL = 20.0
+LOCK_TTL = 30.0  # a lock not renewed for this long is presumed lost (the broker's is 60 s)
+
+
+def _succeeded(outcome: Any) -> bool:
+    return outcome is None or outcome is True or outcome is ConsumeStatus.CONSUME_SUCCESS
+
+
+class PushConsumer(QueueConsumer):
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "",
+        *,
+        listener: Listener,
+        orderly: bool = False,
+        consume_batch_size: int = 1,
+        consume_concurrency: int = 20,
+        max_reconsume_times: int = 16,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100 * 1024 * 1024,
+        suspend_on_failure: float = 1.0,
+        **options: Any,
+    ) -> None:
+        super().__init__(group, namesrv_addr, **options)
+        if not callable(listener):
+            raise ConsumerError("listener must be a callable taking a list of messages")
+        if not 1 <= consume_batch_size <= 1024:
+            raise ConsumerError(f"consume_batch_size is 1..1024, not {consume_batch_size}")
+        if consume_concurrency < 1:
+            raise ConsumerError(f"consume_concurrency is at least 1, not {consume_concurrency}")
+        self.listener = listener
+        # an object whose __call__ is async counts as async too
+        self.is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
+            type(listener).__call__
+        )
+        self.orderly = orderly
+        self.consume_batch_size = consume_batch_size
+        self.consume_concurrency = consume_concurrency
+        self.max_reconsume_times = max_reconsume_times
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
+        self.suspend_on_failure = suspend_on_failure
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._in_hand: anyio.CapacityLimiter | None = None
+
+    async def __aenter__(self) -> PushConsumer:
+        if not self.subscriptions:
+            raise ConsumerError("subscribe to a topic before starting the consumer")
+        if self.message_model is MessageModel.CLUSTERING:
+            # messages handed back come again through the group's retry topic
+            self.subscribe(RETRY_GROUP_TOPIC_PREFIX + self.group)
+        self._limiter = anyio.CapacityLimiter(self.consume_concurrency)
+        await super().__aenter__()
+        if self.orderly:
+            assert self._task_group is not None
+            self._task_group.start_soon(self._renew_locks_periodically)
+        return self
+
+    # --- pulling ---------------------------------------------------------------------
+
+    async def _pull_loop(self, state: QueueState) -> None:
+        queue = state.queue
+        while not state.dropped:
+            if self.orderly and state.locked_until < anyio.current_time():
+                await anyio.sleep(PULL_DELAY_ON_ERROR)  # not ours until the lock is back
+                continue
+            if (
+                len(state.in_flight) >= self.pull_threshold_for_queue
+                or state.in_flight_bytes >= self.pull_threshold_size_for_queue
+            ):
+                await anyio.sleep(PULL_DELAY_ON_FLOW_CONTROL)
+                continue
+            subscription = self.subscriptions.get(queue.topic) or self.subscriptions.get(
+                RETRY_GROUP_TOPIC_PREFIX + self.group
+            )
+            if subscription is None:
+                return
+            committed = (
+                self.offset_store.cached(queue)
+                if self.message_model is MessageModel.CLUSTERING
+                else -1
+            )
+            try:
+                result = await pull_message(
+                    self.instance,
+                    self.group,
+                    queue,
+                    state.next_offset,
+                    subscription,
+                    max_nums=self.pull_batch_size,
+                    suspend=BROKER_SUSPEND,
+                    commit_offset=committed,
+                )
+            except (RemotingError, ResponseError, ConsumerError) as exc:
+                log.warning("%s: pull from %s failed: %s", self.group, queue, exc)
+                await anyio.sleep(PULL_DELAY_ON_ERROR)
+                continue
+            if state.dropped:
+                return
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning(
+                    "%s: offset %d of %s is gone; going on from %d",
+                    self.group,
+                    state.next_offset,
+                    queue,
+                    result.next_begin_offset,
+                )
+                self.offset_store.update(queue, result.next_begin_offset)
+                await self.offset_store.persist({queue})
+            elif result.messages:
+                state.add(result.messages)
+                self._dispatch(state, result.messages)
+            elif result.status is not PullStatus.NO_NEW_MSG and not state.in_flight:
+                # everything pulled was filtered out: commit past it
+                self.offset_store.update(queue, result.next_begin_offset, only_forward=True)
+            state.next_offset = result.next_begin_offset
+
+    # --- consuming -------------------------------------------------------------------
+
+    def _dispatch(self, state: QueueState, messages: list[ReceivedMessage]) -> None:
+        assert self._task_group is not None
+        if self.orderly:
+            self._task_group.start_soon(self._consume_orderly, state)
+            return
+        for start in range(0, len(messages), self.consume_batch_size):
+            chunk = messages[start : start + self.consume_batch_size]
+            self._task_group.start_soon(self._consume_concurrently, state, chunk)
+
+    async def _call_listener(self, messages: list[ReceivedMessage]) -> bool:
+        try:
+            if self.is_async:
+                outcome = await self.listener(messages)
+            else:
+                outcome = await anyio.to_thread.run_sync(
+                    self.listener, messages, abandon_on_cancel=False
+                )
+        except Exception:
+            log.exception("%s: the listener failed on %d message(s)", self.group, len(messages))
+            return False
+        return _succeeded(outcome)
+
+    async def _consume_concurrently(
+        self, state: QueueState, messages: list[ReceivedMessage]
+    ) -> None:
+        assert self._limiter is not None
+        async with self._limiter:
+            if state.dropped:
+                return
+            ok = await self._call_listener(messages)
+            if not ok and self.message_model is MessageModel.CLUSTERING:
+                failed = [m for m in messages if not await self._send_back(m)]
+                if failed:
+                    # the broker did not take them: consume them here again, a bit later
+                    assert self._task_group is not None
+                    self._task_group.start_soon(self._consume_later, state, failed)
+                    messages = [m for m in messages if all(m is not f for f in failed)]
+            elif not ok:
+                log.warning("%s: broadcast messages failed and are dropped", self.group)
+            offset = state.remove(messages)
+            if not state.dropped:
+                self.offset_store.update(state.queue, offset, only_forward=True)
+
+    async def _consume_later(self, state: QueueState, messages: list[ReceivedMessage]) -> None:
+        await anyio.sleep(5)
+        await self._consume_concurrently(state, messages)
+
+    async def _send_back(self, message: ReceivedMessage, delay_level: int = 0) -> bool:
+        """Hand a message to the broker's retry path; False if that failed."""
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=message.commit_log_offset,
+            group=self.group,
+            delay_level=delay_level,
+            origin_msg_id=message.msg_id,
+            origin_topic=message.topic,
+            unit_mode=False,
+            max_reconsume_times=self.max_reconsume_times,
+        )
+        address = self.instance.master_address(message.queue.broker_name) or message.store_host
+        try:
+            await self.instance.invoke(address, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        except (RemotingError, ResponseError) as exc:
+            log.warning("%s: send back of %s failed: %s", self.group, message.msg_id, exc)
+            return False
+        return True
+
+    async def _consume_orderly(self, state: QueueState) -> None:
+        """One task per queue at a time takes messages in offset order."""
+        if state.consuming:
+            return
+        state.consuming = True
+        try:
+            while state.in_flight and not state.dropped:
+                if state.locked_until < anyio.current_time():
+                    return  # resumed by the next pull once the lock is renewed
+                batch = [state.in_flight[o] for o in sorted(state.in_flight)]
+                batch = batch[: self.consume_batch_size]
+                assert self._limiter is not None
+                async with self._limiter:
+                    ok = await self._call_listener(batch)
+                if not ok:
+                    if batch[0].reconsume_times >= self.max_reconsume_times:
+                        # out of retries: to the dead-letter topic, and on with the queue
+                        if not await self._send_back(batch[0], delay_level=-1):
+                            await anyio.sleep(self.suspend_on_failure)
+                            continue
+                        batch = batch[:1]
+                    else:
+                        for message in batch:
+                            message.reconsume_times += 1
+                        await anyio.sleep(self.suspend_on_failure)
+                        continue
+                offset = state.remove(batch)
+                if not state.dropped:
+                    self.offset_store.update(state.queue, offset, only_forward=True)
+        finally:
+            state.consuming = False
+
+    async def _before_shutdown(self) -> None:
+        """Let running listeners finish (bounded) so their offsets are committed."""
+        with anyio.move_on_after(5):
+            while self._limiter is not None and self._limiter.borrowed_tokens:
+                await anyio.sleep(0.01)
+
+    # --- orderly locks ---------------------------------------------------------------
+
+    async def _claim_queues(self, queues: list[MessageQueue]) -> None:
+        if self.orderly and self.message_model is MessageModel.CLUSTERING:
+            await self._lock(queues)
+
+    async def _release_queues(self, queues: set[MessageQueue]) -> None:
+        if not self.orderly or not queues:
+            return
+        for broker_name, owned in _by_broker(queues).items():
+            address = self.instance.master_address(broker_name)
+            if address is None:
+                continue
+            body = LockBatchRequest(self.group, self.instance.client_id, owned).encode()
+            try:
+                await self.instance.invoke(address, RequestCode.UNLOCK_BATCH_MQ, None, body)
+            except (RemotingError, ResponseError) as exc:
+                log.debug("%s: unlock on %s failed: %s", self.group, broker_name, exc)
+
+    async def _lock(self, queues: Sequence[MessageQueue]) -> None:
+        now = anyio.current_time()
+        for broker_name, wanted in _by_broker(queues).items():
+            address = self.instance.master_address(broker_name)
+            if address is None:
+                continue
+            body = LockBatchRequest(self.group, self.instance.client_id, wanted).encode()
+            try:
+                response = await self.instance.invoke(
+                    address, RequestCode.LOCK_BATCH_MQ, None, body
+                )
+            except (RemotingError, ResponseError) as exc:
+                log.warning("%s: lock on %s failed: %s", self.group, broker_name, exc)
+                continue
+            locked = set(decode_locked_queues(response.body))
+            for queue in wanted:
+                state = self.queues.get(queue)
+                if state is None:
+                    continue
+                if queue in locked:
+                    state.locked_until = now + LOCK_TTL
+                    if state.in_flight:
+                        self._dispatch(state, [])
+                else:
+                    state.locked_until = 0.0
+
+    async def _renew_locks_periodically(self) -> None:
+        while True:
+            await anyio.sleep(LOCK_RENEW_INTERVAL)
+            if self.message_model is MessageModel.CLUSTERING:
+                await self._lock(sorted(self.queues))
+
+    def _start_queue(self, queue: MessageQueue) -> None:
+        if self.orderly and self.message_model is MessageModel.BROADCASTING:
+            self.queues[queue].locked_until = float("inf")  # nothing shared: no lock needed
+        super()._start_queue(queue)
+
+
+def _by_broker(queues: Sequence[MessageQueue] | set[MessageQueue]) -> dict[str, list[MessageQueue]]:
+    grouped: dict[str, list[MessageQueue]] = {}
+    for queue in sorted(queues):
+        grouped.setdefault(queue.broker_name, []).append(queue)
+    return grouped

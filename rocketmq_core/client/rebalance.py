@@ -1,0 +1,429 @@
+"""What push and lite-pull consumers share: subscriptions, rebalance, offsets, and one
+pulling task per owned queue.
+
+Rebalance runs at start, every ``rebalance_interval`` and whenever a broker says the
+group changed (NOTIFY_CONSUMER_IDS_CHANGED). It takes the readable queues of each
+subscribed topic and the group's client ids, and keeps the share the allocation
+strategy gives this client (all queues when broadcasting).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..errors import RemotingError, ResponseError
+from ..protocol import fastjson
+from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.constants import NAME_PATTERN
+from ..protocol.headers import GetConsumerListByGroupRequestHeader
+from ..protocol.heartbeat import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+from .allocation import AllocationStrategy, averagely
+from .config import ClientConfig
+from .instance import ClientInstance
+from .offsets import BrokerOffsetStore, LocalFileOffsetStore, OffsetStore
+from .pulling import (
+    ConsumerError,
+    max_offset,
+    queues_of,
+    search_offset,
+)
+
+log = logging.getLogger("rocketmq.client.consumer")
+
+DEFAULT_OFFSET_STORE_DIR = Path(
+    os.environ.get("ROCKETMQ_OFFSET_STORE_DIR", Path.home() / ".rocketmq_offsets")
+)
+
+
+@dataclass(eq=False)
+class QueueState:
+    """One owned queue: where pulling is, what is in flight, and its pulling task."""
+
+    queue: MessageQueue
+    next_offset: int = -1
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    dropped: bool = False
+    locked_until: float = 0.0  # orderly consumers: the broker lock, as we last saw it
+    in_flight: dict[int, Any] = field(default_factory=dict)  # queue offset -> message
+    in_flight_bytes: int = 0
+    highest_offset: int = -1
+    consuming: bool = False  # orderly consumers: a task is working through this queue
+
+    def add(self, messages: Sequence[Any]) -> None:
+        for message in messages:
+            if message.queue_offset not in self.in_flight:
+                self.in_flight[message.queue_offset] = message
+                self.in_flight_bytes += len(message.body)
+            self.highest_offset = max(self.highest_offset, message.queue_offset)
+
+    def remove(self, messages: Sequence[Any]) -> int:
+        """Forget consumed messages; the offset to commit: the oldest still in flight,
+        or one past the newest seen."""
+        for message in messages:
+            if self.in_flight.pop(message.queue_offset, None) is not None:
+                self.in_flight_bytes -= len(message.body)
+        if self.in_flight:
+            return min(self.in_flight)
+        return self.highest_offset + 1
+
+
+class QueueConsumer:
+    """Base of PushConsumer and LitePullConsumer; an async context manager."""
+
+    consume_type = ConsumeType.CONSUME_PASSIVELY
+
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str | Sequence[str] = "",
+        *,
+        config: ClientConfig | None = None,
+        instance: ClientInstance | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: int | None = None,
+        allocation: AllocationStrategy = averagely,
+        rebalance_interval: float = 20.0,
+        pull_batch_size: int = 32,
+        offset_store_dir: Path | str | None = None,
+    ) -> None:
+        if not group or group == "DEFAULT_CONSUMER" or not NAME_PATTERN.match(group):
+            raise ConsumerError(
+                f"consumer group {group!r} is not valid: name your group (letters, digits, _-%|)"
+            )
+        if not 1 <= pull_batch_size <= 1024:
+            raise ConsumerError(f"pull_batch_size is 1..1024, not {pull_batch_size}")
+        self.group = group
+        self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
+        self.instance = instance or ClientInstance(self.config)
+        self.message_model = MessageModel(message_model)
+        self.consume_from = _consume_from(consume_from)
+        if (
+            self.consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+            and consume_timestamp is None
+        ):
+            raise ConsumerError("consume_from=timestamp needs consume_timestamp (epoch ms)")
+        self.consume_timestamp = consume_timestamp
+        self.allocation = allocation
+        self.rebalance_interval = rebalance_interval
+        self.pull_batch_size = pull_batch_size
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.queues: dict[MessageQueue, QueueState] = {}
+        self.offset_store: OffsetStore = self._offset_store(offset_store_dir)
+        self._rebalance_now: anyio.Event | None = None
+        self._task_group: TaskGroup | None = None
+        self._rebalance_lock: anyio.Lock | None = None
+        self._unrouted_topics: set[str] = set()
+        self.started = False
+
+    def _offset_store(self, directory: Path | str | None) -> OffsetStore:
+        if self.message_model is MessageModel.CLUSTERING:
+            return BrokerOffsetStore(self.instance, self.group)
+        # not the client id: that holds the pid, and offsets must outlive the process
+        name = f"{self.config.client_ip}@{self.config.instance_name}"
+        return LocalFileOffsetStore.for_group(
+            Path(directory or DEFAULT_OFFSET_STORE_DIR), name, self.group
+        )
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Receive the messages of ``topic`` whose tag matches ``expression``
+        (``"*"``, or tags joined by ``||``). May be called again to change it."""
+        if not topic or not NAME_PATTERN.match(topic):
+            raise ConsumerError(f"topic {topic!r} is not valid")
+        version = int(anyio.current_time() * 1000) if self.started else 0
+        self.subscriptions[topic] = SubscriptionData.of(topic, expression, version)
+        if self.started:
+            self.instance.heartbeat_soon()
+            self.request_rebalance()
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+        if self.started:
+            self.instance.heartbeat_soon()
+            self.request_rebalance()
+
+    # --- life cycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> QueueConsumer:
+        await self.instance.__aenter__()
+        try:
+            if self.group in self.instance.consumers:
+                raise ConsumerError(f"group {self.group!r} already has a consumer in this client")
+            await self.offset_store.load()
+            self.instance.consumers[self.group] = self
+            self._rebalance_lock = anyio.Lock()
+            self._rebalance_now = anyio.Event()
+            self._task_group = anyio.create_task_group()
+            await self._task_group.__aenter__()
+            self.started = True
+            for topic in self.subscriptions:
+                try:
+                    await self.instance.topic_route(topic)
+                except ResponseError as exc:
+                    # the retry topic is created by our first heartbeat: not worth a warning
+                    level = logging.DEBUG if topic.startswith("%RETRY%") else logging.WARNING
+                    log.log(level, "%s: no route for %s yet (%s)", self.group, topic, exc)
+            await self.instance.heartbeat_all()
+            await self.rebalance()
+            self._task_group.start_soon(self._rebalance_periodically)
+            self._task_group.start_soon(self._persist_periodically)
+        except BaseException:
+            await self._shutdown()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        self.started = False
+        try:
+            if self._task_group is not None:
+                for state in list(self.queues.values()):
+                    state.dropped = True
+                    state.scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await self._before_shutdown()
+                self._task_group.cancel_scope.cancel()
+                await self._task_group.__aexit__(None, None, None)
+                self._task_group = None
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await self.offset_store.persist()
+                await self._release_queues(set(self.queues))
+                if self.instance.consumers.get(self.group) is self:
+                    del self.instance.consumers[self.group]
+                    await self.instance.unregister(consumer_group=self.group)
+            self.queues.clear()
+        finally:
+            await self.instance.__aexit__(None, None, None)
+
+    async def _before_shutdown(self) -> None:
+        """Subclasses: finish what is in hand (the push consumer lets callbacks end)."""
+
+    # --- what the instance asks ------------------------------------------------------
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            self.group,
+            self.consume_type,
+            self.message_model,
+            self.consume_from,
+            list(self.subscriptions.values()),
+        )
+
+    def request_rebalance(self) -> None:
+        if self._rebalance_now is not None:
+            self._rebalance_now.set()
+
+    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """A broker moved the group's offsets (``rocketmq offset reset``): restart the
+        affected queues from there."""
+        if self._task_group is not None:
+            self._task_group.start_soon(self._reset_offsets, topic, offsets)
+
+    async def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        for queue, offset in offsets.items():
+            state = self.queues.get(queue)
+            if state is not None:
+                await self._stop_queue(state)
+            self.offset_store.update(queue, offset)
+        await self.offset_store.persist(set(offsets))
+        for queue in offsets:
+            if queue in self.queues:
+                self.queues[queue] = QueueState(queue, locked_until=self.queues[queue].locked_until)
+                self._start_queue(queue)
+
+    def running_info(self) -> dict[str, Any]:
+        return {
+            "properties": {
+                "consumeType": self.consume_type.name,
+                "messageModel": self.message_model.name,
+                "consumeFromWhere": self.consume_from.name,
+                "PROP_CLIENT_VERSION": "rocketmq-py",
+            },
+            "subscriptionSet": [s.to_json() for s in self.subscriptions.values()],
+            "mqTable": [
+                {
+                    "messageQueue": queue.to_json(),
+                    "cachedMsgCount": len(state.in_flight),
+                    "commitOffset": self.offset_store.cached(queue),
+                }
+                for queue, state in sorted(self.queues.items())
+            ],
+        }
+
+    # --- rebalance -------------------------------------------------------------------
+
+    async def _rebalance_periodically(self) -> None:
+        while True:
+            assert self._rebalance_now is not None
+            # a topic without a route yet (a retry topic just created) is looked at again soon
+            wait = 1.0 if self._unrouted_topics else self.rebalance_interval
+            with anyio.move_on_after(wait):
+                await self._rebalance_now.wait()
+            self._rebalance_now = anyio.Event()
+            try:
+                await self.rebalance()
+            except Exception:
+                log.exception("%s: rebalance failed", self.group)
+
+    async def rebalance(self) -> None:
+        """Work out the queues this client owns now; start and stop pulling to match."""
+        assert self._rebalance_lock is not None
+        async with self._rebalance_lock:
+            wanted: set[MessageQueue] = set()
+            for topic in list(self.subscriptions):
+                wanted |= await self._share_of(topic)
+            gone = [state for queue, state in self.queues.items() if queue not in wanted]
+            for state in gone:
+                await self._stop_queue(state)
+                del self.queues[state.queue]
+            await self.offset_store.persist({state.queue for state in gone})
+            await self._release_queues({state.queue for state in gone})
+            for state in gone:
+                self.offset_store.remove(state.queue)
+            added = sorted(wanted - self.queues.keys())
+            for queue in added:
+                self.queues[queue] = QueueState(queue)
+            await self._claim_queues(added)
+            for queue in added:
+                self._start_queue(queue)
+            if gone or added:
+                log.info(
+                    "%s: rebalanced, +%d -%d queues, %d owned",
+                    self.group,
+                    len(added),
+                    len(gone),
+                    len(self.queues),
+                )
+
+    async def _share_of(self, topic: str) -> set[MessageQueue]:
+        try:
+            route = await self.instance.topic_route(topic)
+        except (ResponseError, RemotingError) as exc:
+            log.debug("%s: no route for %s: %s", self.group, topic, exc)
+            self._unrouted_topics.add(topic)
+            # keep what we have: a name server hiccup must not stop consumption
+            return {queue for queue in self.queues if queue.topic == topic}
+        self._unrouted_topics.discard(topic)
+        queues = queues_of(topic, route)
+        if not queues:
+            return set()
+        if self.message_model is MessageModel.BROADCASTING:
+            return set(queues)
+        client_ids = await self._client_ids(topic, route)
+        if client_ids is None:
+            return {queue for queue in self.queues if queue.topic == topic}
+        if self.instance.client_id not in client_ids:
+            self.instance.heartbeat_soon()  # the broker does not know us yet
+            return set()
+        return set(self.allocation(self.group, self.instance.client_id, queues, client_ids))
+
+    async def _client_ids(self, topic: str, route: Any) -> list[str] | None:
+        brokers = [b.broker_name for b in route.broker_datas]
+        random.shuffle(brokers)
+        header = GetConsumerListByGroupRequestHeader(consumer_group=self.group)
+        for broker_name in brokers:
+            address = self.instance.broker_address(broker_name)
+            if address is None:
+                continue
+            try:
+                response = await self.instance.invoke(
+                    address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header
+                )
+            except ResponseError as exc:
+                if exc.code == ResponseCode.SYSTEM_ERROR:  # the broker knows no such group yet
+                    return []
+                log.debug("%s: consumer list from %s: %s", self.group, address, exc)
+                continue
+            except RemotingError as exc:
+                log.debug("%s: consumer list from %s: %s", self.group, address, exc)
+                continue
+            ids = fastjson.loads(response.body).get("consumerIdList") or []
+            return sorted(str(client_id) for client_id in ids)
+        return None
+
+    async def _claim_queues(self, queues: list[MessageQueue]) -> None:
+        """Subclasses: claim newly assigned queues before pulling starts (orderly: lock)."""
+
+    async def _release_queues(self, queues: set[MessageQueue]) -> None:
+        """Subclasses: give up what was claimed (orderly: unlock on the broker)."""
+
+    # --- per-queue tasks -------------------------------------------------------------
+
+    def _start_queue(self, queue: MessageQueue) -> None:
+        assert self._task_group is not None
+        state = self.queues[queue]
+        state.dropped = False
+        state.scope = anyio.CancelScope()
+        self._task_group.start_soon(self._run_queue, state)
+
+    async def _run_queue(self, state: QueueState) -> None:
+        with state.scope:
+            try:
+                state.next_offset = await self.start_offset(state.queue)
+                await self._pull_loop(state)
+            except Exception:
+                log.exception("%s: pulling %s stopped", self.group, state.queue)
+
+    async def _stop_queue(self, state: QueueState) -> None:
+        state.dropped = True
+        state.scope.cancel()
+
+    async def _pull_loop(self, state: QueueState) -> None:
+        raise NotImplementedError
+
+    async def start_offset(self, queue: MessageQueue) -> int:
+        """Where to start on a queue: the stored offset, else per ``consume_from``."""
+        stored = await self.offset_store.read(queue)
+        if stored >= 0:
+            return stored
+        retry = queue.topic.startswith("%RETRY%")
+        where = self.consume_from
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
+            retry and where is not ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+        ):
+            return 0
+        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not retry:
+            assert self.consume_timestamp is not None
+            return await search_offset(self.instance, queue, self.consume_timestamp)
+        return await max_offset(self.instance, queue)
+
+    async def _persist_periodically(self) -> None:
+        while True:
+            await anyio.sleep(self.config.persist_offset_interval)
+            await self.offset_store.persist(set(self.queues))
+
+
+_CONSUME_FROM = {
+    "last": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+    "first": ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    "timestamp": ConsumeFromWhere.CONSUME_FROM_TIMESTAMP,
+}
+
+
+def _consume_from(value: ConsumeFromWhere | str) -> ConsumeFromWhere:
+    if isinstance(value, ConsumeFromWhere):
+        return value
+    try:
+        return _CONSUME_FROM[value]
+    except KeyError:
+        raise ConsumerError(
+            f"consume_from is 'last', 'first' or 'timestamp', not {value!r}"
+        ) from None
