@@ -239,15 +239,21 @@ class QueueConsumer:
 
     async def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         for queue, offset in offsets.items():
-            state = self.queues.get(queue)
-            if state is not None:
-                await self._stop_queue(state)
             self.offset_store.update(queue, offset)
-        await self.offset_store.persist(set(offsets))
-        for queue in offsets:
             if queue in self.queues:
-                self.queues[queue] = QueueState(queue, locked_until=self.queues[queue].locked_until)
-                self._start_queue(queue)
+                self.restart_queue(queue, offset)
+        await self.offset_store.persist(set(offsets))
+
+    def restart_queue(self, queue: MessageQueue, offset: int) -> QueueState:
+        """Drop what is pulled of an owned queue and go on from ``offset``."""
+        old = self.queues[queue]
+        old.dropped = True
+        old.scope.cancel()
+        state = self.queues[queue] = QueueState(
+            queue, next_offset=offset, locked_until=old.locked_until
+        )
+        self._start_queue(queue)
+        return state
 
     def running_info(self) -> dict[str, Any]:
         return {
@@ -377,7 +383,8 @@ class QueueConsumer:
     async def _run_queue(self, state: QueueState) -> None:
         with state.scope:
             try:
-                state.next_offset = await self.start_offset(state.queue)
+                if state.next_offset < 0:
+                    state.next_offset = await self.start_offset(state.queue)
                 await self._pull_loop(state)
             except Exception:
                 log.exception("%s: pulling %s stopped", self.group, state.queue)
