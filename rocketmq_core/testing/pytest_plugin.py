@@ -3,6 +3,7 @@
 Fixtures:
 - ``golden_frames``: every golden frame (captured C++ client requests and reference frames).
 - ``plugin_host``: the installed plugins, loaded as the CLI loads them.
+- ``rocketmq_cluster``: an embedded name server and broker for a test (marker ``rocketmq``).
 """
 
 from __future__ import annotations
@@ -22,3 +23,32 @@ def plugin_host():
     from ..plugins import load_plugins
 
     return load_plugins(blocked=())
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "rocketmq(store='memory', **broker_settings): how the rocketmq_cluster fixture"
+        " configures its broker (store='mmap' for the CommitLog on disk)",
+    )
+
+
+@pytest.fixture
+def rocketmq_cluster(request, tmp_path):
+    """A name server and a broker on free ports, serving from a thread of their own.
+
+    The broker keeps messages in memory unless the test is marked
+    ``@pytest.mark.rocketmq(store="mmap")``; other keyword arguments of the marker set
+    broker settings (``auto_create_topic_enable=False``, ...). Works from sync tests and
+    from async tests on any event loop: clients reach it over TCP.
+
+        def test_orders(rocketmq_cluster):
+            rocketmq_cluster.create_topic("Orders")
+            with Producer("PG", rocketmq_cluster.namesrv_address) as producer: ...
+    """
+    from .cluster import EmbeddedCluster
+
+    marker = request.node.get_closest_marker("rocketmq")
+    settings = {"store": "memory", **(marker.kwargs if marker else {})}
+    with EmbeddedCluster(tmp_path / "rocketmq", **settings) as cluster:
+        yield cluster
