@@ -102,26 +102,34 @@ class PullConsumer:
         if offset < 0:
             raise ConsumerError(f"offset is at least 0, not {offset}")
         subscription = SubscriptionData.of(queue.topic, expression)
-        if self.instance.broker_address(queue.broker_name) is None:
-            await self.instance.topic_route(queue.topic)
+        await self._know_broker(queue)
         return await pull_message(
             self.instance, self.group, queue, offset, subscription, max_nums=max_nums, suspend=wait
         )
 
+    async def _know_broker(self, queue: MessageQueue) -> None:
+        if self.instance.broker_address(queue.broker_name) is None:
+            await self.instance.topic_route(queue.topic)
+
     async def min_offset(self, queue: MessageQueue) -> int:
+        await self._know_broker(queue)
         return await min_offset(self.instance, queue)
 
     async def max_offset(self, queue: MessageQueue) -> int:
+        await self._know_broker(queue)
         return await max_offset(self.instance, queue)
 
     async def search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        await self._know_broker(queue)
         return await search_offset(self.instance, queue, timestamp_ms)
 
     async def committed_offset(self, queue: MessageQueue) -> int:
         """The group's committed offset on ``queue`` (-1 when none)."""
+        await self._know_broker(queue)
         return await query_committed_offset(self.instance, self.group, queue)
 
     async def commit(self, queue: MessageQueue, offset: int) -> None:
+        await self._know_broker(queue)
         await commit_offset(self.instance, self.group, queue, offset)
 
     # heartbeat membership: a pull consumer shows up in the group, but owns no queues

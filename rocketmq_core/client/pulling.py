@@ -155,9 +155,15 @@ async def search_offset(instance: ClientInstance, queue: MessageQueue, timestamp
 
 
 async def query_committed_offset(instance: ClientInstance, group: str, queue: MessageQueue) -> int:
-    """The group's committed offset on ``queue``, -1 when it has none."""
+    """The group's committed offset on ``queue``, -1 when it has none.
+
+    Asks the broker not to answer 0 for a young queue (its default, for old clients),
+    so that where a new group starts is what its consume_from says."""
     header = QueryConsumerOffsetRequestHeader(
-        consumer_group=group, topic=queue.topic, queue_id=queue.queue_id
+        consumer_group=group,
+        topic=queue.topic,
+        queue_id=queue.queue_id,
+        set_zero_if_not_found=False,
     )
     try:
         return await _offset_request(instance, queue, RequestCode.QUERY_CONSUMER_OFFSET, header)

@@ -15,6 +15,7 @@ thread is left behind.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import inspect
 import threading
@@ -70,10 +71,9 @@ _OPEN: weakref.WeakSet[_Blocking] = weakref.WeakSet()
 
 def _shutdown_open_clients() -> None:
     for client in list(_OPEN):
-        try:
+        # exiting anyway: one broken client must not keep the others open
+        with contextlib.suppress(Exception):
             client.shutdown()
-        except Exception:  # exiting anyway: one broken client must not keep the others open
-            pass
 
 
 # run before the interpreter joins non-daemon threads (the loop thread is one)
