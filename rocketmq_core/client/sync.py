@@ -32,6 +32,8 @@ from . import push as _push
 from .message import ReceivedMessage
 from .producer import Producer as AsyncProducer
 
+LOOP_THREAD_NAME = "rocketmq-client-loop"
+
 
 class _SharedLoop:
     """One event loop thread for every blocking client of the process, ref-counted."""
@@ -51,7 +53,7 @@ class _SharedLoop:
                     options: dict[str, Any] = {"use_uvloop": True}
                 except ImportError:
                     options = {}
-                self._portal_cm = start_blocking_portal("asyncio", options)
+                self._portal_cm = start_blocking_portal("asyncio", options, name=LOOP_THREAD_NAME)
                 self.portal = self._portal_cm.__enter__()
             self._users += 1
             return self.portal
