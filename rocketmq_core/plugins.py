@@ -33,6 +33,7 @@ BUILTIN_PLUGINS = (
     "rocketmq_core.builtin.store",
     "rocketmq_core.builtin.broker",
     "rocketmq_core.builtin.allocation",
+    "rocketmq_core.builtin.admin_commands",
 )
 
 

@@ -202,7 +202,7 @@ async def test_reset_offset_needs_the_topic_and_an_online_group(broker, client):
     await client.invoke(broker.address, send_request())
     reset.topic = "Orders"
     offline = await call(client, broker, R.INVOKE_BROKER_TO_RESET_OFFSET, reset.to_ext_fields())
-    assert offline.code == ResponseCode.SYSTEM_ERROR
+    assert offline.code == ResponseCode.CONSUMER_NOT_ONLINE
     assert "Consumer not online" in offline.remark
 
 

@@ -215,7 +215,7 @@ async def invoke_broker_to_reset_offset(
     group = broker.consumers.group(header.group)
     if group is None or not group.channels:
         raise ResponseError(
-            ResponseCode.SYSTEM_ERROR,
+            ResponseCode.CONSUMER_NOT_ONLINE,  # what mqadmin falls back on (offline reset)
             f"Consumer not online, so can not reset offset, Group: {header.group}"
             f" Topic: {header.topic} Timestamp: {header.timestamp}",
         )

@@ -1,0 +1,243 @@
+"""What Admin returns: small dataclasses, one per answer (mqadmin's result beans).
+
+Every type here is a plain dataclass, so ``orjson.dumps`` writes any of them as it is
+(the CLI's ``--json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from ..errors import RocketMQError
+from ..protocol.constants import MASTER_ID
+from ..protocol.headers import camel_case
+from ..protocol.heartbeat import MessageQueue
+
+
+class AdminError(RocketMQError):
+    """An admin call that failed: the message says what, where and why.
+
+    ``address`` is the broker or name server that refused or did not answer (None when
+    the failure is not one server's), ``code`` its ResponseCode when it answered.
+    """
+
+    def __init__(self, message: str, *, address: str | None = None, code: int | None = None):
+        super().__init__(message)
+        self.address = address
+        self.code = code
+
+
+# --- clusters ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class BrokerInfo:
+    """One broker name of a cluster: the address of each member (0 = the master)."""
+
+    cluster: str
+    broker_name: str
+    addresses: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def master_address(self) -> str | None:
+        return self.addresses.get(MASTER_ID)
+
+    @property
+    def any_address(self) -> str | None:
+        """The master's address, else the lowest-numbered slave's (reads may go there)."""
+        if MASTER_ID in self.addresses:
+            return self.addresses[MASTER_ID]
+        return next((self.addresses[i] for i in sorted(self.addresses)), None)
+
+
+@dataclass(slots=True)
+class ClusterSummary:
+    """GET_BROKER_CLUSTER_INFO: the broker names of each cluster and their members."""
+
+    clusters: dict[str, list[str]] = field(default_factory=dict)
+    brokers: dict[str, BrokerInfo] = field(default_factory=dict)
+
+    def masters(self, cluster: str | None = None) -> list[BrokerInfo]:
+        """The brokers of ``cluster`` (of every cluster when None) that have a master."""
+        if cluster is None:
+            names = sorted(self.brokers)
+        elif cluster in self.clusters:
+            names = sorted(self.clusters[cluster])
+        else:
+            known = ", ".join(sorted(self.clusters)) or "none"
+            raise AdminError(
+                f"cluster {cluster!r} is not known to the name server (known: {known})"
+            )
+        return [
+            self.brokers[name]
+            for name in names
+            if name in self.brokers and self.brokers[name].master_address
+        ]
+
+    def broker_at(self, address: str) -> BrokerInfo | None:
+        """The broker one of whose members listens at ``address``."""
+        for broker in self.brokers.values():
+            if address in broker.addresses.values():
+                return broker
+        return None
+
+
+# --- topics --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class QueueStats:
+    """One queue of GET_TOPIC_STATS_INFO; ``messages`` is what it holds now."""
+
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int  # store time of its last message, ms (0: none)
+    messages: int = 0
+
+    def __post_init__(self) -> None:
+        self.messages = max(0, self.max_offset - self.min_offset)
+
+
+@dataclass(slots=True)
+class TopicStats:
+    topic: str
+    queues: list[QueueStats] = field(default_factory=list)
+    total_messages: int = 0
+
+    def __post_init__(self) -> None:
+        self.total_messages = sum(queue.messages for queue in self.queues)
+
+
+# --- consumer groups -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class GroupConfig:
+    """SubscriptionGroupConfig, the bean UPDATE_AND_CREATE_SUBSCRIPTIONGROUP carries."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
+    attributes: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {camel_case(f.name): getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> GroupConfig:
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            raw = value.get(camel_case(spec.name))
+            if raw is None:
+                continue
+            default = getattr(_DEFAULT_GROUP, spec.name)
+            if isinstance(default, bool):
+                values[spec.name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
+            elif isinstance(default, int):
+                values[spec.name] = int(raw)
+            elif isinstance(default, dict):
+                values[spec.name] = {str(k): str(v) for k, v in dict(raw).items()}
+            else:
+                values[spec.name] = str(raw)
+        return cls(**values)
+
+
+_DEFAULT_GROUP = GroupConfig("")
+
+
+@dataclass(slots=True)
+class GroupInfo:
+    """A subscription group and the broker names that hold its config."""
+
+    config: GroupConfig
+    brokers: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.config.group_name
+
+
+@dataclass(slots=True)
+class Connection:
+    """One client connected to a broker, as ConsumerConnection lists it."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+@dataclass(slots=True)
+class ConsumerConnections:
+    """GET_CONSUMER_CONNECTION_LIST, merged over the brokers: who consumes, and how."""
+
+    group: str
+    connections: list[Connection] = field(default_factory=list)
+    consume_type: str = ""
+    message_model: str = ""
+    consume_from_where: str = ""
+    subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
+
+
+@dataclass(slots=True)
+class QueueProgress:
+    """One queue of GET_CONSUME_STATS: how far the group is behind the broker."""
+
+    queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int  # store time of the last consumed message, ms (0: none)
+    lag: int = 0
+
+    def __post_init__(self) -> None:
+        self.lag = max(0, self.broker_offset - self.consumer_offset)
+
+
+@dataclass(slots=True)
+class ConsumeStats:
+    """GET_CONSUME_STATS of every broker, merged; ``total_lag`` is mqadmin's Diff Total."""
+
+    group: str
+    topic: str | None
+    queues: list[QueueProgress] = field(default_factory=list)
+    consume_tps: float = 0.0
+    broker_offset_total: int = 0
+    consumer_offset_total: int = 0
+    total_lag: int = 0
+
+    def __post_init__(self) -> None:
+        self.broker_offset_total = sum(queue.broker_offset for queue in self.queues)
+        self.consumer_offset_total = sum(queue.consumer_offset for queue in self.queues)
+        self.total_lag = sum(queue.lag for queue in self.queues)
+
+
+# --- offsets -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class QueueOffset:
+    """Where a reset left one queue. ``online``: the broker told the group's online
+    consumers; else the offset was committed directly (the group was offline)."""
+
+    queue: MessageQueue
+    offset: int
+    online: bool
+
+
+@dataclass(slots=True)
+class ResetOffsetResult:
+    group: str
+    topic: str
+    timestamp: int
+    offsets: list[QueueOffset] = field(default_factory=list)
