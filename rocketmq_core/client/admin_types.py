@@ -6,12 +6,11 @@ Every type here is a plain dataclass, so ``orjson.dumps`` writes any of them as 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from ..errors import RocketMQError
+from ..protocol.bodies import SubscriptionGroupConfig
 from ..protocol.constants import MASTER_ID
-from ..protocol.headers import camel_case
 from ..protocol.heartbeat import MessageQueue
 
 
@@ -113,47 +112,8 @@ class TopicStats:
 # --- consumer groups -----------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class GroupConfig:
-    """SubscriptionGroupConfig, the bean UPDATE_AND_CREATE_SUBSCRIPTIONGROUP carries."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    consume_message_orderly: bool = False
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-    group_sys_flag: int = 0
-    consume_timeout_minute: int = 15
-    attributes: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {camel_case(f.name): getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_json(cls, value: dict[str, Any]) -> GroupConfig:
-        values: dict[str, Any] = {}
-        for spec in fields(cls):
-            raw = value.get(camel_case(spec.name))
-            if raw is None:
-                continue
-            default = getattr(_DEFAULT_GROUP, spec.name)
-            if isinstance(default, bool):
-                values[spec.name] = raw if isinstance(raw, bool) else str(raw).lower() == "true"
-            elif isinstance(default, int):
-                values[spec.name] = int(raw)
-            elif isinstance(default, dict):
-                values[spec.name] = {str(k): str(v) for k, v in dict(raw).items()}
-            else:
-                values[spec.name] = str(raw)
-        return cls(**values)
-
-
-_DEFAULT_GROUP = GroupConfig("")
+# the bean UPDATE_AND_CREATE_SUBSCRIPTIONGROUP carries, as the broker keeps it
+GroupConfig = SubscriptionGroupConfig
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ import anyio
 
 from ..errors import RemotingError, ResponseError
 from ..protocol.bodies import TopicRouteData
-from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.compression import CompressionType, compress
 from ..protocol.constants import DEFAULT_TOPIC, NAME_PATTERN, TOPIC_MAX_LENGTH, Perm
@@ -56,6 +56,11 @@ _STORE_NOT_OK = {
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
 _SEND_ACCEPT = (ResponseCode.SUCCESS, *_STORE_NOT_OK)
+_QUEUE_ID = SEND_V2_NAMES["queue_id"]
+_SYS_FLAG = SEND_V2_NAMES["sys_flag"]
+_BORN_TIMESTAMP = SEND_V2_NAMES["born_timestamp"]
+_PROPERTIES = SEND_V2_NAMES["properties"]
+_BROKER_NAME = SEND_V2_NAMES["broker_name"]
 
 SendCallback = Callable[[SendResult | None, Exception | None], Awaitable[None] | None]
 
@@ -139,6 +144,7 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.faults = LatencyFaultTolerance() if latency_fault_tolerance else None
         self._publish: dict[str, PublishInfo] = {}
+        self._header_templates: dict[tuple, dict[str, str]] = {}
         self._rotation = itertools.count()
         self._ids: UniqueIdGenerator | None = None
         self._started = False
@@ -370,22 +376,37 @@ class Producer:
                 f"the message body is {len(body)} bytes; the limit is {self.max_message_size}"
                 " (maxMessageSize): split it or raise the limit on producer and broker"
             )
-        header = SendMessageRequestHeader(
-            producer_group=self.group,
-            topic=first.topic,
-            default_topic=DEFAULT_TOPIC,
-            default_topic_queue_nums=self.default_topic_queue_nums,
-            queue_id=0,
-            sys_flag=sys_flag,
-            born_timestamp=now_ms,
-            flag=first.flag,
-            properties=properties,
-            reconsume_times=0,
-            unit_mode=False,
-            batch=True if batch else None,
-        )
-        request = self.instance.request(code, header.to_ext_fields(SEND_V2_NAMES), body)
+        fields = self._header_fields(first.topic, first.flag, batch)
+        fields[_SYS_FLAG] = str(sys_flag)
+        fields[_BORN_TIMESTAMP] = str(now_ms)
+        fields[_PROPERTIES] = properties
+        request = self.instance.request(code, fields, body)
         return request, unique_ids
+
+    def _header_fields(self, topic: str, flag: int, batch: bool) -> dict[str, str]:
+        """A fresh copy of the request header's fields for sends to ``topic``: the
+        fields that never change between sends encoded once, not on every send."""
+        key = (self.group, self.default_topic_queue_nums, topic, flag, batch)
+        template = self._header_templates.get(key)
+        if template is None:
+            if len(self._header_templates) >= 1024:
+                self._header_templates.clear()
+            template = SendMessageRequestHeader(
+                producer_group=self.group,
+                topic=topic,
+                default_topic=DEFAULT_TOPIC,
+                default_topic_queue_nums=self.default_topic_queue_nums,
+                queue_id=0,
+                sys_flag=0,
+                born_timestamp=0,
+                flag=flag,
+                properties="",
+                reconsume_times=0,
+                unit_mode=False,
+                batch=True if batch else None,
+            ).to_ext_fields(SEND_V2_NAMES)
+            self._header_templates[key] = template
+        return template.copy()
 
     async def _send_to(
         self,
@@ -402,11 +423,17 @@ class Producer:
             address = self.instance.master_address(queue.broker_name)
             if address is None:
                 raise MQClientError(f"broker {queue.broker_name!r} has no master to send to")
-        fields = dict(request.ext_fields)
-        fields[SEND_V2_NAMES["queue_id"]] = str(queue.queue_id)
-        fields[SEND_V2_NAMES["broker_name"]] = queue.broker_name
-        attempt = RemotingCommand.request(request.code, fields, request.body, oneway=oneway)
-        attempt.language = request.language
+        # one copy of the fields per attempt (RemotingCommand.request would copy again)
+        fields = request.ext_fields.copy()
+        fields[_QUEUE_ID] = str(queue.queue_id)
+        fields[_BROKER_NAME] = queue.broker_name
+        attempt = RemotingCommand(
+            request.code,
+            flag=FLAG_ONEWAY if oneway else 0,
+            ext_fields=fields,
+            body=request.body,
+            language=request.language,
+        )
         if oneway:
             await self.instance.invoke_command_oneway(address, attempt)
             return None
@@ -415,31 +442,29 @@ class Producer:
         )
         header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
         status = _STORE_NOT_OK.get(response.code, SendStatus.SEND_OK)
-        results = [
-            SendResult(
-                status=status,
-                msg_id=unique_id,
-                offset_msg_id=header.msg_id,
-                queue=MessageQueue(queue.topic, queue.broker_name, header.queue_id),
-                queue_offset=header.queue_offset,
-                transaction_id=header.transaction_id,
-            )
-            for unique_id in unique_ids
-        ]
+        # frozen: one queue serves every result of a batch
+        answered = MessageQueue(queue.topic, queue.broker_name, header.queue_id)
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
             offset_ids = header.msg_id.split(",")
             return [
                 SendResult(
-                    r.status,
-                    r.msg_id,
+                    status,
+                    unique_id,
                     offset_ids[i] if i < len(offset_ids) else offset_ids[0],
-                    r.queue,
-                    r.queue_offset + i,
-                    r.transaction_id,
+                    answered,
+                    header.queue_offset + i,
+                    header.transaction_id,
                 )
-                for i, r in enumerate(results)
+                for i, unique_id in enumerate(unique_ids)
             ]
-        return results[0]
+        return SendResult(
+            status=status,
+            msg_id=unique_ids[0],
+            offset_msg_id=header.msg_id,
+            queue=answered,
+            queue_offset=header.queue_offset,
+            transaction_id=header.transaction_id,
+        )
 
     def _split(self, messages: Sequence[Message]) -> list[list[Message]]:
         """Consecutive runs whose encoded batch fits ``max_message_size``."""

@@ -21,7 +21,6 @@ from typing import Any
 
 import anyio
 
-from ..errors import RemotingError, ResponseError
 from ..protocol.heartbeat import (
     ConsumerData,
     ConsumeType,
@@ -35,7 +34,6 @@ from .message import ReceivedMessage
 from .pulling import (
     ConsumerError,
     PullResult,
-    PullStatus,
     commit_offset,
     max_offset,
     min_offset,
@@ -47,8 +45,6 @@ from .pulling import (
 from .rebalance import QueueConsumer, QueueState
 
 log = logging.getLogger("rocketmq.client.pull")
-
-PULL_DELAY_ON_ERROR = 1.0
 
 
 class PullConsumer:
@@ -216,31 +212,10 @@ class LitePullConsumer(QueueConsumer):
             subscription = self.subscriptions.get(queue.topic)
             if subscription is None:
                 return
-            try:
-                result = await pull_message(
-                    self.instance,
-                    self.group,
-                    queue,
-                    state.next_offset,
-                    subscription,
-                    max_nums=self.pull_batch_size,
-                    suspend=min(self.poll_timeout, 15.0),
-                )
-            except (RemotingError, ResponseError, ConsumerError) as exc:
-                log.warning("%s: pull from %s failed: %s", self.group, queue, exc)
-                await anyio.sleep(PULL_DELAY_ON_ERROR)
-                continue
-            if state.dropped:
-                return
-            if result.status is PullStatus.OFFSET_ILLEGAL:
-                log.warning(
-                    "%s: offset %d of %s is gone; going on from %d",
-                    self.group,
-                    state.next_offset,
-                    queue,
-                    result.next_begin_offset,
-                )
-            elif result.messages:
+            result = await self._pull_once(state, subscription, min(self.poll_timeout, 15.0))
+            if result is None:
+                continue  # failed (and paused) or dropped: the loop condition decides
+            if result.messages:
                 state.add(result.messages)
                 self._ready.append((state, result.messages))
                 assert self._arrived is not None

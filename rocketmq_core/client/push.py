@@ -38,7 +38,7 @@ from ..protocol.heartbeat import (
     decode_locked_queues,
 )
 from .message import ReceivedMessage
-from .pulling import ConsumerError, PullStatus, pull_message
+from .pulling import ConsumerError, PullStatus
 from .rebalance import QueueConsumer, QueueState
 
 log = logging.getLogger("rocketmq.client.push")
@@ -53,7 +53,7 @@ class ConsumeStatus(Enum):
 Listener = Callable[[list[ReceivedMessage]], Any | Awaitable[Any]]
 
 BROKER_SUSPEND = 15.0  # how long a broker may hold a pull (Java brokerSuspendMaxTimeMillis)
-PULL_DELAY_ON_ERROR = 3.0
+PULL_DELAY_WHILE_UNLOCKED = 3.0
 PULL_DELAY_ON_FLOW_CONTROL = 0.05
 LOCK_RENEW_INTERVAL = 20.0
 LOCK_TTL = 30.0  # a lock not renewed for this long is presumed lost (the broker's is 60 s)
@@ -99,7 +99,6 @@ class PushConsumer(QueueConsumer):
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
         self.suspend_on_failure = suspend_on_failure
         self._limiter: anyio.CapacityLimiter | None = None
-        self._in_hand: anyio.CapacityLimiter | None = None
 
     async def __aenter__(self) -> PushConsumer:
         if not self.subscriptions:
@@ -120,7 +119,7 @@ class PushConsumer(QueueConsumer):
         queue = state.queue
         while not state.dropped:
             if self.orderly and state.locked_until < anyio.current_time():
-                await anyio.sleep(PULL_DELAY_ON_ERROR)  # not ours until the lock is back
+                await anyio.sleep(PULL_DELAY_WHILE_UNLOCKED)  # not ours until the lock is back
                 continue
             if (
                 len(state.in_flight) >= self.pull_threshold_for_queue
@@ -138,31 +137,10 @@ class PushConsumer(QueueConsumer):
                 if self.message_model is MessageModel.CLUSTERING
                 else -1
             )
-            try:
-                result = await pull_message(
-                    self.instance,
-                    self.group,
-                    queue,
-                    state.next_offset,
-                    subscription,
-                    max_nums=self.pull_batch_size,
-                    suspend=BROKER_SUSPEND,
-                    commit_offset=committed,
-                )
-            except (RemotingError, ResponseError, ConsumerError) as exc:
-                log.warning("%s: pull from %s failed: %s", self.group, queue, exc)
-                await anyio.sleep(PULL_DELAY_ON_ERROR)
-                continue
-            if state.dropped:
-                return
+            result = await self._pull_once(state, subscription, BROKER_SUSPEND, committed)
+            if result is None:
+                continue  # failed (and paused) or dropped: the loop condition decides
             if result.status is PullStatus.OFFSET_ILLEGAL:
-                log.warning(
-                    "%s: offset %d of %s is gone; going on from %d",
-                    self.group,
-                    state.next_offset,
-                    queue,
-                    result.next_begin_offset,
-                )
                 self.offset_store.update(queue, result.next_begin_offset)
                 await self.offset_store.persist({queue})
             elif result.messages:

@@ -39,12 +39,17 @@ from .instance import ClientInstance
 from .offsets import BrokerOffsetStore, LocalFileOffsetStore, OffsetStore
 from .pulling import (
     ConsumerError,
+    PullResult,
+    PullStatus,
     max_offset,
+    pull_message,
     queues_of,
     search_offset,
 )
 
 log = logging.getLogger("rocketmq.client.consumer")
+
+PULL_DELAY_ON_ERROR = 3.0  # Java's pullTimeDelayMillsWhenException
 
 DEFAULT_OFFSET_STORE_DIR = Path(
     os.environ.get("ROCKETMQ_OFFSET_STORE_DIR", Path.home() / ".rocketmq_offsets")
@@ -395,6 +400,38 @@ class QueueConsumer:
 
     async def _pull_loop(self, state: QueueState) -> None:
         raise NotImplementedError
+
+    async def _pull_once(
+        self, state: QueueState, subscription: SubscriptionData, suspend: float, commit: int = -1
+    ) -> PullResult | None:
+        """One pull of an owned queue: None after a failure (logged, then a pause) or
+        when the queue was dropped meanwhile."""
+        try:
+            result = await pull_message(
+                self.instance,
+                self.group,
+                state.queue,
+                state.next_offset,
+                subscription,
+                max_nums=self.pull_batch_size,
+                suspend=suspend,
+                commit_offset=commit,
+            )
+        except (RemotingError, ResponseError, ConsumerError) as exc:
+            log.warning("%s: pull from %s failed: %s", self.group, state.queue, exc)
+            await anyio.sleep(PULL_DELAY_ON_ERROR)
+            return None
+        if state.dropped:
+            return None
+        if result.status is PullStatus.OFFSET_ILLEGAL:
+            log.warning(
+                "%s: offset %d of %s is gone; going on from %d",
+                self.group,
+                state.next_offset,
+                state.queue,
+                result.next_begin_offset,
+            )
+        return result
 
     async def start_offset(self, queue: MessageQueue) -> int:
         """Where to start on a queue: the stored offset, else per ``consume_from``."""
