@@ -338,7 +338,16 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="sdk-throughput-") as scratch:
         if args.null_broker:
-            process, namesrv = start_null_broker(server_core)
+            # it dies by SIGTERM, leaving its temp dir behind: have it made in ours
+            saved = os.environ.get("TMPDIR")
+            os.environ["TMPDIR"] = scratch
+            try:
+                process, namesrv = start_null_broker(server_core)
+            finally:
+                if saved is None:
+                    del os.environ["TMPDIR"]
+                else:
+                    os.environ["TMPDIR"] = saved
         else:
             process, namesrv, _broker = start_standalone(Path(scratch), server_core, args.store)
         try:

@@ -27,7 +27,7 @@ from .cpp import CollectingConsumer, producer
 pytestmark = pytest.mark.anyio
 
 COUNT = 20
-# user properties each message carries; one value is not ASCII, one has a space
+# the user properties each message carries (one value has a space and is not ASCII)
 PROPERTY_NAMES = ("seq", "origin", "note")
 # the C++ client compresses bodies from 4096 bytes on, our producer too (compress_over)
 LARGE = 4096
