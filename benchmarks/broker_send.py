@@ -45,11 +45,14 @@ BODY = b"x" * 1024
 ROWS = ("sync", "async", "batch32", "raw1", "raw64", "e2e", "sync-null", "batch32-null")
 
 
-def start_standalone(directory: Path, core: int | None) -> tuple[subprocess.Popen, str, str]:
+def start_standalone(
+    directory: Path, core: int | None, store: str = "mmap"
+) -> tuple[subprocess.Popen, str, str]:
+    """``rocketmq standalone`` in a child process (any free ports), once it is ready."""
     config = directory / "broker.conf"
     config.write_text(
         f"storePathRootDir={directory / 'store'}\nlistenPort=0\nbrokerIP1=127.0.0.1\n"
-        "flushDiskType=ASYNC_FLUSH\n"
+        f"flushDiskType=ASYNC_FLUSH\nstore={store}\n"
     )
     command = [
         sys.executable,
@@ -72,7 +75,7 @@ def start_standalone(directory: Path, core: int | None) -> tuple[subprocess.Pope
     raise SystemExit("rocketmq standalone exited before it was ready")
 
 
-def serve_null_broker() -> None:
+def serve_null_broker(directory: Path) -> None:
     """``--null-broker``: a name server and a broker that stores nothing, answers at once."""
     import anyio
 
@@ -92,24 +95,25 @@ def serve_null_broker() -> None:
         transport = host.registry.transports.get("tcp")
         table = ProcessorTable()
         table.set_default(answer)
-        with tempfile.TemporaryDirectory() as scratch:
-            async with (
-                serving(transport, table) as (_server, broker_address),
-                NameServer.serving(namesrv_config(Path(scratch)), host=host) as namesrv,
-                RemotingClient(transport) as remoting,
-            ):
-                topics = {"BenchSync": 4, "BenchBatch": 4}
-                request = register_broker_request(broker_addr=broker_address, topics=topics)
-                registered = await remoting.invoke(namesrv.address, request)
-                assert registered.code == ResponseCode.SUCCESS, registered
-                print(f"null broker ready: name server {namesrv.address}", flush=True)
-                await anyio.sleep_forever()
+        # the parent owns ``directory``: this process ends by SIGTERM, cleaning up nothing
+        async with (
+            serving(transport, table) as (_server, broker_address),
+            NameServer.serving(namesrv_config(directory), host=host) as namesrv,
+            RemotingClient(transport) as remoting,
+        ):
+            topics = {"BenchSync": 4, "BenchBatch": 4}
+            request = register_broker_request(broker_addr=broker_address, topics=topics)
+            registered = await remoting.invoke(namesrv.address, request)
+            assert registered.code == ResponseCode.SUCCESS, registered
+            print(f"null broker ready: name server {namesrv.address}", flush=True)
+            await anyio.sleep_forever()
 
     run_backend(run, "asyncio", use_uvloop=True)
 
 
-def start_null_broker(core: int | None) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, __file__, "--null-broker"]
+def start_null_broker(core: int | None, directory: Path) -> tuple[subprocess.Popen, str]:
+    """The null broker in a child process; its name server keeps its files in ``directory``."""
+    command = [sys.executable, __file__, "--null-broker", str(directory)]
     process = subprocess.Popen(pinned(command, core), stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -319,10 +323,10 @@ def main() -> int:
     parser.add_argument("--server-core", type=int, default=1, help="-1: don't pin")
     parser.add_argument("--client-core", type=int, default=0, help="-1: don't pin")
     parser.add_argument("--output", default="benchmarks/results/broker_send.json")
-    parser.add_argument("--null-broker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--null-broker", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.null_broker:
-        serve_null_broker()
+        serve_null_broker(Path(args.null_broker))
         return 0
     import rocketmq.client as client  # the C++ client; loads its shared library
 
@@ -373,7 +377,8 @@ def main() -> int:
             process.terminate()
             process.wait(20)
     if "sync-null" in wanted or "batch32-null" in wanted:
-        process, namesrv = start_null_broker(server_core)
+        null_scratch = tempfile.TemporaryDirectory(prefix="broker-send-null-")
+        process, namesrv = start_null_broker(server_core, Path(null_scratch.name))
         try:
             producer = client.Producer("PID-bench-null")
             producer.set_namesrv_addr(namesrv)
@@ -392,6 +397,7 @@ def main() -> int:
         finally:
             process.terminate()
             process.wait(20)
+            null_scratch.cleanup()
     print(
         f"broker_send: C++ client (core {args.client_core}) -> rocketmq standalone"
         f" (core {args.server_core}), 1 KiB bodies, {args.duration:g} s per row"

@@ -29,23 +29,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import anyio
-from broker_send import start_null_broker
-from loadgen import machine, pinned, run_backend, write_results
+from broker_send import start_null_broker, start_standalone
+from loadgen import machine, run_backend, write_results
 
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import Producer
 from rocketmq_core.client.push import PushConsumer
 
-READY = re.compile(r"rocketmq standalone ready: name server (\S+), broker (\S+)")
 BODY = b"x" * 1024
 ROWS = ("send-async64", "send-batch32", "consume")
 TARGETS = {"send-async64": 30_000, "send-batch32": 100_000, "consume": 50_000}
@@ -54,37 +50,6 @@ BATCH = 32
 TOPICS = {"send-async64": "BenchSdkAsync", "send-batch32": "BenchSdkBatch"}
 NULL_TOPICS = {"send-async64": "BenchSync", "send-batch32": "BenchBatch"}
 MAX_LATENCIES = 500_000
-
-
-def start_standalone(
-    directory: Path, core: int | None, store: str
-) -> tuple[subprocess.Popen, str, str]:
-    """``rocketmq standalone`` in a child process (any free ports), once it is ready;
-    broker_send.start_standalone with the store plugin to use as well."""
-    config = directory / "broker.conf"
-    config.write_text(
-        f"storePathRootDir={directory / 'store'}\nlistenPort=0\nbrokerIP1=127.0.0.1\n"
-        f"flushDiskType=ASYNC_FLUSH\nstore={store}\n"
-    )
-    command = [
-        sys.executable,
-        "-m",
-        "rocketmq_core.cli",
-        "standalone",
-        "-c",
-        str(config),
-        "--namesrv-listen",
-        "127.0.0.1:0",
-    ]
-    process = subprocess.Popen(pinned(command, core), stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    for line in process.stderr:
-        found = READY.search(line)
-        if found:
-            # keep draining the log so that the server never blocks on a full pipe
-            threading.Thread(target=process.stderr.read, daemon=True).start()
-            return process, found.group(1), found.group(2)
-    raise SystemExit("rocketmq standalone exited before it was ready")
 
 
 def _jiffies_of(pid: int | str) -> int:
@@ -338,16 +303,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="sdk-throughput-") as scratch:
         if args.null_broker:
-            # it dies by SIGTERM, leaving its temp dir behind: have it made in ours
-            saved = os.environ.get("TMPDIR")
-            os.environ["TMPDIR"] = scratch
-            try:
-                process, namesrv = start_null_broker(server_core)
-            finally:
-                if saved is None:
-                    del os.environ["TMPDIR"]
-                else:
-                    os.environ["TMPDIR"] = saved
+            process, namesrv = start_null_broker(server_core, Path(scratch))
         else:
             process, namesrv, _broker = start_standalone(Path(scratch), server_core, args.store)
         try:
