@@ -3,9 +3,7 @@ test has its own topics and groups)."""
 
 from __future__ import annotations
 
-import itertools
 import time
-import uuid
 from typing import Any
 
 import anyio
@@ -19,23 +17,13 @@ from rocketmq_core.client.producer import Producer
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE
 from rocketmq_core.protocol.heartbeat import ConsumerData, MessageQueue, SubscriptionData
-from rocketmq_core.testing.cluster import EmbeddedCluster
 
 pytestmark = pytest.mark.anyio
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with EmbeddedCluster(tmp_path_factory.mktemp("admin")) as running:
-        yield running
-
-
-@pytest.fixture
-def name():
-    """A fresh topic or group name per call (tests run once per backend)."""
-    run = uuid.uuid4().hex[:6]
-    return lambda prefix="T": f"{prefix}-{run}-{next(_names)}"
+def cluster(module_cluster):
+    return module_cluster  # one cluster for the module: its tests use fresh names
 
 
 @pytest.fixture

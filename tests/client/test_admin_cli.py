@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 import time
-import uuid
 from datetime import datetime
 
 import orjson
@@ -15,21 +13,11 @@ from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.builtin.admin_commands import CommandError, parse_timestamp
 from rocketmq_core.cli import main
 from rocketmq_core.client.render import table, timestamp
-from rocketmq_core.testing.cluster import EmbeddedCluster
-
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with EmbeddedCluster(tmp_path_factory.mktemp("admin-cli")) as running:
-        yield running
-
-
-@pytest.fixture
-def name():
-    run = uuid.uuid4().hex[:6]
-    return lambda prefix="T": f"{prefix}-{run}-{next(_names)}"
+def cluster(module_cluster):
+    return module_cluster  # one cluster for the module: its tests use fresh names
 
 
 @pytest.fixture
