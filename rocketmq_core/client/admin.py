@@ -46,7 +46,7 @@ from ..protocol.headers import (
     ViewMessageRequestHeader,
 )
 from ..protocol.heartbeat import MessageQueue
-from ..protocol.message import decode_offset_msg_id, iter_records, unpack_host
+from ..protocol.message import decode_offset_msg_id, host_address, iter_records, unpack_host
 from .admin_types import (
     AdminError,
     BrokerInfo,
@@ -788,11 +788,10 @@ def _offset_id(msg_id: str) -> tuple[str | None, int]:
         host, offset = decode_offset_msg_id(msg_id)
     except ValueError:
         return None, 0
-    ip, port = unpack_host(host)
+    _ip, port = unpack_host(host)
     if not 0 < port < 65536 or offset < 0:
         return None, 0
-    address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
-    return address, offset
+    return host_address(host), offset
 
 
 def _group_offline(exc: AdminError) -> bool:

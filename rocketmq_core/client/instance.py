@@ -232,10 +232,6 @@ class ClientInstance:
             self.heartbeat_soon()  # a new broker should know us before we use it
         return route
 
-    def watch_topic(self, topic: str) -> None:
-        """Keep refreshing the route of ``topic`` (it may not exist yet)."""
-        self._watched_topics.add(topic)
-
     def forget_topic(self, topic: str) -> None:
         self._watched_topics.discard(topic)
 
@@ -244,8 +240,10 @@ class ClientInstance:
 
     def broker_address(self, broker_name: str) -> str | None:
         """The master's address, else any live member's (reads may go to a slave)."""
-        members = self.broker_addrs.get(broker_name) or {}
-        return members.get(MASTER_ID) or next(iter(sorted(members.items())), (0, None))[1]
+        members = self.broker_addrs.get(broker_name)
+        if not members:
+            return None
+        return members.get(MASTER_ID) or min(members.items())[1]
 
     async def _refresh_routes_periodically(self) -> None:
         while True:

@@ -9,7 +9,7 @@ from enum import Enum
 from ..protocol.compression import decompress
 from ..protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from ..protocol.heartbeat import MessageQueue
-from ..protocol.message import StoredMessage, unpack_host
+from ..protocol.message import StoredMessage, host_address
 
 # property keys (MESSAGE.md §4.1)
 KEYS = "KEYS"
@@ -144,8 +144,6 @@ class ReceivedMessage:
         topic = stored.topic
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and RETRY_TOPIC in properties:
             topic = properties[RETRY_TOPIC]
-        born_ip, born_port = unpack_host(stored.born_host)
-        store_ip, store_port = unpack_host(stored.store_host)
         return cls(
             topic=topic,
             body=decompress(stored.body, stored.sys_flag),
@@ -158,8 +156,8 @@ class ReceivedMessage:
             reconsume_times=stored.reconsume_times,
             born_timestamp=stored.born_timestamp,
             store_timestamp=stored.store_timestamp,
-            born_host=f"{born_ip}:{born_port}",
-            store_host=f"{store_ip}:{store_port}",
+            born_host=host_address(stored.born_host),
+            store_host=host_address(stored.store_host),
             sys_flag=stored.sys_flag,
             flag=stored.flag,
         )

@@ -29,7 +29,7 @@ from ..protocol.headers import (
 )
 from ..protocol.heartbeat import MessageQueue
 from ..protocol.ids import UniqueIdGenerator
-from ..protocol.message import BatchItem, encode_batch, encode_properties
+from ..protocol.message import BATCH_RECORD_OVERHEAD, BatchItem, encode_batch, encode_properties
 from .config import ClientConfig
 from .fault import LatencyFaultTolerance
 from .instance import ClientInstance
@@ -187,17 +187,17 @@ class Producer:
         except ResponseError as exc:
             if exc.code != ResponseCode.TOPIC_NOT_EXIST:
                 raise
-            # unknown topic: send through the brokers that serve the auto-create template
-            self.instance.forget_topic(topic)
+            # unknown topic: send through the brokers that serve the auto-create template;
+            # the topic stays watched, so its own route replaces this once it exists
             try:
                 template = await self.instance.topic_route(DEFAULT_TOPIC)
             except ResponseError:
+                self.instance.forget_topic(topic)
                 raise MQClientError(
                     f"topic {topic!r} does not exist and no broker auto-creates topics"
                     " (autoCreateTopicEnable=false): create it first"
                 ) from exc
             self.instance.forget_topic(DEFAULT_TOPIC)
-            self.instance.watch_topic(topic)  # routed once the broker has created it
             info = PublishInfo.of(topic, template, queue_limit=self.default_topic_queue_nums)
         if not info.queues:
             raise MQClientError(f"topic {topic!r} has no writable queue on a broker master")
@@ -233,7 +233,14 @@ class Producer:
     ) -> SendResult:
         """Send and wait for the broker's answer. Retries on another broker unless a
         queue or selector fixes the queue (orderly sends must not move)."""
-        return await self._send([message], queue=queue, selector=selector, arg=arg, timeout=timeout)
+        return await self._send(
+            message,
+            *self._encode_one(message),
+            queue=queue,
+            selector=selector,
+            arg=arg,
+            timeout=timeout,
+        )
 
     async def send_batch(
         self, messages: Sequence[Message], *, queue: MessageQueue | None = None
@@ -248,9 +255,11 @@ class Producer:
         for message in messages:
             if message.delay_level or message.deliver_time_ms is not None:
                 raise MQClientError("a batch cannot carry delayed messages; send them one by one")
+        check_topic(messages[0].topic)
         results: list[SendResult] = []
-        for chunk in self._split(messages):
-            results += await self._send(chunk, queue=queue, batch=True)
+        for items, unique_ids in self._split(messages):
+            request = self._batch_request(messages[0], items)
+            results += await self._send(messages[0], request, unique_ids, queue=queue)
         return results
 
     def send_with_callback(
@@ -283,24 +292,29 @@ class Producer:
         arg: Any = None,
     ) -> None:
         """Send without waiting for an answer (no result, no retry)."""
-        await self._send([message], queue=queue, selector=selector, arg=arg, oneway=True)
+        await self._send(
+            message,
+            *self._encode_one(message),
+            queue=queue,
+            selector=selector,
+            arg=arg,
+            oneway=True,
+        )
 
     async def _send(
         self,
-        messages: Sequence[Message],
+        first: Message,
+        request: RemotingCommand,
+        unique_ids: list[str],
         *,
         queue: MessageQueue | None = None,
         selector: QueueSelector | None = None,
         arg: Any = None,
         timeout: float | None = None,
         oneway: bool = False,
-        batch: bool = False,
     ) -> Any:
-        if not self._started:
-            raise MQClientError("the producer is not started: use it in 'async with'")
-        topic = messages[0].topic
-        check_topic(topic)
-        request, unique_ids = self._encode(messages, batch)
+        """Send an encoded request (``first`` is its first message) with retries."""
+        topic = first.topic
         deadline = time.monotonic() + (timeout or self.send_timeout)
         fixed = queue is not None or selector is not None
         attempts = 1 if fixed or oneway else 1 + self.retry_times
@@ -311,7 +325,7 @@ class Producer:
             if queue is not None:
                 target = queue
             elif selector is not None:
-                target = selector(info.queues, messages[0], arg)
+                target = selector(info.queues, first, arg)
             else:
                 target = self._pick_queue(info, last_broker)
             remaining = deadline - time.monotonic()
@@ -342,46 +356,54 @@ class Producer:
             now = time.monotonic()
             self.faults.record(broker_name, now - started, now, failed=failed)
 
-    def _encode(
-        self, messages: Sequence[Message], batch: bool
-    ) -> tuple[RemotingCommand, list[str]]:
-        """The request, without queue and broker (filled per attempt), and the ids."""
-        assert self._ids is not None
-        now_ms = time.time_ns() // 1_000_000
-        first = messages[0]
-        sys_flag = 0
-        if not batch:
-            unique_ids = [self._ids.next(now_ms)]
-            body = first.body
-            if len(body) >= self.compress_over:
-                body = compress(body, self.compression, self.compress_level)
-                sys_flag = self.compression.sys_flag
-            properties = encode_properties(first.wire_properties(unique_ids[0]))
-            code = RequestCode.SEND_MESSAGE_V2
-        else:
-            unique_ids = [self._ids.next(now_ms) for _ in messages]
-            items = [
-                BatchItem(
-                    message.flag,
-                    message.body,
-                    encode_properties(message.wire_properties(unique_id)).encode(),
-                )
-                for message, unique_id in zip(messages, unique_ids, strict=True)
-            ]
-            body = encode_batch(items)
-            properties = encode_properties({"WAIT": "true" if first.wait_store_ok else "false"})
-            code = RequestCode.SEND_BATCH_MESSAGE
+    def _now_and_ids(self) -> tuple[int, UniqueIdGenerator]:
+        if not self._started or self._ids is None:
+            raise MQClientError("the producer is not started: use it in 'async with'")
+        return time.time_ns() // 1_000_000, self._ids
+
+    def _encode_one(self, message: Message) -> tuple[RemotingCommand, list[str]]:
+        """SEND_MESSAGE_V2 for one message, without queue and broker (set per attempt)."""
+        check_topic(message.topic)
+        now_ms, ids = self._now_and_ids()
+        unique_id = ids.next(now_ms)
+        body, sys_flag = message.body, 0
+        if len(body) >= self.compress_over:
+            body = compress(body, self.compression, self.compress_level)
+            sys_flag = self.compression.sys_flag
         if len(body) > self.max_message_size:
             raise MQClientError(
                 f"the message body is {len(body)} bytes; the limit is {self.max_message_size}"
                 " (maxMessageSize): split it or raise the limit on producer and broker"
             )
+        properties = encode_properties(message.wire_properties(unique_id))
+        request = self._request(
+            RequestCode.SEND_MESSAGE_V2, message, False, sys_flag, now_ms, properties, body
+        )
+        return request, [unique_id]
+
+    def _batch_request(self, first: Message, items: list[BatchItem]) -> RemotingCommand:
+        """SEND_BATCH_MESSAGE for records encoded (and sized) by ``_split``."""
+        now_ms, _ = self._now_and_ids()
+        properties = encode_properties({"WAIT": "true" if first.wait_store_ok else "false"})
+        return self._request(
+            RequestCode.SEND_BATCH_MESSAGE, first, True, 0, now_ms, properties, encode_batch(items)
+        )
+
+    def _request(
+        self,
+        code: int,
+        first: Message,
+        batch: bool,
+        sys_flag: int,
+        now_ms: int,
+        properties: str,
+        body: bytes,
+    ) -> RemotingCommand:
         fields = self._header_fields(first.topic, first.flag, batch)
         fields[_SYS_FLAG] = str(sys_flag)
         fields[_BORN_TIMESTAMP] = str(now_ms)
         fields[_PROPERTIES] = properties
-        request = self.instance.request(code, fields, body)
-        return request, unique_ids
+        return self.instance.request(code, fields, body)
 
     def _header_fields(self, topic: str, flag: int, batch: bool) -> dict[str, str]:
         """A fresh copy of the request header's fields for sends to ``topic``: the
@@ -466,24 +488,30 @@ class Producer:
             transaction_id=header.transaction_id,
         )
 
-    def _split(self, messages: Sequence[Message]) -> list[list[Message]]:
-        """Consecutive runs whose encoded batch fits ``max_message_size``."""
-        batches: list[list[Message]] = []
-        current: list[Message] = []
+    def _split(self, messages: Sequence[Message]) -> list[tuple[list[BatchItem], list[str]]]:
+        """Each message encoded once, with its unique id, into consecutive runs whose
+        batch body fits ``max_message_size``."""
+        now_ms, ids = self._now_and_ids()
+        batches: list[tuple[list[BatchItem], list[str]]] = []
+        items: list[BatchItem] = []
+        unique_ids: list[str] = []
         size = 0
         for message in messages:
-            # record head + body + properties (+ the UNIQ_KEY added at encoding)
-            properties = encode_properties(message.wire_properties("U" * 32))
-            item = 20 + len(message.body) + 2 + len(properties.encode())
-            if item > self.max_message_size:
+            unique_id = ids.next(now_ms)
+            properties = encode_properties(message.wire_properties(unique_id)).encode()
+            item = BatchItem(message.flag, message.body, properties)
+            item_size = BATCH_RECORD_OVERHEAD + len(message.body) + len(properties)
+            if item_size > self.max_message_size:
                 raise MQClientError(
-                    f"a message of the batch is {item} bytes; the limit is {self.max_message_size}"
+                    f"a message of the batch is {item_size} bytes;"
+                    f" the limit is {self.max_message_size}"
                 )
-            if current and size + item > self.max_message_size:
-                batches.append(current)
-                current, size = [], 0
-            current.append(message)
-            size += item
-        if current:
-            batches.append(current)
+            if items and size + item_size > self.max_message_size:
+                batches.append((items, unique_ids))
+                items, unique_ids, size = [], [], 0
+            items.append(item)
+            unique_ids.append(unique_id)
+            size += item_size
+        if items:
+            batches.append((items, unique_ids))
         return batches

@@ -173,6 +173,8 @@ class LitePullConsumer(QueueConsumer):
         self.auto_commit_interval = auto_commit_interval
         self.buffer_size = buffer_size
         self.poll_timeout = poll_timeout
+        if auto_commit:
+            self.persist_offset_interval = min(self.persist_offset_interval, auto_commit_interval)
         self._assigned: list[MessageQueue] | None = None
         self._ready: deque[tuple[QueueState, list[ReceivedMessage]]] = deque()
         self._arrived: anyio.Event | None = None
@@ -191,11 +193,6 @@ class LitePullConsumer(QueueConsumer):
             raise ConsumerError("subscribe to a topic or assign queues before starting")
         self._arrived = anyio.Event()
         await super().__aenter__()
-        assert self._task_group is not None
-        if self.auto_commit:
-            self.config.persist_offset_interval = min(
-                self.config.persist_offset_interval, self.auto_commit_interval
-            )
         return self
 
     async def _share_of(self, topic: str) -> set[MessageQueue]:

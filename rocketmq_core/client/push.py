@@ -20,6 +20,7 @@ consumers retry them in place after a pause, keeping the queue in order.
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
@@ -189,7 +190,8 @@ class PushConsumer(QueueConsumer):
                     # the broker did not take them: consume them here again, a bit later
                     assert self._task_group is not None
                     self._task_group.start_soon(self._consume_later, state, failed)
-                    messages = [m for m in messages if all(m is not f for f in failed)]
+                    retried = {id(m) for m in failed}
+                    messages = [m for m in messages if id(m) not in retried]
             elif not ok:
                 log.warning("%s: broadcast messages failed and are dropped", self.group)
             offset = state.remove(messages)
@@ -228,8 +230,8 @@ class PushConsumer(QueueConsumer):
             while state.in_flight and not state.dropped:
                 if state.locked_until < anyio.current_time():
                     return  # resumed by the next pull once the lock is renewed
-                batch = [state.in_flight[o] for o in sorted(state.in_flight)]
-                batch = batch[: self.consume_batch_size]
+                # in flight in offset order (pulls add in order): take the oldest
+                batch = list(itertools.islice(state.in_flight.values(), self.consume_batch_size))
                 assert self._limiter is not None
                 async with self._limiter:
                     ok = await self._call_listener(batch)

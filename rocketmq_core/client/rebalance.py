@@ -83,9 +83,8 @@ class QueueState:
         for message in messages:
             if self.in_flight.pop(message.queue_offset, None) is not None:
                 self.in_flight_bytes -= len(message.body)
-        if self.in_flight:
-            return min(self.in_flight)
-        return self.highest_offset + 1
+        # pulls add messages in offset order, so the first key is the oldest
+        return next(iter(self.in_flight), self.highest_offset + 1)
 
 
 class QueueConsumer:
@@ -128,6 +127,7 @@ class QueueConsumer:
         self.allocation = allocation
         self.rebalance_interval = rebalance_interval
         self.pull_batch_size = pull_batch_size
+        self.persist_offset_interval = self.config.persist_offset_interval
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.queues: dict[MessageQueue, QueueState] = {}
         self.offset_store: OffsetStore = self._offset_store(offset_store_dir)
@@ -451,7 +451,7 @@ class QueueConsumer:
 
     async def _persist_periodically(self) -> None:
         while True:
-            await anyio.sleep(self.config.persist_offset_interval)
+            await anyio.sleep(self.persist_offset_interval)
             await self.offset_store.persist(set(self.queues))
 
 

@@ -6,6 +6,7 @@ view responses, so ``write_record`` packs straight into the destination buffer.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
@@ -60,6 +61,14 @@ def host_is_v6(packed: bytes) -> bool:
 
 def unpack_host(packed: bytes) -> tuple[str, int]:
     return str(ip_address(packed[:-4])), _INT.unpack(packed[-4:])[0]
+
+
+@functools.lru_cache(maxsize=1024)
+def host_address(packed: bytes) -> str:
+    """``ip:port`` (``[v6]:port``) of packed host bytes; cached, as every record repeats
+    the same few hosts and parsing one costs more than the rest of a decode."""
+    ip, port = unpack_host(packed)
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 def record_size(body: int, topic: int, properties: int, born_v6: bool, store_v6: bool) -> int:
@@ -397,6 +406,7 @@ def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int]:
 # --- batches -------------------------------------------------------------------------------
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # total, magic, crc, flag, body length
+BATCH_RECORD_OVERHEAD = _BATCH_HEAD.size + 2  # a batch record: this + body + properties
 
 
 @dataclass(slots=True)
@@ -435,7 +445,7 @@ def encode_batch(items: list[BatchItem]) -> bytes:
     """A batch body as producers write it (magic and CRC 0)."""
     parts = []
     for item in items:
-        total = _BATCH_HEAD.size + len(item.body) + 2 + len(item.properties)
+        total = BATCH_RECORD_OVERHEAD + len(item.body) + len(item.properties)
         parts.append(_BATCH_HEAD.pack(total, 0, 0, item.flag, len(item.body)))
         parts.append(item.body)
         parts.append(_SHORT.pack(len(item.properties)))
