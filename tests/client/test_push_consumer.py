@@ -236,6 +236,7 @@ async def test_flow_control_bounds_what_is_in_hand_per_queue(namesrv):
 
 async def test_consume_from_last_first_and_a_timestamp(namesrv):
     await send(namesrv, 4)
+    time.sleep(0.01)  # store times are whole milliseconds: keep the first four strictly before
     cut = int(time.time() * 1000)
     time.sleep(0.01)
     await send(namesrv, 4)
