@@ -121,11 +121,18 @@ def rocketmq_register_flush_policies(register: NamedRegister) -> None:
 
 @hookspec
 def rocketmq_register_put_hooks(register: NamedRegister) -> None:
-    """Register put hooks: ``register(name, hook)``.
+    """Register put hooks: ``register(name, factory)``.
 
-    A put hook sees each message before it is appended and may rewrite it (move a
-    delayed message to SCHEDULE_TOPIC_XXXX, a transaction half message to
-    RMQ_SYS_TRANS_HALF_TOPIC) or reject it with a ResponseCode.
+    ``factory(broker)`` returns a hook, or None when it has nothing to do for that
+    broker. A hook is a plain callable ``hook(message) -> message`` on a
+    ``rocketmq_core.store.api.MessageToStore``: it sees every message a client sends
+    (a send, a batch's records, a consumer's send-back, a committed transaction)
+    before it is appended, and returns it as it should be stored: as it was, rewritten
+    (a delayed message moved to SCHEDULE_TOPIC_XXXX, a transaction half message to
+    RMQ_SYS_TRANS_HALF_TOPIC), or it raises ``rocketmq_core.errors.ResponseError`` to
+    refuse it with a ResponseCode and a remark. Every registered hook runs, in
+    registration order; a hook must leave alone what it does not own, and cost next
+    to nothing for a message it does not touch (it runs per message).
     """
 
 
@@ -133,9 +140,12 @@ def rocketmq_register_put_hooks(register: NamedRegister) -> None:
 def rocketmq_register_broker_services(register: NamedRegister) -> None:
     """Register broker services: ``register(name, factory)``.
 
-    ``factory(broker)`` returns an object with ``async run(task_status)``, started
-    in the broker's task group after the store is open and stopped (cancelled, with
-    a grace period) before it closes: delay delivery, transaction check-back, HA.
+    ``factory(broker)`` returns an object with ``async run(*, task_status)`` (or None
+    when it has nothing to do for that broker), started after the store is open and
+    the put hooks are built, and cancelled once the broker has stopped serving, before
+    the store closes; it saves its state in a shielded ``finally`` within 5 s. The
+    broker keeps the running services in ``broker.services`` by name: delay delivery,
+    transaction check-back, HA.
     """
 
 

@@ -1,8 +1,10 @@
 """Broker: the store, topics, offsets and clients served over a transport.
 
 One task group owns everything: the remoting server, name-server registration,
-housekeeping (offset and topic persistence, client expiry). ``stop`` stops accepting,
-unregisters from the name servers, answers held pulls, persists and closes the store.
+housekeeping (offset and topic persistence, client expiry), and the plugins' broker
+services (delay delivery, transaction check-back). ``stop`` stops accepting, unregisters
+from the name servers, answers held pulls, stops the services, persists and closes the
+store. Every message a client sends passes the plugins' put hooks (``prepare``) first.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ..remoting.client import RemotingClient
 from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
 from ..remoting.server import RemotingServer
+from ..store.api import MessageToStore
 from ..store.loader import create_store
 from .clients import ConsumerManager, ProducerManager
 from .config import BrokerConfig
@@ -46,6 +49,7 @@ from .topics import TopicConfigManager
 log = logging.getLogger("rocketmq.broker")
 
 HOUSEKEEPING_INTERVAL = 1.0
+SERVICE_STOP_GRACE = 5.0  # seconds a broker service has to finish once cancelled
 CLIENT_SCAN_INTERVAL = 10.0
 
 
@@ -70,6 +74,11 @@ class Broker:
         self.pulls = PullHoldService()
         self.queue_locks = QueueLockTable()
         self.store: Any = None
+        # the plugins' put hooks, built from their factories when the broker starts
+        self.put_hooks: list[Callable[[MessageToStore], MessageToStore]] = []
+        self.services: dict[str, Any] = {}  # the running broker services by name
+        self._services_group: TaskGroup | None = None
+        self._services_done: anyio.Event | None = None
         self.server: RemotingServer | None = None
         self.address: str | None = None
         self.ready = False
@@ -115,6 +124,9 @@ class Broker:
             self.store = create_store(self.config.store, self.config.store_config(), self.host)
             self.store.add_dispatcher(self.pulls.on_dispatch)
             await self.store.open()
+            self.put_hooks = list(self._built(self.host.registry.put_hooks).values())
+            self.services = self._built(self.host.registry.broker_services)
+            await task_group.start(self._run_services)
             await self.topics.persist()
             self.topics.on_change(self.request_registration)
             self._namesrv_client = RemotingClient(transport)
@@ -151,11 +163,51 @@ class Broker:
         self.pulls.release_all()
         if self.server is not None:
             await self.server.stop(self._grace)
+        await self._stop_services()
         await self.offsets.persist()
         await self.topics.persist()
         await self.groups.persist()
         if self.store is not None:
             await self.store.close()
+
+    # --- plugins: put hooks and services -----------------------------------------------------
+
+    def _built(self, registry: Any) -> dict[str, Any]:
+        """Each factory of ``registry`` called with this broker; None means "not here"."""
+        built = {}
+        for entry in registry.entries():
+            made = entry.obj(self)
+            if made is not None:
+                built[entry.name] = made
+        return built
+
+    def prepare(self, message: MessageToStore) -> MessageToStore:
+        """``message`` as the put hooks leave it (a delayed message moved to
+        SCHEDULE_TOPIC_XXXX, a half message to the half topic); a hook rejects a
+        message by raising ResponseError."""
+        for hook in self.put_hooks:
+            message = hook(message)
+        return message
+
+    async def _run_services(self, *, task_status: TaskStatus[None]) -> None:
+        self._services_done = anyio.Event()
+        try:
+            async with anyio.create_task_group() as group:
+                self._services_group = group
+                for name, service in self.services.items():
+                    await group.start(service.run, name=f"broker service {name}")
+                task_status.started()
+        finally:
+            self._services_done.set()
+
+    async def _stop_services(self) -> None:
+        """Cancel the services and wait (a bounded while) for them to save their state."""
+        if self._services_group is None or self._services_done is None:
+            return
+        self._services_group.cancel_scope.cancel()
+        with anyio.move_on_after(SERVICE_STOP_GRACE, shield=True):
+            await self._services_done.wait()
+        self._services_group = None
 
     def processor_table(self) -> ProcessorTable:
         """Every broker processor the plugins registered, bound to this server."""

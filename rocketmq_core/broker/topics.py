@@ -25,6 +25,7 @@ from ..protocol.constants import (
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    TIMER_TOPIC,
     TOPIC_MAX_LENGTH,
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
@@ -46,6 +47,7 @@ NOT_SENDABLE = frozenset(
         TRANS_CHECK_MAX_TIME_TOPIC,
         SELF_TEST_TOPIC,
         OFFSET_MOVED_EVENT,
+        TIMER_TOPIC,
     }
 )
 
@@ -110,6 +112,7 @@ class TopicConfigManager(VersionedConfigFile):
             (f"{config.broker_cluster_name}_REPLY_TOPIC", 1, int(PERM_RW)),
             (TRANS_HALF_TOPIC, 1, int(PERM_RW)),
             (TRANS_OP_HALF_TOPIC, 1, int(PERM_RW)),
+            (TIMER_TOPIC, 1, int(PERM_RW)),
         ]
         if config.auto_create_topic_enable:
             builtins.append((DEFAULT_TOPIC, config.default_topic_queue_nums, inherit_rw))

@@ -64,7 +64,7 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
         original.born_host,
         original.reconsume_times + 1,
     )
-    result = await broker.store.put(message)
+    result = await broker.store.put(broker.prepare(message))
     if not result.status.stored:
         raise ResponseError(ResponseCode.SYSTEM_ERROR, result.status.name)
     return request.response()

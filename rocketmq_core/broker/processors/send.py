@@ -67,6 +67,8 @@ def send_message(
         messages = _batch_messages(
             request.body, header, topic, queue_id, sys_flag, born_host, properties
         )
+        if broker.put_hooks:
+            messages = _prepared_batch(broker, messages)
         result = store.append_batch(messages)
         uniq = None
     else:
@@ -81,6 +83,8 @@ def send_message(
             born_host,
             header.reconsume_times or 0,
         )
+        if broker.put_hooks:
+            message = broker.prepare(message)
         result = store.append(message)
         uniq = property_value(message.properties, b"UNIQ_KEY")
     if result.flush_to >= 0:
@@ -208,6 +212,19 @@ def _batch_messages(
     if not messages:
         raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no messages")
     return messages
+
+
+def _prepared_batch(broker: Broker, messages: list[MessageToStore]) -> list[MessageToStore]:
+    """The batch's records through the put hooks; they must still share one queue."""
+    prepared = [broker.prepare(message) for message in messages]
+    first = prepared[0]
+    if any(m.topic != first.topic or m.queue_id != first.queue_id for m in prepared):
+        raise ResponseError(
+            ResponseCode.MESSAGE_ILLEGAL,
+            "the records of a batch must stay in one queue: send messages with different"
+            " delays, deliver times or transactions one by one",
+        )
+    return prepared
 
 
 def _batch_level_pairs(batch_level: bytes) -> list[tuple[bytes, bytes, bytes]]:
