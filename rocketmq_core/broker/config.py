@@ -14,6 +14,7 @@ from ..protocol.message import pack_host
 from ..store.api import StoreConfig
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+MAX_TIMER_DELAY_SEC = 10 * 365 * 86_400
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 # refused by UPDATE_BROKER_CONFIG whatever configBlackList says, as RocketMQ does
@@ -71,6 +72,13 @@ class BrokerConfig(Settings):
     disk_space_clean_forcibly_ratio: int = setting(85)
     max_message_size: int = setting(4 * 1024 * 1024)
     message_delay_level: str = setting(DEFAULT_DELAY_LEVELS)
+    timer_wheel_enable: bool = setting(True, help="accept timer (arbitrary-time) messages")
+    timer_max_delay_sec: int = setting(
+        40 * 86_400, help="the furthest ahead a timer message may ask to be delivered"
+    )
+    timer_precision_ms: int = setting(
+        100, help="timer messages are delivered at their time, at most this much later"
+    )
     auto_create_topic_enable: bool = setting(True)
     auto_create_subscription_group: bool = setting(True)
     default_topic_queue_nums: int = setting(8)
@@ -123,8 +131,6 @@ class BrokerConfig(Settings):
             "enablePropertyFilter",
             "slaveReadEnable",
             "useServerSideResetOffset",
-            "timerWheelEnable",
-            "timerMaxDelaySec",
             "enableSlaveActingMaster",
             "enableControllerMode",
         }
@@ -148,6 +154,15 @@ class BrokerConfig(Settings):
         if not 0 <= self.listen_port < 65536:  # 0: any free port (tests)
             raise ConfigError(f"listenPort must be a port number, not {self.listen_port}")
         delay_levels_ms(self.message_delay_level)
+        if not 0 < self.timer_max_delay_sec <= MAX_TIMER_DELAY_SEC:
+            raise ConfigError(
+                f"timerMaxDelaySec must be between 1 and {MAX_TIMER_DELAY_SEC} (10 years),"
+                f" not {self.timer_max_delay_sec}"
+            )
+        if not 1 <= self.timer_precision_ms <= 60_000:
+            raise ConfigError(
+                f"timerPrecisionMs must be between 1 and 60000, not {self.timer_precision_ms}"
+            )
         self.store_config()  # brokerIP1 must be an IP address
         for address in self.namesrv_addresses():
             if ":" not in address:

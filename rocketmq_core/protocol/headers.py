@@ -373,6 +373,19 @@ class CheckTransactionStateRequestHeader(CustomHeader):
     broker_name: str | None = wire("bname", None)
 
 
+@custom_header
+class RecallMessageRequestHeader(CustomHeader):
+    topic: str
+    recall_handle: str
+    producer_group: str | None = None
+    broker_name: str | None = wire("bname", None)
+
+
+@custom_header
+class RecallMessageResponseHeader(CustomHeader):
+    msg_id: str
+
+
 # --- admin (CODES.md §1.2, §3.11) --------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from ...errors import BodyError, ConfigError, ResponseError
 from ...protocol.bodies import TopicConfig
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
-from ...protocol.constants import RETRY_GROUP_TOPIC_PREFIX, Perm
+from ...protocol.constants import RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC, Perm
 from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader, SendMessageResponseHeader
 from ...protocol.message import (
     COMPRESSED,
@@ -21,6 +21,7 @@ from ...protocol.message import (
     pack_host,
     property_value,
 )
+from ...protocol.recall import RecallHandle
 from ...remoting.transport import parse_address
 from ...store.api import MessageToStore, PutResult
 from ..topics import send_forbidden, topic_problem
@@ -61,6 +62,7 @@ def send_message(
         topic, queue_id = _retry_or_dead_letter(broker, header, request, queue_id)
     born_host = _born_host(ctx.peer_address)
     store = broker.store
+    recall = None
     if header.batch:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot go to a retry topic")
@@ -87,20 +89,38 @@ def send_message(
             message = broker.prepare(message)
         result = store.append(message)
         uniq = property_value(message.properties, b"UNIQ_KEY")
+        if message.topic == TIMER_TOPIC and uniq and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            recall = _recall_handle(broker, topic, message, uniq)
     if result.flush_to >= 0:
-        return _answer_when_durable(broker, request, result, queue_id, uniq)
-    return _answer(broker, request, result, queue_id, uniq)
+        return _answer_when_durable(broker, request, result, queue_id, uniq, recall)
+    return _answer(broker, request, result, queue_id, uniq, recall)
+
+
+def _recall_handle(broker: Broker, topic: str, message: MessageToStore, uniq: bytes) -> str:
+    """What the producer may later cancel the timer message with (RECALL_MESSAGE)."""
+    deliver_ms = message.tags_code or 0  # the delay scheduler keeps the delivery time here
+    return RecallHandle(topic, broker.config.broker_name, deliver_ms, uniq.decode()).encode()
 
 
 async def _answer_when_durable(
-    broker: Broker, request: RemotingCommand, result: PutResult, queue_id: int, uniq: bytes | None
+    broker: Broker,
+    request: RemotingCommand,
+    result: PutResult,
+    queue_id: int,
+    uniq: bytes | None,
+    recall: str | None,
 ) -> RemotingCommand:
     result = await broker.store.wait_durable(result)
-    return _answer(broker, request, result, queue_id, uniq)
+    return _answer(broker, request, result, queue_id, uniq, recall)
 
 
 def _answer(
-    broker: Broker, request: RemotingCommand, result: PutResult, queue_id: int, uniq: bytes | None
+    broker: Broker,
+    request: RemotingCommand,
+    result: PutResult,
+    queue_id: int,
+    uniq: bytes | None,
+    recall: str | None,
 ) -> RemotingCommand:
     if not result.status.stored:
         raise ResponseError(result.status.response_code, result.remark or result.status.name)
@@ -109,6 +129,7 @@ def _answer(
         queue_id=queue_id,
         queue_offset=result.queue_offset,
         transaction_id=uniq.decode() if uniq else None,
+        recall_handle=recall,
         region_id=broker.config.region_id,
         trace_on=broker.config.trace_on,
     )
