@@ -9,6 +9,7 @@ from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
 from rocketmq_core.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
 )
@@ -199,7 +200,9 @@ async def test_send_back_goes_to_the_retry_topic_with_a_growing_delay_level(brok
     assert sent.code == ResponseCode.SUCCESS
     reply = await client.invoke(broker.address, send_back_request(original.commit_log_offset))
     assert reply.code == ResponseCode.SUCCESS, reply.remark
-    retried = await stored_message(broker, "%RETRY%CG", 0, 0)
+    # parked at its delay level (3: queue 2) by the delay scheduler, bound for the retry topic
+    retried = await stored_message(broker, SCHEDULE_TOPIC, 2, 0)
+    assert (retried.properties["REAL_TOPIC"], retried.properties["REAL_QID"]) == ("%RETRY%CG", "0")
     assert (retried.body, retried.reconsume_times) == (b"hello", 1)
     assert retried.properties["RETRY_TOPIC"] == "Orders"
     assert retried.properties["ORIGIN_MESSAGE_ID"] == "U1"  # the producer's UNIQ_KEY
@@ -207,7 +210,7 @@ async def test_send_back_goes_to_the_retry_topic_with_a_growing_delay_level(brok
     assert retried.properties["KEYS"] == "k1" and retried.tags == "TagA"
     # its next failure waits longer, and keeps the first topic and id
     await client.invoke(broker.address, send_back_request(retried.commit_log_offset))
-    twice = await stored_message(broker, "%RETRY%CG", 0, 1)
+    twice = await stored_message(broker, SCHEDULE_TOPIC, 3, 0)
     assert (twice.reconsume_times, twice.properties["DELAY"]) == (2, "4")
     assert twice.properties["RETRY_TOPIC"] == "Orders"
     assert twice.properties["ORIGIN_MESSAGE_ID"] == "U1"

@@ -19,6 +19,8 @@ from rocketmq_core.protocol.heartbeat import MessageModel, MessageQueue
 from .conftest import TOPIC, eventually
 
 pytestmark = pytest.mark.anyio
+# retries wait at level 3 + reconsumeTimes: a second each here, not 10 s, 30 s, ...
+SHORT_RETRY_DELAYS = "1s 1s 1s 1s 1s 1s"
 
 
 async def send(namesrv: str, count: int, topic: str = TOPIC, **fields) -> list:
@@ -74,6 +76,7 @@ async def test_only_subscribed_tags_arrive(namesrv):
     assert all(int(body[1:]) % 3 != 1 for body in bodies[:8])
 
 
+@pytest.mark.rocketmq(message_delay_level=SHORT_RETRY_DELAYS)
 async def test_a_failed_message_comes_back_then_goes_to_the_dead_letter_queue(cluster, namesrv):
     await send(namesrv, 3)
     seen: list[tuple[bytes, int]] = []
@@ -101,6 +104,7 @@ async def test_a_failed_message_comes_back_then_goes_to_the_dead_letter_queue(cl
     assert sorted(body for body, times in seen if times == 0) == [b"m0", b"m1", b"m2"]
 
 
+@pytest.mark.rocketmq(message_delay_level=SHORT_RETRY_DELAYS)
 async def test_a_raising_listener_counts_as_a_failure(namesrv):
     await send(namesrv, 1)
     calls = []

@@ -26,6 +26,8 @@ class Received:
     seq: bytes | None
     reconsume_times: int
     consumer: str
+    born_timestamp: int = 0
+    store_timestamp: int = 0
 
 
 @contextmanager
@@ -90,6 +92,8 @@ class CollectingConsumer:
                 incoming.get_property("seq"),
                 incoming.reconsume_times,
                 self.name,
+                incoming.born_timestamp,
+                incoming.store_timestamp,
             )
             with self._changed:
                 self.received.append(item)

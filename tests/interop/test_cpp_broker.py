@@ -26,7 +26,10 @@ def client():
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, client):
-    with EmbeddedCluster(tmp_path_factory.mktemp("cluster")) as running:
+    # levels 1 and 2 for the delay test; retries wait at level 3+ (a second, not 10 s)
+    with EmbeddedCluster(
+        tmp_path_factory.mktemp("cluster"), message_delay_level="1s 2s 1s 1s 1s 1s"
+    ) as running:
         yield running
 
 
@@ -267,3 +270,21 @@ def test_a_message_the_consumer_gives_back_returns_through_the_retry_topic(clien
         (f"key-{n}".encode(), str(n).encode()) for n in range(5)
     }
     assert stored(cluster, "%RETRY%CID-retry", queues=1) == 5
+
+
+def test_set_delay_time_level_delivers_no_earlier_than_the_level(client, cluster):
+    cluster.create_topic("DelayTopic")
+    delays_ms = {1: 1000, 2: 2000}
+    with producer(client, cluster.namesrv_address, "PID-delay") as sender:
+        for n, level in enumerate((1, 2, 1, 2)):
+            delayed = message(client, "DelayTopic", n)
+            delayed.set_delay_time_level(level)
+            sender.send_sync(delayed)
+    with CollectingConsumer(client, cluster.namesrv_address, "CID-delay", "DelayTopic") as consumer:
+        received = consumer.wait_for(4, timeout=20)
+    assert bodies(received) == expected_bodies(range(4))
+    for item in received:
+        level = 1 if item.seq in (b"0", b"2") else 2
+        waited = item.store_timestamp - item.born_timestamp
+        assert delays_ms[level] <= waited <= delays_ms[level] + 1000, (item.seq, waited)
+        assert item.topic == "DelayTopic" and item.tags == b"TagA"
