@@ -46,13 +46,14 @@ ROWS = ("sync", "async", "batch32", "raw1", "raw64", "e2e", "sync-null", "batch3
 
 
 def start_standalone(
-    directory: Path, core: int | None, store: str = "mmap"
+    directory: Path, core: int | None, store: str = "mmap", settings: str = ""
 ) -> tuple[subprocess.Popen, str, str]:
-    """``rocketmq standalone`` in a child process (any free ports), once it is ready."""
+    """``rocketmq standalone`` in a child process (any free ports), once it is ready;
+    ``settings``: more broker.conf lines."""
     config = directory / "broker.conf"
     config.write_text(
         f"storePathRootDir={directory / 'store'}\nlistenPort=0\nbrokerIP1=127.0.0.1\n"
-        f"flushDiskType=ASYNC_FLUSH\nstore={store}\n"
+        f"flushDiskType=ASYNC_FLUSH\nstore={store}\n{settings}"
     )
     command = [
         sys.executable,

@@ -155,9 +155,13 @@ class TimerService:
             parked = decode_record(result.records[0])
             uniq_key = parked.properties.get("UNIQ_KEY")
             recall = parked.properties.get("TIMER_DEL_UNIQKEY")
-            if int(parked.properties["TIMER_OUT_MS"]) > now + self.wheel.precision_ms:
-                await self._put(_rolled(parked))  # beyond the roll window: park anew
+            due = int(parked.properties["TIMER_OUT_MS"])
+            if due > now + self.roll_window_ms:
+                await self._put(_rolled(parked))  # still beyond the roll window: park anew
                 self.rolled += 1
+            elif due > now:
+                self.wheel.add(due, offset)  # the end of its roll window: wait out the rest
+                continue
             elif recall is not None:
                 markers.append((offset, recall))
                 continue  # finished after the slot's messages

@@ -200,3 +200,21 @@ async def test_ten_thousand_delayed_messages_survive_a_restart_mid_delay(cluster
         if earliest < 0:
             earliest = message.born_timestamp + LEVEL_MS[-earliest]
         assert message.store_timestamp >= earliest, msg_id
+
+
+# a third of 0.00025 h is 300 ms: timers further off than that are re-parked as it ends
+@pytest.mark.rocketmq(file_reserved_time=0.00025)
+async def test_a_timer_beyond_the_roll_window_is_re_parked_and_still_delivered_once(cluster):
+    inbox = Inbox()
+    namesrv = cluster.namesrv_address
+    async with consumer(namesrv, inbox), Producer("PG", namesrv) as producer:
+        deliver = now_ms() + 1500
+        result = await producer.send(Message(TOPIC, b"far", deliver_time_ms=deliver))
+        await eventually(lambda: len(inbox) == 1)
+        await anyio.sleep(0.3)
+    stats = cluster.broker.services["timer_wheel"].stats()
+    assert stats["rolled"] >= 3 and stats["delivered"] == 1 and stats["pending"] == 0
+    message = inbox.messages[result.msg_id]
+    assert deliver <= message.store_timestamp <= deliver + LATE_MS
+    assert inbox.duplicates == 0
+    assert message.properties["TIMER_ROLL_TIMES"] == str(stats["rolled"])
