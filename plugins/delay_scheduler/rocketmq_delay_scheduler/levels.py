@@ -134,8 +134,9 @@ class DelayLevelService:
             due = parked.store_timestamp + delay_ms
             if due > now + delay_ms:
                 due = now  # the clock went back: do not hold it longer than its delay
-            if due > now:
+            while now < due:  # a loop: timers may wake a millisecond early
                 await anyio.sleep((due - now) / 1000)
+                now = now_ms()
             put = await store.put(delivered_message(parked))
             if not put.status.stored:
                 raise RuntimeError(
