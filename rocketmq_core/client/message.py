@@ -104,6 +104,8 @@ class SendResult:
     queue: MessageQueue
     queue_offset: int
     transaction_id: str | None = None
+    # for a timer message (deliver_time_ms): what Producer.recall cancels it with
+    recall_handle: str | None = None
 
 
 @dataclass(slots=True)

@@ -24,12 +24,15 @@ from ..protocol.compression import CompressionType, compress
 from ..protocol.constants import DEFAULT_TOPIC, NAME_PATTERN, TOPIC_MAX_LENGTH, Perm
 from ..protocol.headers import (
     SEND_V2_NAMES,
+    RecallMessageRequestHeader,
+    RecallMessageResponseHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
 from ..protocol.heartbeat import MessageQueue
 from ..protocol.ids import UniqueIdGenerator
 from ..protocol.message import BATCH_RECORD_OVERHEAD, BatchItem, encode_batch, encode_properties
+from ..protocol.recall import RecallHandle
 from .config import ClientConfig
 from .fault import LatencyFaultTolerance
 from .instance import ClientInstance
@@ -301,6 +304,30 @@ class Producer:
             oneway=True,
         )
 
+    async def recall(self, topic: str, recall_handle: str) -> str:
+        """Cancel a timer message before it is due, by the ``recall_handle`` of its send
+        result (RocketMQ 5.3's RECALL_MESSAGE); returns its message id. ResponseError
+        ILLEGAL_OPERATION when it is due already or the handle is not one."""
+        try:
+            handle = RecallHandle.decode(recall_handle)
+        except ValueError as exc:
+            raise MQClientError(str(exc)) from None
+        await self.instance.topic_route(topic)
+        address = self.instance.master_address(handle.broker_name)
+        if address is None:
+            raise MQClientError(
+                f"broker {handle.broker_name!r} of the recall handle has no master in the"
+                f" route of {topic!r}"
+            )
+        header = RecallMessageRequestHeader(
+            topic=topic,
+            recall_handle=recall_handle,
+            producer_group=self.group,
+            broker_name=handle.broker_name,
+        )
+        response = await self.instance.invoke(address, RequestCode.RECALL_MESSAGE, header)
+        return RecallMessageResponseHeader.from_ext_fields(response.ext_fields).msg_id
+
     async def _send(
         self,
         first: Message,
@@ -361,21 +388,31 @@ class Producer:
             raise MQClientError("the producer is not started: use it in 'async with'")
         return time.time_ns() // 1_000_000, self._ids
 
-    def _encode_one(self, message: Message) -> tuple[RemotingCommand, list[str]]:
-        """SEND_MESSAGE_V2 for one message, without queue and broker (set per attempt)."""
+    def _encode_one(
+        self,
+        message: Message,
+        *,
+        sys_flag: int = 0,
+        extra_properties: dict[str, str] | None = None,
+    ) -> tuple[RemotingCommand, list[str]]:
+        """SEND_MESSAGE_V2 for one message, without queue and broker (set per attempt);
+        ``sys_flag`` and ``extra_properties`` mark a transaction's half message."""
         check_topic(message.topic)
         now_ms, ids = self._now_and_ids()
         unique_id = ids.next(now_ms)
-        body, sys_flag = message.body, 0
+        body = message.body
         if len(body) >= self.compress_over:
             body = compress(body, self.compression, self.compress_level)
-            sys_flag = self.compression.sys_flag
+            sys_flag |= self.compression.sys_flag
         if len(body) > self.max_message_size:
             raise MQClientError(
                 f"the message body is {len(body)} bytes; the limit is {self.max_message_size}"
                 " (maxMessageSize): split it or raise the limit on producer and broker"
             )
-        properties = encode_properties(message.wire_properties(unique_id))
+        wire_properties = message.wire_properties(unique_id)
+        if extra_properties:
+            wire_properties.update(extra_properties)
+        properties = encode_properties(wire_properties)
         request = self._request(
             RequestCode.SEND_MESSAGE_V2, message, False, sys_flag, now_ms, properties, body
         )
@@ -486,6 +523,7 @@ class Producer:
             queue=answered,
             queue_offset=header.queue_offset,
             transaction_id=header.transaction_id,
+            recall_handle=header.recall_handle,
         )
 
     def _split(self, messages: Sequence[Message]) -> list[tuple[list[BatchItem], list[str]]]:

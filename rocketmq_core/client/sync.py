@@ -29,6 +29,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from . import admin as _admin
 from . import pull as _pull
 from . import push as _push
+from . import transaction as _transaction
 from .message import ReceivedMessage
 from .producer import Producer as AsyncProducer
 
@@ -149,6 +150,13 @@ class Producer(_Blocking):
 
     def send_with_callback(self, message: Any, callback: Callable[..., Any], **kwargs: Any) -> None:
         self._call(_start_callback_send, self._client, message, callback, kwargs)
+
+
+class TransactionProducer(Producer):
+    """Blocking TransactionProducer: ``send_in_transaction`` blocks until the executor
+    ran and the broker was told; a plain executor or checker runs in a worker thread."""
+
+    _async_class = _transaction.TransactionProducer
 
 
 async def _start_callback_send(

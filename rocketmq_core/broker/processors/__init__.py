@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...protocol.codes import RequestCode
+from .. import transactions
 from . import admin, client, lock, offset, pull, query, retry, send
 
 PROCESSORS: dict[int, Callable[..., Any]] = {
@@ -23,6 +24,7 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.GET_EARLIEST_MSG_STORETIME: offset.get_earliest_msg_storetime,
     RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: offset.search_offset_by_timestamp,
     RequestCode.CONSUMER_SEND_MSG_BACK: retry.consumer_send_msg_back,
+    RequestCode.END_TRANSACTION: transactions.end_transaction,
     RequestCode.LOCK_BATCH_MQ: lock.lock_batch_mq,
     RequestCode.UNLOCK_BATCH_MQ: lock.unlock_batch_mq,
     RequestCode.QUERY_MESSAGE: query.query_message,

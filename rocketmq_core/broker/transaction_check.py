@@ -1,0 +1,272 @@
+"""The transaction check-back (STORE.md §9): every ``transactionCheckInterval``, ask the
+producer group of each half message still undecided after ``transactionTimeOut`` what
+became of its transaction.
+
+A round reads the op topic to learn what is decided, then walks the half queue from
+group CID_RMQ_SYS_TRANS's offset up to where the queue ended when the round began. A
+decided half is passed over; one checked ``transactionCheckMax`` times (or older than
+``fileReservedTime``) is moved to TRANS_CHECK_MAX_TIME_TOPIC; a young one ends the round.
+Any other is appended again as a copy (one more check counted) and the producer group
+is sent CHECK_TRANSACTION_STATE for the copy; its END_TRANSACTION decides the copy.
+Everything derives from the store and the persisted offsets, so a restart loses nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskStatus
+
+from ..protocol.codes import RequestCode
+from ..protocol.command import RemotingCommand
+from ..protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
+from ..protocol.headers import CheckTransactionStateRequestHeader
+from ..protocol.message import (
+    BORNHOST_V6,
+    STOREHOST_V6,
+    RecordError,
+    StoredMessage,
+    body_crc,
+    decode_record,
+    encode_properties,
+    host_is_v6,
+    record_size,
+    write_record,
+)
+from ..store.api import MessageToStore
+from .transactions import (
+    CHECK_IMMUNITY,
+    CHECK_TIMES,
+    HALF_QUEUE,
+    PGROUP,
+    REAL_QID,
+    REAL_TOPIC,
+    UNIQ_KEY,
+    Decisions,
+    now_ms,
+)
+
+if TYPE_CHECKING:
+    from .app import Broker
+
+log = logging.getLogger("rocketmq.broker.transactions")
+
+HALF_READ_BATCH = 32
+HOUR_MS = 3_600_000
+
+
+class TransactionCheckService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.decisions = Decisions(broker)
+        self._round_lock = anyio.Lock()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        # the state is the group's offsets, which the broker persists once services stop
+        self.decisions.load()
+        await self.decisions.read_ops()  # decided before a restart counts before any END
+        task_status.started()
+        while True:
+            await anyio.sleep(self.broker.config.transaction_check_interval / 1000)
+            try:
+                await self.check_now()
+            except Exception:  # a full disk or a bad record must not end the check-backs
+                log.exception("a transaction check-back round failed; retrying next interval")
+
+    async def check_now(self) -> None:
+        """Run one round at once (tests, admin), after a round under way."""
+        async with self._round_lock:
+            await self._round()
+
+    async def _round(self) -> None:
+        store = self.broker.store
+        decisions = self.decisions
+        decisions.load()
+        ops = await decisions.read_ops()
+        end = store.max_offset(TRANS_HALF_TOPIC, HALF_QUEUE)  # copies made now wait a round
+        now = now_ms()
+        going = True
+        while going and decisions.half_offset < end:
+            result = await store.get(
+                TRANS_HALF_TOPIC, HALF_QUEUE, decisions.half_offset, HALF_READ_BATCH
+            )
+            if not result.records:
+                if result.next_begin_offset <= decisions.half_offset:
+                    break
+                decisions.pass_half(result.next_begin_offset - 1)  # a gap: expired files
+                continue
+            # no await from here to the next read: an END_TRANSACTION sees each half
+            # either before it is looked at or after it is passed
+            for record, queue_offset in zip(result.records, result.queue_offsets, strict=True):
+                going = queue_offset < end and self._check_half(record, queue_offset, now)
+                if not going:
+                    break
+        decisions.forget_settled(ops)
+
+    def _check_half(self, record: bytes | memoryview, queue_offset: int, now: int) -> bool:
+        """Handle one half; False when the round stops before it."""
+        config = self.broker.config
+        if self.decisions.settled(queue_offset):
+            self.decisions.pass_half(queue_offset)
+            return True
+        try:
+            half = decode_record(record)
+        except RecordError as exc:
+            log.error("half message %d is unreadable (%s); skipped", queue_offset, exc)
+            self.decisions.pass_half(queue_offset)
+            return True
+        checks = _check_times(half)
+        if (
+            checks >= config.transaction_check_max
+            or now - half.born_timestamp > config.file_reserved_time * HOUR_MS
+        ):
+            self._discard(half, checks)
+            self.decisions.pass_half(queue_offset)
+            return True
+        # born time of the first half (copies keep it); the store time if the producer's
+        # clock is ahead of ours
+        age = now - min(half.born_timestamp, half.store_timestamp)
+        if 0 <= age < _immunity_ms(half, config.transaction_time_out):
+            return False
+        copy = self._append_copy(half, checks + 1)
+        if copy is None:
+            return False
+        self.decisions.pass_half(queue_offset)
+        self._ask_producer(copy)
+        return True
+
+    def _append_copy(self, half: StoredMessage, checks: int) -> StoredMessage | None:
+        """The half appended again, counting one more check; None if the store refused."""
+        properties = {**half.properties, CHECK_TIMES: str(checks)}
+        put = self.broker.store.append(_copy(half, TRANS_HALF_TOPIC, HALF_QUEUE, properties))
+        if not put.status.stored:
+            log.warning(
+                "half message %d was not appended again for its check: %s %s; next round",
+                half.queue_offset,
+                put.status.name,
+                put.remark,
+            )
+            return None
+        return dataclasses.replace(
+            half,
+            queue_offset=put.queue_offset,
+            commit_log_offset=put.commit_log_offset,
+            store_timestamp=put.store_timestamp,
+            store_host=put.store_host,
+            properties=properties,
+        )
+
+    def _ask_producer(self, copy: StoredMessage) -> None:
+        """CHECK_TRANSACTION_STATE for ``copy`` to a producer of its group, if one is here."""
+        properties = copy.properties
+        group = properties.get(PGROUP, "")
+        channel = self.broker.producers.any_channel(group)
+        uniq = properties.get(UNIQ_KEY)
+        if channel is None:
+            log.debug("no producer of group %r is connected to check transaction %s", group, uniq)
+            return
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=copy.queue_offset,
+            commit_log_offset=copy.commit_log_offset,
+            msg_id=uniq,
+            transaction_id=uniq,
+            offset_msg_id=copy.offset_msg_id,
+            topic=properties.get(REAL_TOPIC),
+            broker_name=self.broker.config.broker_name,
+        )
+        # the producer sees the message where it was sent, not where it waits
+        as_sent = dataclasses.replace(
+            copy,
+            topic=properties.get(REAL_TOPIC, copy.topic),
+            queue_id=int(properties.get(REAL_QID) or 0),
+        )
+        request = RemotingCommand.request(
+            RequestCode.CHECK_TRANSACTION_STATE,
+            header.to_ext_fields(),
+            encoded_record(as_sent),
+            oneway=True,
+        )
+        self.broker.send_to_client(channel, request)
+
+    def _discard(self, half: StoredMessage, checks: int) -> None:
+        """Move a half nobody decided out of the way, to TRANS_CHECK_MAX_TIME_TOPIC."""
+        self.broker.topics.create_if_missing(TRANS_CHECK_MAX_TIME_TOPIC, 1)
+        put = self.broker.store.append(
+            _copy(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(half.properties))
+        )
+        log.warning(
+            "transaction %s of producer group %r undecided after %d checks: moved to %s%s",
+            half.properties.get(UNIQ_KEY),
+            half.properties.get(PGROUP),
+            checks,
+            TRANS_CHECK_MAX_TIME_TOPIC,
+            "" if put.status.stored else f" but not stored ({put.status.name}): dropped",
+        )
+
+
+def _check_times(half: StoredMessage) -> int:
+    try:
+        return int(half.properties.get(CHECK_TIMES) or 0)
+    except ValueError:
+        return 0
+
+
+def _immunity_ms(half: StoredMessage, transaction_time_out: int) -> int:
+    """How long after it was sent a half is left alone: ``transactionTimeOut``, or longer
+    when the producer asked for it (CHECK_IMMUNITY_TIME_IN_SECONDS)."""
+    try:
+        asked = int(half.properties.get(CHECK_IMMUNITY) or 0) * 1000
+    except ValueError:
+        asked = 0
+    return max(transaction_time_out, asked)
+
+
+def _copy(
+    half: StoredMessage, topic: str, queue_id: int, properties: dict[str, str]
+) -> MessageToStore:
+    return MessageToStore(
+        topic,
+        queue_id,
+        half.body,
+        encode_properties(properties).encode(),
+        half.flag,
+        half.sys_flag,
+        half.born_timestamp,
+        half.born_host,
+        half.reconsume_times,
+    )
+
+
+def encoded_record(message: StoredMessage) -> bytes:
+    """``message`` in the stored-record layout (what a pull returns)."""
+    topic_bytes = message.topic.encode()
+    properties = encode_properties(message.properties).encode()
+    born_v6, store_v6 = host_is_v6(message.born_host), host_is_v6(message.store_host)
+    sys_flag = message.sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)
+    sys_flag |= (BORNHOST_V6 if born_v6 else 0) | (STOREHOST_V6 if store_v6 else 0)
+    size = record_size(len(message.body), len(topic_bytes), len(properties), born_v6, store_v6)
+    buffer = bytearray(size)
+    write_record(
+        buffer,
+        0,
+        size,
+        message.body,
+        body_crc(message.body),
+        topic_bytes,
+        properties,
+        message.queue_id,
+        message.flag,
+        message.queue_offset,
+        message.commit_log_offset,
+        sys_flag,
+        message.born_timestamp,
+        message.born_host,
+        message.store_timestamp,
+        message.store_host,
+        message.reconsume_times,
+        message.prepared_transaction_offset,
+    )
+    return bytes(buffer)

@@ -1,0 +1,334 @@
+"""Transactional messages on the broker: half messages and END_TRANSACTION (STORE.md §9,
+CODES.md §4.7).
+
+A send marked ``TRAN_MSG=true`` is parked as a *half* message in
+RMQ_SYS_TRANS_HALF_TOPIC (the put hook). END_TRANSACTION commits it to its real topic or
+rolls it back, and either way writes an *op* message to RMQ_SYS_TRANS_OP_HALF_TOPIC whose
+body is the half's queue offset: the op topic is the durable record of decisions, which
+``Decisions`` caches and the check-back service (``transaction_check``) reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import ResponseError
+from ..protocol.codes import ResponseCode
+from ..protocol.command import RemotingCommand
+from ..protocol.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from ..protocol.headers import EndTransactionRequestHeader
+from ..protocol.message import (
+    TRANSACTION_COMMIT,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK,
+    RecordError,
+    StoredMessage,
+    decode_record,
+    encode_properties,
+    parse_properties,
+    property_value,
+)
+from ..store.api import MessageToStore
+
+if TYPE_CHECKING:
+    from ..remoting.processor import RequestContext
+    from .app import Broker
+
+log = logging.getLogger("rocketmq.broker.transactions")
+
+CHECK_SERVICE = "transaction_check"  # the broker service that owns ``Decisions``
+CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # whose offsets on the half and op topics say how far
+HALF_QUEUE = 0  # every half message waits in queue 0 (and its op in op queue 0)
+OP_TAG = "d"
+OP_READ_BATCH = 32
+
+# properties (MESSAGE.md §4.1)
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+UNIQ_KEY = "UNIQ_KEY"
+TRANSACTION_ID = "__transactionId__"
+CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+# what a half carries that its committed message must not
+HALF_ONLY = (
+    TRAN_MSG,
+    REAL_TOPIC,
+    REAL_QID,
+    TRANSACTION_ID,
+    CHECK_TIMES,
+    "TRAN_PREPARED_QUEUE_OFFSET",
+)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# --- the put hook --------------------------------------------------------------------------
+
+
+class HalfMessageHook:
+    """Parks a transaction's message in the half topic until the producer decides."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.config = broker.config
+
+    def __call__(self, message: MessageToStore) -> MessageToStore:
+        properties = message.properties
+        if b"TRAN_MSG\x01" not in properties:
+            return message
+        if (property_value(properties, b"TRAN_MSG") or b"").lower() != b"true":
+            return message
+        if message.reconsume_times > 0 and _delay_level(properties) > 0:
+            return message  # a retry of a transaction's message: an ordinary delayed message
+        if self.config.reject_transaction_message:
+            raise ResponseError(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] sending transaction message is"
+                " forbidden (rejectTransactionMessage=true)",
+            )
+        parsed = parse_properties(properties.decode())
+        parsed[REAL_TOPIC] = message.topic
+        parsed[REAL_QID] = str(message.queue_id)
+        if UNIQ_KEY in parsed:
+            parsed[TRANSACTION_ID] = parsed[UNIQ_KEY]
+        return dataclasses.replace(
+            message,
+            topic=TRANS_HALF_TOPIC,
+            queue_id=HALF_QUEUE,
+            properties=encode_properties(parsed).encode(),
+            # NOT_TYPE: the half gets a consume-queue entry, which the check-back reads
+            sys_flag=message.sys_flag & ~TRANSACTION_MASK,
+        )
+
+
+def _delay_level(properties: bytes) -> int:
+    try:
+        return int(property_value(properties, b"DELAY") or 0)
+    except ValueError:
+        return 0
+
+
+# --- decisions ------------------------------------------------------------------------------
+
+
+class Decisions:
+    """Which half messages are decided.
+
+    The check-back walks the half queue in order from ``half_offset`` (the offset of group
+    CID_RMQ_SYS_TRANS), so every half below it is settled: decided, discarded, or
+    replaced by a copy whose check-back decides the transaction. At or above it a half is
+    decided once an op names it; ``read_ops`` learns those from the op topic (so a restart
+    forgets nothing) and END_TRANSACTION adds its own before it stores anything.
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.half_offset = 0
+        self.op_offset = 0
+        self._decided: set[int] = set()
+
+    def load(self) -> None:
+        """Take up the offsets where they were persisted (or where the queues now start)."""
+        self.half_offset = max(self.half_offset, self._committed(TRANS_HALF_TOPIC))
+        self.op_offset = max(self.op_offset, self._committed(TRANS_OP_HALF_TOPIC))
+
+    def _committed(self, topic: str) -> int:
+        committed = self.broker.offsets.query(CHECK_GROUP, topic, HALF_QUEUE)
+        # the oldest files of the queue may have expired
+        return max(committed, self.broker.store.min_offset(topic, HALF_QUEUE))
+
+    def settled(self, half_offset: int) -> bool:
+        return half_offset < self.half_offset or half_offset in self._decided
+
+    def claim(self, half_offset: int) -> bool:
+        """Mark a half decided; False when it was settled already (a second decision)."""
+        if self.settled(half_offset):
+            return False
+        self._decided.add(half_offset)
+        return True
+
+    def release(self, half_offset: int) -> None:
+        """The decision could not be stored: the half waits for one again."""
+        self._decided.discard(half_offset)
+
+    def pass_half(self, half_offset: int) -> None:
+        """The check-back is done with every half up to ``half_offset``."""
+        self.half_offset = half_offset + 1
+        self.broker.offsets.commit(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE, self.half_offset)
+
+    async def read_ops(self) -> list[tuple[int, list[int]]]:
+        """Op messages from ``op_offset`` on, as (op queue offset, half offsets decided)."""
+        store = self.broker.store
+        ops: list[tuple[int, list[int]]] = []
+        offset = self.op_offset
+        end = store.max_offset(TRANS_OP_HALF_TOPIC, HALF_QUEUE)
+        while offset < end:
+            result = await store.get(TRANS_OP_HALF_TOPIC, HALF_QUEUE, offset, OP_READ_BATCH)
+            for record, queue_offset in zip(result.records, result.queue_offsets, strict=True):
+                halves = _op_halves(record, queue_offset)
+                self._decided.update(halves)
+                ops.append((queue_offset, halves))
+            if result.next_begin_offset <= offset:
+                break
+            offset = result.next_begin_offset
+        return ops
+
+    def forget_settled(self, ops: list[tuple[int, list[int]]]) -> None:
+        """Move the op offset past the leading ``ops`` that decide only halves below
+        ``half_offset``, and drop those halves from the cache (``settled`` knows them)."""
+        for queue_offset, halves in ops:
+            if any(half >= self.half_offset for half in halves):
+                break
+            self.op_offset = queue_offset + 1
+        self.broker.offsets.commit(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE, self.op_offset)
+        self._decided = {half for half in self._decided if half >= self.half_offset}
+
+
+def _op_halves(record: bytes | memoryview, queue_offset: int) -> list[int]:
+    """The half offsets an op message decides: ``12`` (4.x) or ``12,13,`` (5.x)."""
+    try:
+        body = decode_record(record).body
+        return [int(part) for part in body.split(b",") if part.strip()]
+    except (RecordError, ValueError) as exc:
+        log.error("transaction op message %d is unreadable (%s); ignored", queue_offset, exc)
+        return []
+
+
+def decisions_of(broker: Broker) -> Decisions:
+    service = broker.services.get(CHECK_SERVICE)
+    if service is None:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"the broker service {CHECK_SERVICE!r} is not running: transactions cannot end",
+        )
+    return service.decisions
+
+
+# --- END_TRANSACTION ------------------------------------------------------------------------
+
+
+async def end_transaction(
+    broker: Broker, ctx: RequestContext, request: RemotingCommand
+) -> RemotingCommand | None:
+    """Commit or roll back a half message. A second decision is answered SUCCESS and
+    ignored, and so is one for a half the check-back already replaced by a copy (an
+    executor slower than transactionTimeOut): the copy's check-back decides, once."""
+    broker.check_ready()
+    header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields or {})
+    if broker.config.broker_role == "SLAVE":
+        raise ResponseError(
+            ResponseCode.SLAVE_NOT_AVAILABLE,
+            "this broker is a slave: end transactions on the master",
+        )
+    decision = header.commit_or_rollback
+    if decision == TRANSACTION_NOT_TYPE:
+        return None  # the producer does not know yet: the check-back will ask again
+    if decision not in (TRANSACTION_COMMIT, TRANSACTION_ROLLBACK):
+        raise ResponseError(
+            ResponseCode.INVALID_PARAMETER,
+            f"commitOrRollback is {decision}: send 8 (commit), 12 (rollback) or 0 (unknown)",
+        )
+    half = await _half_message(broker, header)
+    decisions = decisions_of(broker)
+    if not decisions.claim(half.queue_offset):
+        log.info(
+            "transaction %s (half %d) is decided already; %s ignored",
+            header.transaction_id or header.msg_id,
+            half.queue_offset,
+            "commit" if decision == TRANSACTION_COMMIT else "rollback",
+        )
+        return request.response()
+    if decision == TRANSACTION_COMMIT:
+        try:
+            # through the put hooks: a committed message with a delay level is delayed
+            await _put(broker, broker.prepare(committed_message(half)), "the committed message")
+        except Exception:
+            decisions.release(half.queue_offset)
+            raise
+    await _put(broker, op_message(broker, half), "the transaction's op message")
+    return request.response()
+
+
+async def _half_message(broker: Broker, header: EndTransactionRequestHeader) -> StoredMessage:
+    """The half message the request names, checked against what the request says of it."""
+    record = await broker.store.message_at(header.commit_log_offset)
+    try:
+        half = decode_record(record) if record is not None else None
+    except RecordError:
+        half = None
+    if half is None or half.topic != TRANS_HALF_TOPIC or REAL_TOPIC not in half.properties:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"Find prepared transaction message failed: no half message at commitLogOffset"
+            f" {header.commit_log_offset}",
+        )
+    group = half.properties.get(PGROUP)
+    if group != header.producer_group:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"The producer group wrong: the half message belongs to group {group!r},"
+            f" not {header.producer_group!r}",
+        )
+    if half.queue_offset != header.tran_state_table_offset:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"The transaction state table offset wrong: the half message is at"
+            f" {half.queue_offset}, not {header.tran_state_table_offset}",
+        )
+    if half.commit_log_offset != header.commit_log_offset:
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"The commit log offset wrong: the half message is at {half.commit_log_offset}",
+        )
+    return half
+
+
+async def _put(broker: Broker, message: MessageToStore, what: str) -> None:
+    result = await broker.store.put(message)
+    if not result.status.stored:
+        log.error("%s was not stored: %s %s", what, result.status.name, result.remark)
+        raise ResponseError(
+            ResponseCode.SYSTEM_ERROR,
+            f"{what} was not stored: {result.status.name} {result.remark}".rstrip(),
+        )
+
+
+def committed_message(half: StoredMessage) -> MessageToStore:
+    """The half as its real topic gets it: same body, flag, born time and host, keys,
+    tags and id, type COMMIT, pointing back at the half."""
+    properties = dict(half.properties)
+    topic = properties[REAL_TOPIC]
+    queue_id = int(properties.get(REAL_QID) or 0)
+    for name in HALF_ONLY:
+        properties.pop(name, None)
+    return MessageToStore(
+        topic,
+        queue_id,
+        half.body,
+        encode_properties(properties).encode(),
+        half.flag,
+        (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT,
+        half.born_timestamp,
+        half.born_host,
+        half.reconsume_times,
+        prepared_transaction_offset=half.commit_log_offset,
+    )
+
+
+def op_message(broker: Broker, half: StoredMessage) -> MessageToStore:
+    """The record that ``half`` is decided: its queue offset, in decimal, tagged ``d``."""
+    return MessageToStore(
+        TRANS_OP_HALF_TOPIC,
+        half.queue_id,
+        str(half.queue_offset).encode(),
+        encode_properties({"TAGS": OP_TAG, "WAIT": "false"}).encode(),
+        born_timestamp=now_ms(),
+        born_host=broker.store.config.store_host,
+    )

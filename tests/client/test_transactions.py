@@ -1,0 +1,389 @@
+"""Transactional messages end to end: half messages, END_TRANSACTION, the check-back,
+a broker restart, the blocking producer and a producer killed before its decision."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from rocketmq_core.client import sync
+from rocketmq_core.client.config import ClientConfig
+from rocketmq_core.client.message import Message, ReceivedMessage
+from rocketmq_core.client.producer import MQClientError
+from rocketmq_core.client.push import PushConsumer
+from rocketmq_core.client.transaction import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
+from rocketmq_core.protocol.headers import EndTransactionRequestHeader
+from rocketmq_core.protocol.message import (
+    TRANSACTION_COMMIT,
+    TRANSACTION_MASK,
+    decode_offset_msg_id,
+    decode_record,
+)
+from rocketmq_core.testing.cluster import EmbeddedCluster
+
+from .conftest import TOPIC, eventually
+
+pytestmark = pytest.mark.anyio
+
+COMMIT, ROLLBACK, UNKNOWN = (
+    LocalTransactionState.COMMIT,
+    LocalTransactionState.ROLLBACK,
+    LocalTransactionState.UNKNOWN,
+)
+HELPER = Path(__file__).with_name("transaction_producer_process.py")
+# a half older than 300 ms is checked back, at most 200 ms later
+CHECKING = {"transaction_check_interval": 200, "transaction_time_out": 300}
+checking = pytest.mark.rocketmq(**CHECKING)
+# no check-back within a test: only the producer decides
+patient = pytest.mark.rocketmq(transaction_check_interval=200, transaction_time_out=60_000)
+
+
+def answer(state: LocalTransactionState):
+    """A checker answering ``state``, and the messages it was asked about."""
+    asked: list[ReceivedMessage] = []
+
+    def checker(message: ReceivedMessage) -> LocalTransactionState:
+        asked.append(message)
+        return state
+
+    return checker, asked
+
+
+async def undecided(message: Message, arg: object) -> LocalTransactionState:
+    return UNKNOWN
+
+
+@asynccontextmanager
+async def consuming(cluster: EmbeddedCluster, group: str) -> AsyncIterator[list[ReceivedMessage]]:
+    """What a push consumer of TOPIC receives, once it pulls from every queue."""
+    received: list[ReceivedMessage] = []
+
+    async def listener(messages: list[ReceivedMessage]) -> None:
+        received.extend(messages)
+
+    consumer = PushConsumer(group, cluster.namesrv_address, listener=listener, consume_from="first")
+    consumer.subscribe(TOPIC)
+    async with consumer:
+        await eventually(lambda: any(len(q) == 4 for q in in_broker(cluster, held_queues)))
+        yield received
+
+
+async def held_queues(cluster: EmbeddedCluster) -> list[set[int]]:
+    return list(cluster.broker.pulls.held_queues(TOPIC).values())
+
+
+def in_broker(cluster: EmbeddedCluster, function, *args):
+    """``function(cluster, *args)`` run in the broker's event loop (blocking)."""
+    return cluster.call(function, cluster, *args)
+
+
+async def check_now(cluster: EmbeddedCluster) -> None:
+    await cluster.broker.services["transaction_check"].check_now()
+
+
+async def check_rounds(cluster: EmbeddedCluster, count: int = 1) -> None:
+    """Run check-back rounds at once, rather than wait for them."""
+    for _ in range(count):
+        await anyio.to_thread.run_sync(in_broker, cluster, check_now)
+
+
+async def queue_size(cluster: EmbeddedCluster, topic: str) -> int:
+    return cluster.broker.store.max_offset(topic, 0)
+
+
+async def end(
+    producer: TransactionProducer,
+    cluster: EmbeddedCluster,
+    result: TransactionSendResult,
+    decision: int = TRANSACTION_COMMIT,
+    **wrong,
+):
+    """END_TRANSACTION as a request with a response (clients send it oneway)."""
+    header = EndTransactionRequestHeader(
+        producer_group=wrong.get("group", producer.group),
+        tran_state_table_offset=wrong.get("offset", result.queue_offset),
+        commit_log_offset=wrong.get(
+            "commit_log_offset", decode_offset_msg_id(result.offset_msg_id)[1]
+        ),
+        commit_or_rollback=decision,
+        msg_id=result.msg_id,
+        transaction_id=result.transaction_id,
+    )
+    return await producer.instance.invoke(
+        cluster.broker_address,
+        RequestCode.END_TRANSACTION,
+        header,
+        accept=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR, ResponseCode.INVALID_PARAMETER),
+    )
+
+
+@patient
+async def test_a_commit_delivers_the_message_a_rollback_never_and_a_half_is_unseen(cluster, name):
+    decide = anyio.Event()
+
+    async def executor(message: Message, state: LocalTransactionState) -> LocalTransactionState:
+        await decide.wait()
+        return state
+
+    checker, asked = answer(UNKNOWN)
+    results: dict[bytes, TransactionSendResult] = {}
+    async with (
+        consuming(cluster, name("CG")) as received,
+        TransactionProducer(
+            name("PG"), cluster.namesrv_address, executor=executor, checker=checker
+        ) as producer,
+    ):
+
+        async def send(body: bytes, state: LocalTransactionState) -> None:
+            message = Message(TOPIC, body, tags="TagA", keys=["k1", "k2"], properties={"a": "1"})
+            results[body] = await producer.send_in_transaction(message, state)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(send, b"commit", COMMIT)
+            group.start_soon(send, b"rollback", ROLLBACK)
+            await eventually(lambda: in_broker(cluster, queue_size, TRANS_HALF_TOPIC) == 2)
+            await anyio.sleep(0.3)
+            assert received == [], "a half message reached a consumer"
+            decide.set()
+        await eventually(lambda: len(received) == 1)
+        await check_rounds(cluster)
+        await anyio.sleep(0.3)
+    [message] = received
+    committed = results[b"commit"]
+    assert committed.local_state is COMMIT and results[b"rollback"].local_state is ROLLBACK
+    assert (message.body, message.tags, message.keys) == (b"commit", "TagA", ["k1", "k2"])
+    assert message.msg_id == committed.msg_id == committed.transaction_id
+    assert message.topic == TOPIC and message.queue == committed.queue
+    assert message.properties["a"] == "1" and message.properties["PGROUP"] == producer.group
+    assert (
+        not {"TRAN_MSG", "REAL_TOPIC", "REAL_QID", "__transactionId__"} & message.properties.keys()
+    )
+    assert message.sys_flag & TRANSACTION_MASK == TRANSACTION_COMMIT
+    assert asked == []
+
+
+@checking
+@pytest.mark.parametrize(
+    ("local", "checked"), [("unknown", COMMIT), ("raises", ROLLBACK)], ids=["commit", "rollback"]
+)
+async def test_an_undecided_transaction_is_checked_back(cluster, name, local, checked):
+    async def executor(message: Message, arg: object) -> LocalTransactionState:
+        if local == "raises":
+            raise RuntimeError("the local transaction failed to report")
+        return UNKNOWN
+
+    checker, asked = answer(checked)
+    async with (
+        consuming(cluster, name("CG")) as received,
+        TransactionProducer(
+            name("PG"), cluster.namesrv_address, executor=executor, checker=checker
+        ) as producer,
+    ):
+        result = await producer.send_in_transaction(Message(TOPIC, b"order", keys="o-1"))
+        assert result.local_state is UNKNOWN
+        await eventually(lambda: asked)
+        if checked is COMMIT:
+            await eventually(lambda: len(received) == 1)
+        await check_rounds(cluster, 3)
+        await anyio.sleep(0.3)
+    [message] = asked
+    assert (message.topic, message.body, message.keys) == (TOPIC, b"order", ["o-1"])
+    assert message.msg_id == result.msg_id
+    assert message.properties["TRANSACTION_CHECK_TIMES"] == "1"
+    assert [m.body for m in received] == ([b"order"] if checked is COMMIT else [])
+
+
+@patient
+async def test_end_transaction_must_name_the_half_message_rightly(cluster, name):
+    checker, _ = answer(UNKNOWN)
+    async with (
+        consuming(cluster, name("CG")) as received,
+        TransactionProducer(
+            name("PG"), cluster.namesrv_address, executor=undecided, checker=checker
+        ) as producer,
+    ):
+        result = await producer.send_in_transaction(Message(TOPIC, b"order"))
+        refused = [
+            await end(producer, cluster, result, group="PG-other"),
+            await end(producer, cluster, result, offset=result.queue_offset + 1),
+            await end(producer, cluster, result, commit_log_offset=10**9),
+        ]
+        assert [reply.code for reply in refused] == [ResponseCode.SYSTEM_ERROR] * 3
+        assert "producer group wrong" in refused[0].remark and "PG-other" in refused[0].remark
+        assert "state table offset wrong" in refused[1].remark
+        assert "Find prepared transaction message failed" in refused[2].remark
+        odd = await end(producer, cluster, result, decision=5)
+        assert odd.code == ResponseCode.INVALID_PARAMETER and "commitOrRollback" in odd.remark
+        await anyio.sleep(0.3)
+        assert received == []
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        await eventually(lambda: len(received) == 1)
+
+
+@pytest.mark.rocketmq(reject_transaction_message=True)
+async def test_a_broker_that_rejects_transactions_says_so(cluster, name):
+    ran: list[Message] = []
+
+    def executor(message: Message, arg: object) -> LocalTransactionState:
+        ran.append(message)
+        return COMMIT
+
+    async with TransactionProducer(
+        name("PG"), cluster.namesrv_address, executor=executor, checker=answer(UNKNOWN)[0]
+    ) as producer:
+        with pytest.raises(MQClientError, match="transaction message is forbidden"):
+            await producer.send_in_transaction(Message(TOPIC, b"order"))
+    assert ran == []
+
+
+@pytest.mark.rocketmq(store="mmap", transaction_check_interval=200, transaction_time_out=60_000)
+async def test_a_decision_counts_once_even_across_broker_restarts(cluster, name):
+    checker, asked = answer(ROLLBACK)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
+    async with TransactionProducer(
+        name("PG"), config=config, executor=undecided, checker=checker
+    ) as producer:
+        first = await producer.send_in_transaction(Message(TOPIC, b"first"))
+        second = await producer.send_in_transaction(Message(TOPIC, b"second"))
+        assert (await end(producer, cluster, second)).code == ResponseCode.SUCCESS
+        assert (await end(producer, cluster, second)).code == ResponseCode.SUCCESS
+        # the undecided first half stops the check-back: the second's decision is only
+        # in the op topic when the broker restarts
+        await check_rounds(cluster)
+        await anyio.to_thread.run_sync(cluster.restart_broker)
+        assert (await end(producer, cluster, second)).code == ResponseCode.SUCCESS
+        assert (await end(producer, cluster, first)).code == ResponseCode.SUCCESS
+        # now the check-back has passed both: below its offset, they count as decided
+        await check_rounds(cluster)
+        await anyio.to_thread.run_sync(cluster.restart_broker)
+        assert (await end(producer, cluster, first)).code == ResponseCode.SUCCESS
+        assert (await end(producer, cluster, second, decision=12)).code == ResponseCode.SUCCESS
+        async with consuming(cluster, name("CG")) as received:
+            await eventually(lambda: len(received) == 2)
+            await check_rounds(cluster)
+            await anyio.sleep(0.3)
+    assert sorted(m.body for m in received) == [b"first", b"second"]
+    assert asked == []
+
+
+@pytest.mark.rocketmq(transaction_check_max=2, **CHECKING)
+async def test_a_transaction_nobody_decides_is_moved_aside_after_the_last_check(cluster, name):
+    checker, asked = answer(UNKNOWN)
+    async with TransactionProducer(
+        name("PG"), cluster.namesrv_address, executor=undecided, checker=checker
+    ) as producer:
+        result = await producer.send_in_transaction(Message(TOPIC, b"limbo"))
+        await eventually(lambda: in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1)
+
+    async def moved(cluster: EmbeddedCluster):
+        got = await cluster.broker.store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, 0, 1)
+        return decode_record(got.records[0])
+
+    record = in_broker(cluster, moved)
+    assert record.body == b"limbo" and record.properties["UNIQ_KEY"] == result.msg_id
+    assert record.properties["REAL_TOPIC"] == TOPIC
+    assert [m.properties["TRANSACTION_CHECK_TIMES"] for m in asked] == ["1", "2"]
+
+
+@pytest.mark.rocketmq(store="mmap", **CHECKING)
+async def test_a_broker_restart_between_half_and_decision_still_checks_back(cluster, name):
+    restarted = False
+    asked: list[ReceivedMessage] = []
+
+    def checker(message: ReceivedMessage) -> LocalTransactionState:
+        asked.append(message)
+        return COMMIT if restarted else UNKNOWN
+
+    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
+    async with TransactionProducer(
+        name("PG"), config=config, executor=undecided, checker=checker
+    ) as producer:
+        result = await producer.send_in_transaction(Message(TOPIC, b"survivor"))
+        await anyio.to_thread.run_sync(cluster.restart_broker)
+        restarted = True
+        async with consuming(cluster, name("CG")) as received:
+            await eventually(lambda: len(received) == 1)
+            await check_rounds(cluster, 3)
+            await anyio.sleep(0.3)
+    assert [m.msg_id for m in received] == [result.msg_id]
+    assert asked[-1].msg_id == result.msg_id
+
+
+@patient
+def test_the_blocking_transaction_producer(cluster, name):
+    threads: list[str] = []
+
+    def executor(message: Message, arg: str) -> LocalTransactionState:
+        threads.append(threading.current_thread().name)
+        return COMMIT if arg == "yes" else ROLLBACK
+
+    received: list[bytes] = []
+    consumer = sync.PushConsumer(
+        name("CG"),
+        cluster.namesrv_address,
+        listener=lambda messages: received.extend(m.body for m in messages),
+        consume_from="first",
+    )
+    consumer.subscribe(TOPIC)
+    with (
+        consumer,
+        sync.TransactionProducer(
+            name("PG"), cluster.namesrv_address, executor=executor, checker=answer(UNKNOWN)[0]
+        ) as producer,
+    ):
+        assert producer.send_in_transaction(Message(TOPIC, b"yes"), "yes").local_state is COMMIT
+        assert producer.send_in_transaction(Message(TOPIC, b"no"), "no").local_state is ROLLBACK
+        deadline = time.monotonic() + 10
+        while not received and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+    assert received == [b"yes"]
+    assert sync.LOOP_THREAD_NAME not in threads, "a plain executor ran on the event loop"
+
+
+@checking
+async def test_a_producer_killed_before_its_decision_is_replaced_by_its_group(
+    cluster, name, tmp_path
+):
+    group, ready = name("PG"), tmp_path / "half-stored"
+    log = tmp_path / "producer.log"
+    with log.open("ab") as output:
+        process = subprocess.Popen(
+            [sys.executable, str(HELPER), cluster.namesrv_address, group, TOPIC, "orphan", ready],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        with anyio.move_on_after(20):
+            while not ready.exists() and process.poll() is None:
+                await anyio.sleep(0.02)
+    finally:
+        process.kill()
+        process.wait()
+    if process.returncode != -signal.SIGKILL or not ready.exists():
+        pytest.fail(f"the producer process stored no half message:\n{log.read_text()}")
+    checker, asked = answer(COMMIT)
+    async with (
+        consuming(cluster, name("CG")) as received,
+        TransactionProducer(group, cluster.namesrv_address, executor=undecided, checker=checker),
+    ):
+        await eventually(lambda: len(received) == 1)
+        await check_rounds(cluster, 3)
+        await anyio.sleep(0.3)
+    assert [m.body for m in received] == [b"orphan"]
+    assert [m.body for m in asked] == [b"orphan"]
