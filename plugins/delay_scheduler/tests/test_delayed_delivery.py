@@ -3,6 +3,7 @@ receives, through a broker with the delay_scheduler plugin installed."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 
@@ -17,6 +18,7 @@ from rocketmq_core.protocol import fastjson
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
+from rocketmq_core.protocol.recall import RecallHandle
 from rocketmq_core.remoting.client import RemotingClient
 
 pytestmark = [
@@ -218,3 +220,44 @@ async def test_a_timer_beyond_the_roll_window_is_re_parked_and_still_delivered_o
     assert deliver <= message.store_timestamp <= deliver + LATE_MS
     assert inbox.duplicates == 0
     assert message.properties["TIMER_ROLL_TIMES"] == str(stats["rolled"])
+
+
+async def test_a_recalled_timer_message_is_never_delivered(cluster):
+    inbox = Inbox()
+    namesrv = cluster.namesrv_address
+    async with consumer(namesrv, inbox), Producer("PG", namesrv) as producer:
+        deliver = now_ms() + 1200
+        kept = await producer.send(Message(TOPIC, b"kept", deliver_time_ms=deliver))
+        recalled = await producer.send(Message(TOPIC, b"recalled", deliver_time_ms=deliver))
+        plain = await producer.send(Message(TOPIC, b"plain"))
+        assert plain.recall_handle is None  # only timer messages can be recalled
+        assert await producer.recall(TOPIC, recalled.recall_handle) == recalled.msg_id
+        await eventually(lambda: kept.msg_id in inbox.messages)
+        await anyio.sleep(0.5)
+        assert set(inbox.messages) == {kept.msg_id, plain.msg_id}
+        # once it is due, a handle cannot recall anything
+        with pytest.raises(ResponseError) as too_late:
+            await producer.recall(TOPIC, kept.recall_handle)
+        assert too_late.value.code == ResponseCode.ILLEGAL_OPERATION
+        other = RecallHandle.decode(recalled.recall_handle)
+        elsewhere = dataclasses.replace(other, topic="Other", deliver_ms=now_ms() + 60_000)
+        with pytest.raises(ResponseError, match="topic not match") as mismatched:
+            await producer.recall(TOPIC, elsewhere.encode())
+    assert mismatched.value.code == ResponseCode.ILLEGAL_OPERATION
+    assert cluster.broker.services["timer_wheel"].stats()["pending"] == 0
+
+
+@pytest.mark.rocketmq(store="mmap")
+async def test_a_recall_holds_across_a_broker_restart(cluster):
+    namesrv = cluster.namesrv_address
+    async with Producer("PG", namesrv) as producer:
+        deliver = now_ms() + 2000
+        recalled = await producer.send(Message(TOPIC, b"recalled", deliver_time_ms=deliver))
+        kept = await producer.send(Message(TOPIC, b"kept", deliver_time_ms=deliver))
+        await producer.recall(TOPIC, recalled.recall_handle)
+    await anyio.to_thread.run_sync(cluster.restart_broker)
+    inbox = Inbox()
+    async with consumer(namesrv, inbox, group="CG-recall-restart"):
+        await eventually(lambda: kept.msg_id in inbox.messages)
+        await anyio.sleep(0.5)
+    assert set(inbox.messages) == {kept.msg_id}
