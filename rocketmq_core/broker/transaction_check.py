@@ -141,7 +141,9 @@ class TransactionCheckService:
     def _append_copy(self, half: StoredMessage, checks: int) -> StoredMessage | None:
         """The half appended again, counting one more check; None if the store refused."""
         properties = {**half.properties, CHECK_TIMES: str(checks)}
-        put = self.broker.store.append(_copy(half, TRANS_HALF_TOPIC, HALF_QUEUE, properties))
+        put = self.broker.store.append(
+            MessageToStore.again(half, TRANS_HALF_TOPIC, HALF_QUEUE, properties)
+        )
         if not put.status.stored:
             log.warning(
                 "half message %d was not appended again for its check: %s %s; next round",
@@ -195,7 +197,7 @@ class TransactionCheckService:
         """Move a half nobody decided out of the way, to TRANS_CHECK_MAX_TIME_TOPIC."""
         self.broker.topics.create_if_missing(TRANS_CHECK_MAX_TIME_TOPIC, 1)
         put = self.broker.store.append(
-            _copy(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(half.properties))
+            MessageToStore.again(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, half.properties)
         )
         log.warning(
             "transaction %s of producer group %r undecided after %d checks: moved to %s%s",
@@ -222,22 +224,6 @@ def _immunity_ms(half: StoredMessage, transaction_time_out: int) -> int:
     except ValueError:
         asked = 0
     return max(transaction_time_out, asked)
-
-
-def _copy(
-    half: StoredMessage, topic: str, queue_id: int, properties: dict[str, str]
-) -> MessageToStore:
-    return MessageToStore(
-        topic,
-        queue_id,
-        half.body,
-        encode_properties(properties).encode(),
-        half.flag,
-        half.sys_flag,
-        half.born_timestamp,
-        half.born_host,
-        half.reconsume_times,
-    )
 
 
 def encoded_record(message: StoredMessage) -> bytes:

@@ -308,16 +308,12 @@ def committed_message(half: StoredMessage) -> MessageToStore:
     queue_id = int(properties.get(REAL_QID) or 0)
     for name in HALF_ONLY:
         properties.pop(name, None)
-    return MessageToStore(
+    return MessageToStore.again(
+        half,
         topic,
         queue_id,
-        half.body,
-        encode_properties(properties).encode(),
-        half.flag,
-        (half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT,
-        half.born_timestamp,
-        half.born_host,
-        half.reconsume_times,
+        properties,
+        sys_flag=(half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT,
         prepared_transaction_offset=half.commit_log_offset,
     )
 

@@ -8,13 +8,13 @@ separate protocols (``SupportsFlush``, ``SupportsTopicDeletion``); check with is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from ..protocol.codes import ResponseCode
-from ..protocol.message import offset_msg_id, pack_host
+from ..protocol.message import StoredMessage, encode_properties, offset_msg_id, pack_host
 
 
 @dataclass(slots=True)
@@ -34,6 +34,33 @@ class MessageToStore:
     # the consume-queue tag slot; None means the hash of TAGS (the delay scheduler puts
     # the delivery time here)
     tags_code: int | None = None
+
+    @classmethod
+    def again(
+        cls,
+        stored: StoredMessage,
+        topic: str,
+        queue_id: int,
+        properties: Mapping[str, str],
+        **changes: Any,
+    ) -> MessageToStore:
+        """A stored message put again, to ``topic`` and ``queue_id`` with ``properties``
+        (delivered when due, retried, committed, copied): the same body, flag, sysFlag,
+        born time and host, and reconsume count, unless ``changes`` says otherwise."""
+        message = cls(
+            topic,
+            queue_id,
+            stored.body,
+            encode_properties(properties).encode(),
+            stored.flag,
+            stored.sys_flag,
+            stored.born_timestamp,
+            stored.born_host,
+            stored.reconsume_times,
+        )
+        for name, value in changes.items():
+            setattr(message, name, value)
+        return message
 
 
 class PutStatus(Enum):

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rocketmq_core.broker.config import delay_levels_ms
-from rocketmq_core.protocol.message import StoredMessage, encode_properties
+from rocketmq_core.protocol.message import StoredMessage
 from rocketmq_core.store.api import MessageToStore
 
 if TYPE_CHECKING:
@@ -35,14 +35,5 @@ def delivered_message(parked: StoredMessage) -> MessageToStore:
     for name in _PARKING:
         properties.pop(name, None)
     properties["WAIT"] = "false"
-    return MessageToStore(
-        properties.get("REAL_TOPIC", parked.topic),
-        int(properties.get("REAL_QID", "0")),
-        parked.body,
-        encode_properties(properties).encode(),
-        parked.flag,
-        parked.sys_flag,
-        parked.born_timestamp,
-        parked.born_host,
-        parked.reconsume_times,
-    )
+    topic = properties.get("REAL_TOPIC", parked.topic)
+    return MessageToStore.again(parked, topic, int(properties.get("REAL_QID", "0")), properties)

@@ -31,7 +31,6 @@ from rocketmq_core.protocol.message import (
     RecordError,
     StoredMessage,
     decode_record,
-    encode_properties,
 )
 from rocketmq_core.store.api import MessageToStore
 
@@ -212,15 +211,6 @@ def _rolled(parked: StoredMessage) -> MessageToStore:
     """A fresh copy of a parked timer, to wait out the rest of its time."""
     properties = dict(parked.properties)
     properties["TIMER_ROLL_TIMES"] = str(int(properties.get("TIMER_ROLL_TIMES", "0")) + 1)
-    return MessageToStore(
-        TIMER_TOPIC,
-        0,
-        parked.body,
-        encode_properties(properties).encode(),
-        parked.flag,
-        parked.sys_flag,
-        parked.born_timestamp,
-        parked.born_host,
-        parked.reconsume_times,
-        tags_code=int(properties["TIMER_OUT_MS"]),
+    return MessageToStore.again(
+        parked, TIMER_TOPIC, 0, properties, tags_code=int(properties["TIMER_OUT_MS"])
     )

@@ -12,7 +12,7 @@ from ...protocol.codes import VERSION_V3_4_9, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Perm
 from ...protocol.headers import ConsumerSendMsgBackRequestHeader
-from ...protocol.message import decode_record, encode_properties
+from ...protocol.message import decode_record
 from ...store.api import MessageToStore
 from ..groups import SubscriptionGroupConfig
 
@@ -53,16 +53,8 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
         queue_id = broker.random_queue(retry.write_queue_nums)
         level = header.delay_level or FIRST_RETRY_LEVEL + original.reconsume_times
         properties["DELAY"] = str(level)
-    message = MessageToStore(
-        topic,
-        queue_id,
-        original.body,
-        encode_properties(properties).encode(),
-        original.flag,
-        original.sys_flag,
-        original.born_timestamp,
-        original.born_host,
-        original.reconsume_times + 1,
+    message = MessageToStore.again(
+        original, topic, queue_id, properties, reconsume_times=original.reconsume_times + 1
     )
     result = await broker.store.put(broker.prepare(message))
     if not result.status.stored:
