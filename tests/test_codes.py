@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from rocketmq_core.protocol.codes import LanguageCode, RequestCode, ResponseCode
+from tests.missing import missing
 
 SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "spec" / "CODES.md"
 ROW = re.compile(r"^\|\s*(-?\d+)\s*\|\s*([A-Z][A-Z0-9_]+)\s*\|", re.MULTILINE)
@@ -17,9 +17,7 @@ ROW = re.compile(r"^\|\s*(-?\d+)\s*\|\s*([A-Z][A-Z0-9_]+)\s*\|", re.MULTILINE)
 @pytest.fixture(scope="module")
 def spec_text() -> str:
     if not SPEC.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{SPEC} is missing: CI runs with ../shared beside the checkout")
-        pytest.skip(f"{SPEC} is not beside this checkout")
+        missing(f"{SPEC} is not beside this checkout (../shared)")
     return SPEC.read_text()
 
 

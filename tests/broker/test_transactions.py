@@ -33,6 +33,7 @@ from rocketmq_core.protocol.message import (
     parse_properties,
 )
 from rocketmq_core.store.api import MessageToStore
+from tests.missing import missing
 
 pytestmark = pytest.mark.anyio
 
@@ -145,7 +146,7 @@ async def test_a_rollback_writes_only_the_op_record_once(broker, client):
 
 async def test_a_committed_message_with_a_delay_level_is_delayed(broker, client):
     if "delay_levels" not in broker.services:
-        pytest.skip("the delay_scheduler plugin is not installed")
+        missing("the delay_scheduler plugin (requirements.txt) is not installed")
     sent = await client.invoke(broker.address, half_request(DELAY="1"))
     ended = await client.invoke(broker.address, end_request(sent, TRANSACTION_COMMIT))
     assert ended.code == ResponseCode.SUCCESS, ended.remark
