@@ -10,7 +10,6 @@ body is the half's queue offset: the op topic is the durable record of decisions
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -94,15 +93,12 @@ class HalfMessageHook:
                 " forbidden (rejectTransactionMessage=true)",
             )
         parsed = parse_properties(properties.decode())
-        parsed[REAL_TOPIC] = message.topic
-        parsed[REAL_QID] = str(message.queue_id)
         if UNIQ_KEY in parsed:
             parsed[TRANSACTION_ID] = parsed[UNIQ_KEY]
-        return dataclasses.replace(
-            message,
-            topic=TRANS_HALF_TOPIC,
-            queue_id=HALF_QUEUE,
-            properties=encode_properties(parsed).encode(),
+        return message.parked(
+            TRANS_HALF_TOPIC,
+            HALF_QUEUE,
+            parsed,
             # NOT_TYPE: the half gets a consume-queue entry, which the check-back reads
             sys_flag=message.sys_flag & ~TRANSACTION_MASK,
         )

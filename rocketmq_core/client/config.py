@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..protocol.constants import NAME_PATTERN
 from ..remoting.transport import TlsOptions, parse_address
 
 _INSTANCES = itertools.count()
@@ -31,6 +32,13 @@ def local_ip() -> str:
             return probe.getsockname()[0]
     except OSError:
         return "127.0.0.1"
+
+
+def group_problem(group: str, kind: str) -> str | None:
+    """Why ``group`` cannot name a ``kind`` ("producer", "consumer") group, or None."""
+    if not group or group == f"DEFAULT_{kind.upper()}" or not NAME_PATTERN.match(group):
+        return f"{kind} group {group!r} is not valid: name your group (letters, digits, _-%|)"
+    return None
 
 
 @dataclass

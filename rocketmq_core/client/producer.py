@@ -33,7 +33,7 @@ from ..protocol.heartbeat import MessageQueue
 from ..protocol.ids import UniqueIdGenerator
 from ..protocol.message import BATCH_RECORD_OVERHEAD, BatchItem, encode_batch, encode_properties
 from ..protocol.recall import RecallHandle
-from .config import ClientConfig
+from .config import ClientConfig, group_problem
 from .fault import LatencyFaultTolerance
 from .instance import ClientInstance
 from .message import Message, SendResult, SendStatus
@@ -131,10 +131,9 @@ class Producer:
         default_topic_queue_nums: int = 4,
         latency_fault_tolerance: bool = True,
     ) -> None:
-        if not group or group == "DEFAULT_PRODUCER" or not NAME_PATTERN.match(group):
-            raise MQClientError(
-                f"producer group {group!r} is not valid: name your group (letters, digits, _-%|)"
-            )
+        problem = group_problem(group, "producer")
+        if problem:
+            raise MQClientError(problem)
         self.group = group
         self.config = config or ClientConfig(namesrv_addr=namesrv_addr)
         self.instance = instance or ClientInstance(self.config)

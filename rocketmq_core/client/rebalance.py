@@ -34,7 +34,7 @@ from ..protocol.heartbeat import (
     SubscriptionData,
 )
 from .allocation import AllocationStrategy, averagely
-from .config import ClientConfig
+from .config import ClientConfig, group_problem
 from .instance import ClientInstance
 from .offsets import BrokerOffsetStore, LocalFileOffsetStore, OffsetStore
 from .pulling import (
@@ -107,10 +107,9 @@ class QueueConsumer:
         pull_batch_size: int = 32,
         offset_store_dir: Path | str | None = None,
     ) -> None:
-        if not group or group == "DEFAULT_CONSUMER" or not NAME_PATTERN.match(group):
-            raise ConsumerError(
-                f"consumer group {group!r} is not valid: name your group (letters, digits, _-%|)"
-            )
+        problem = group_problem(group, "consumer")
+        if problem:
+            raise ConsumerError(problem)
         if not 1 <= pull_batch_size <= 1024:
             raise ConsumerError(f"pull_batch_size is 1..1024, not {pull_batch_size}")
         self.group = group

@@ -8,6 +8,7 @@ separate protocols (``SupportsFlush``, ``SupportsTopicDeletion``); check with is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -61,6 +62,22 @@ class MessageToStore:
         for name, value in changes.items():
             setattr(message, name, value)
         return message
+
+    def parked(
+        self, topic: str, queue_id: int, properties: dict[str, str], **changes: Any
+    ) -> MessageToStore:
+        """This message held in ``topic`` and ``queue_id`` until it is due or decided (a
+        delay level, a timer, a transaction's half): where it really goes is kept in
+        ``REAL_TOPIC`` and ``REAL_QID`` of ``properties``, which replace its own."""
+        properties["REAL_TOPIC"] = self.topic
+        properties["REAL_QID"] = str(self.queue_id)
+        return dataclasses.replace(
+            self,
+            topic=topic,
+            queue_id=queue_id,
+            properties=encode_properties(properties).encode(),
+            **changes,
+        )
 
 
 class PutStatus(Enum):

@@ -13,7 +13,6 @@ checks on the encoded properties.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -24,7 +23,6 @@ from rocketmq_core.protocol.message import (
     TRANSACTION_MASK,
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
-    encode_properties,
     parse_properties,
 )
 from rocketmq_core.store.api import MessageToStore
@@ -71,8 +69,9 @@ class DelayPutHook:
         for name in TIMER_REQUESTS:
             properties.pop(name, None)
         properties["DELAY"] = str(level)
-        parked = _parked(message, properties, SCHEDULE_TOPIC, level - 1)
-        parked.tags_code = now_ms + self.levels_ms[level - 1]
+        parked = message.parked(
+            SCHEDULE_TOPIC, level - 1, properties, tags_code=now_ms + self.levels_ms[level - 1]
+        )
         service = self.broker.services.get("delay_levels")
         if service is not None:
             service.wake(level)
@@ -98,25 +97,11 @@ class DelayPutHook:
                 "accurate timer message is not enabled, timerWheelEnable is false",
             )
         properties["TIMER_OUT_MS"] = str(deliver_ms)
-        parked = _parked(message, properties, TIMER_TOPIC, 0)
-        parked.tags_code = deliver_ms
+        parked = message.parked(TIMER_TOPIC, 0, properties, tags_code=deliver_ms)
         service = self.broker.services.get("timer_wheel")
         if service is not None:
             service.wake()
         return parked
-
-
-def _parked(
-    message: MessageToStore, properties: dict[str, str], topic: str, queue_id: int
-) -> MessageToStore:
-    properties["REAL_TOPIC"] = message.topic
-    properties["REAL_QID"] = str(message.queue_id)
-    return dataclasses.replace(
-        message,
-        topic=topic,
-        queue_id=queue_id,
-        properties=encode_properties(properties).encode(),
-    )
 
 
 def _delay_level(text: str | None) -> int:
