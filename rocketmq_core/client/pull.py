@@ -38,6 +38,7 @@ from .pulling import (
     max_offset,
     min_offset,
     pull_message,
+    pull_records,
     query_committed_offset,
     readable_queues,
     search_offset,
@@ -95,11 +96,35 @@ class PullConsumer:
     ) -> PullResult:
         """Messages from ``offset``; ``wait`` > 0 holds the pull on the broker until a
         message arrives or that many seconds pass (long polling)."""
+        return await self._pull(pull_message, queue, offset, expression, max_nums, wait)
+
+    async def pull_records(
+        self,
+        queue: MessageQueue,
+        offset: int,
+        *,
+        expression: str = "*",
+        max_nums: int = 32,
+        wait: float = 0.0,
+    ) -> PullResult:
+        """As ``pull``, the stored records left undecoded in ``result.records`` (and not
+        filtered by tag beyond the broker's hash match): for readers decoding in bulk."""
+        return await self._pull(pull_records, queue, offset, expression, max_nums, wait)
+
+    async def _pull(
+        self,
+        pull: Any,
+        queue: MessageQueue,
+        offset: int,
+        expression: str,
+        max_nums: int,
+        wait: float,
+    ) -> PullResult:
         if offset < 0:
             raise ConsumerError(f"offset is at least 0, not {offset}")
         subscription = SubscriptionData.of(queue.topic, expression)
         await self._know_broker(queue)
-        return await pull_message(
+        return await pull(
             self.instance, self.group, queue, offset, subscription, max_nums=max_nums, suspend=wait
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from ..errors import ResponseError
 from ..protocol.bodies import TopicRouteData
@@ -60,6 +61,8 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[ReceivedMessage] = field(default_factory=list)
+    # the stored records as the broker sent them (pull_records only)
+    records: bytes = b""
 
 
 class ConsumerError(Exception):
@@ -73,7 +76,7 @@ def broker_address(instance: ClientInstance, queue: MessageQueue) -> str:
     return address
 
 
-async def pull_message(
+async def pull_records(
     instance: ClientInstance,
     group: str,
     queue: MessageQueue,
@@ -85,9 +88,9 @@ async def pull_message(
     commit_offset: int = -1,
     timeout: float | None = None,
 ) -> PullResult:
-    """Pull from ``offset``; ``suspend`` > 0 lets the broker hold the request until a
-    message arrives (long polling). Messages whose tag is not subscribed are dropped
-    here too (the broker filters by tag hash, which can collide)."""
+    """Pull from ``offset``, keeping the stored records undecoded in ``records`` (for
+    readers that decode in bulk); ``suspend`` > 0 lets the broker hold the request
+    until a message arrives (long polling). The broker filters tags by hash only."""
     flags = FLAG_SUBSCRIPTION
     if suspend > 0:
         flags |= FLAG_SUSPEND
@@ -114,18 +117,34 @@ async def pull_message(
         accept=_PULL_ACCEPT,
     )
     reply = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
-    result = PullResult(
-        _STATUS[response.code], reply.next_begin_offset, reply.min_offset, reply.max_offset
+    status = _STATUS[response.code]
+    records = (response.body or b"") if status is PullStatus.FOUND else b""
+    return PullResult(
+        status, reply.next_begin_offset, reply.min_offset, reply.max_offset, records=records
     )
-    if result.status is PullStatus.FOUND and response.body:
+
+
+async def pull_message(
+    instance: ClientInstance,
+    group: str,
+    queue: MessageQueue,
+    offset: int,
+    subscription: SubscriptionData,
+    **options: Any,
+) -> PullResult:
+    """pull_records, decoded into ``messages``; messages whose tag is not subscribed are
+    dropped here (the broker's tag hash can collide)."""
+    result = await pull_records(instance, group, queue, offset, subscription, **options)
+    if result.records:
         tags = set(subscription.tags_set)
-        bounds = {MIN_OFFSET: str(reply.min_offset), MAX_OFFSET: str(reply.max_offset)}
-        for stored in iter_records(response.body):
+        bounds = {MIN_OFFSET: str(result.min_offset), MAX_OFFSET: str(result.max_offset)}
+        for stored in iter_records(result.records):
             message = ReceivedMessage.of(stored, queue.broker_name)
             if tags and message.tags not in tags:
                 continue
             message.properties.update(bounds)
             result.messages.append(message)
+        result.records = b""
     return result
 
 

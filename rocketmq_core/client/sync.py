@@ -129,6 +129,16 @@ class _Blocking:
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
 
+    @property
+    def async_client(self) -> Any:
+        """The async client underneath, for coroutines handed to ``call``."""
+        return self._client
+
+    def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Block on ``await function(*args, **kwargs)`` run on the clients' loop thread:
+        for work that awaits many of the client's coroutines at once."""
+        return self._call(function, *args, **kwargs)
+
     def _call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         portal = self._portal
         if portal is None:

@@ -22,6 +22,7 @@ transaction again, in keys or body.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -114,6 +115,14 @@ class TransactionProducer(Producer):
             state = await self._local_state("executor", self.executor, message, arg)
         else:
             state = LocalTransactionState.ROLLBACK  # the half may not be durable: drop it
+        await self.end_transaction(sent, state)
+        fields = {field.name: getattr(sent, field.name) for field in dataclasses.fields(sent)}
+        return TransactionSendResult(**fields, local_state=state)
+
+    async def end_transaction(self, sent: SendResult, state: LocalTransactionState) -> None:
+        """Tell the broker the outcome of the half message ``sent`` (oneway; a lost
+        answer is asked for again by the check-back). For callers that decide later
+        than the executor: an executor answering UNKNOWN leaves the half waiting."""
         _, commit_log_offset = decode_offset_msg_id(sent.offset_msg_id)
         header = EndTransactionRequestHeader(
             producer_group=self.group,
@@ -124,9 +133,12 @@ class TransactionProducer(Producer):
             from_transaction_check=False,
             transaction_id=sent.transaction_id or sent.msg_id,
         )
-        await self._end_transaction(self.instance.master_address(sent.queue.broker_name), header)
-        fields = {field.name: getattr(sent, field.name) for field in dataclasses.fields(sent)}
-        return TransactionSendResult(**fields, local_state=state)
+        address = self.instance.master_address(sent.queue.broker_name)
+        if address is None:  # a producer deciding for halves another one sent
+            with contextlib.suppress(RemotingError, ResponseError):
+                await self.instance.topic_route(sent.queue.topic)
+            address = self.instance.master_address(sent.queue.broker_name)
+        await self._end_transaction(address, header)
 
     def check_transaction(
         self, broker_address: str, header: CheckTransactionStateRequestHeader, message: Any

@@ -201,9 +201,10 @@ async def test_an_undecided_transaction_is_checked_back(cluster, name, local, ch
             await eventually(lambda: len(received) == 1)
         await check_rounds(cluster, 3)
         await anyio.sleep(0.3)
-    [message] = asked
+    # a check round may ask again before the oneway answer lands, as RocketMQ's does
+    message = asked[0]
     assert (message.topic, message.body, message.keys) == (TOPIC, b"order", ["o-1"])
-    assert message.msg_id == result.msg_id
+    assert {m.msg_id for m in asked} == {result.msg_id}
     assert message.properties["TRANSACTION_CHECK_TIMES"] == "1"
     assert [m.body for m in received] == ([b"order"] if checked is COMMIT else [])
 

@@ -1,0 +1,1 @@
+"""Hook implementations of the spark plugin (hooks only, no logic)."""

@@ -1,0 +1,67 @@
+"""Clients of one Spark Python process, started on first use and kept for the next task.
+
+Spark reuses its Python workers, so a reader or writer opens its connections lazily,
+from here, never in ``__init__`` (which must stay picklable): one blocking client per
+(kind, connection, group), all on the SDK's shared loop thread, shut down at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from rocketmq_core.client import sync
+
+from .options import Connection
+
+_clients: dict[tuple[Any, ...], Any] = {}
+_lock = threading.Lock()
+_pid = os.getpid()
+
+
+def _cached(key: tuple[Any, ...], make: Any) -> Any:
+    global _pid
+    with _lock:
+        if _pid != os.getpid():  # a forked worker must not use its parent's loop thread
+            _clients.clear()
+            _pid = os.getpid()
+        client = _clients.get(key)
+        if client is None:
+            client = make()
+            client.start()
+            _clients[key] = client
+        return client
+
+
+def pull_consumer(connection: Connection, group: str) -> sync.PullConsumer:
+    return _cached(
+        ("pull", connection, group),
+        lambda: sync.PullConsumer(group, config=connection.client_config()),
+    )
+
+
+def admin(connection: Connection) -> sync.Admin:
+    return _cached(("admin", connection), lambda: sync.Admin(config=connection.client_config()))
+
+
+def producer(connection: Connection, group: str) -> sync.Producer:
+    return _cached(
+        ("producer", connection, group),
+        lambda: sync.Producer(group, config=connection.client_config()),
+    )
+
+
+def transaction_producer(connection: Connection, group: str, checker: Any) -> Any:
+    """A TransactionProducer whose checker answers the broker's check-backs for as long
+    as this worker lives: that is how halves a lost task left behind get resolved."""
+    return _cached(
+        ("transaction", connection, group),
+        lambda: sync.TransactionProducer(
+            group, config=connection.client_config(), executor=_undecided, checker=checker
+        ),
+    )
+
+
+def _undecided(message: Any, arg: Any) -> None:
+    return None  # the driver decides, once Spark commits the batch
