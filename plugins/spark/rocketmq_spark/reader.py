@@ -213,6 +213,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     ).min_offset(queue)
         for queue, offset in begin.items():
             latest.setdefault(queue, offset)  # a queue gone from the route keeps its place
+            if latest[queue] < offset:  # the queue restarted below us: deleted, recreated
+                _lost(self.settings, queue, latest[queue], offset, latest[queue])
+                begin[queue] = 0
         self._latest = latest
         waiting = sum(max(0, latest[q] - begin.get(q, latest[q])) for q in latest)
         if self._too_few(waiting):
@@ -239,9 +242,13 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self._latest) if self._latest else None
 
     def partitions(self, start: dict, end: dict) -> list[QueueRange]:
+        begin, until = from_json(start), from_json(end)
+        for queue, offset in begin.items():
+            if until.get(queue, offset) < offset:  # restarted below us: latestOffset judged it
+                begin[queue] = 0
         return plan_partitions(
-            from_json(start),
-            from_json(end),
+            begin,
+            until,
             min_partitions=self.settings.min_partitions,
             max_records_per_partition=self.settings.max_records_per_partition,
         )
