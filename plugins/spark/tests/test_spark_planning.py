@@ -8,9 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql.datasource import CaseInsensitiveDict
-
-from rocketmq_core.client.transaction import LocalTransactionState
-from rocketmq_core.protocol.heartbeat import MessageQueue
 from rocketmq_spark import ledger
 from rocketmq_spark.options import (
     OptionError,
@@ -19,6 +16,9 @@ from rocketmq_spark.options import (
     stream_source_options,
 )
 from rocketmq_spark.planning import cap_rows, from_json, plan_partitions, to_json, total_rows
+
+from rocketmq_core.client.transaction import LocalTransactionState
+from rocketmq_core.protocol.heartbeat import MessageQueue
 
 
 def spark_options(**given: str) -> CaseInsensitiveDict:

@@ -1,0 +1,187 @@
+"""Spark writing to topics of a real broker: batch, streaming, and exactly-once."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+
+from rocketmq_core.client.message import Message
+from rocketmq_core.client.sync import Admin, Producer, PullConsumer
+from rocketmq_core.protocol.constants import TRANS_HALF_TOPIC
+from rocketmq_core.protocol.heartbeat import MessageQueue
+
+
+def everything_in(cluster, topic: str, *, settle: float = 0.0) -> list:
+    """Every message a consumer can read from ``topic`` now (after ``settle`` seconds)."""
+    time.sleep(settle)
+    messages = []
+    with PullConsumer("CG_spark_check", cluster.namesrv_address) as consumer:
+        for queue in consumer.queues(topic):
+            offset = 0
+            while True:
+                result = consumer.pull(queue, offset, max_nums=256)
+                messages += result.messages
+                if result.next_begin_offset <= offset or not result.messages:
+                    break
+                offset = result.next_begin_offset
+    return messages
+
+
+def test_a_batch_write_is_seen_by_a_consumer(spark, cluster, topic):
+    rows = [
+        (f"order-{n}".encode(), f"k{n} shared", "A" if n % 2 else "B", {"region": f"r{n % 3}"})
+        for n in range(20)
+    ]
+    frame = spark.createDataFrame(
+        rows, "body binary, keys string, tags string, properties map<string,string>"
+    )
+    (
+        frame.write.format("rocketmq")
+        .option("nameServer", cluster.namesrv_address)
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
+    received = {m.body: m for m in everything_in(cluster, topic)}
+    assert sorted(received) == sorted(row[0] for row in rows)
+    for body, keys, tags, properties in rows:
+        message = received[body]
+        assert (message.keys, message.tags) == (keys.split(" "), tags)
+        assert message.properties["region"] == properties["region"]
+
+
+def test_a_batch_write_takes_the_topic_from_a_column_and_delays(spark, cluster, new_topic):
+    first, second = new_topic(), new_topic()
+    at = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)
+    frame = spark.createDataFrame(
+        [("a", first, None), ("b", second, None), ("c", first, at)],
+        "body string, topic string, deliver_at timestamp",
+    )
+    frame.write.format("rocketmq").option("nameServer", cluster.namesrv_address).mode(
+        "append"
+    ).save()
+    assert [m.body for m in everything_in(cluster, second)] == [b"b"]
+    assert [m.body for m in everything_in(cluster, first)] == [b"a"]  # c is not due yet
+    assert sorted(m.body for m in everything_in(cluster, first, settle=2.5)) == [b"a", b"c"]
+
+
+def test_the_sink_refuses_columns_it_cannot_write(spark, cluster, topic):
+    frame = spark.createDataFrame([("x", 1)], "body string, colour int")
+    writer = frame.write.format("rocketmq").option("nameServer", cluster.namesrv_address)
+    with pytest.raises(Exception, match=r"columns \['colour'\] are not written"):
+        writer.option("topic", topic).mode("append").save()
+    with pytest.raises(Exception, match="give the topic"):
+        spark.createDataFrame([("x",)], "body string").write.format("rocketmq").option(
+            "nameServer", cluster.namesrv_address
+        ).mode("append").save()
+    with pytest.raises(Exception, match="never overwritten"):
+        frame.select("body").write.format("rocketmq").option(
+            "nameServer", cluster.namesrv_address
+        ).option("topic", topic).mode("overwrite").save()
+
+
+def stream_copy(spark, cluster, source: str, target: str, checkpoint, **sink_options):
+    """Copy ``source`` to ``target`` with a streaming query (AvailableNow)."""
+    frame = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", cluster.namesrv_address)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "25")
+        .load()
+        .selectExpr("body", "tags", "keys")
+    )
+    writer = (
+        frame.writeStream.format("rocketmq")
+        .option("nameServer", cluster.namesrv_address)
+        .option("topic", target)
+        .option("checkpointLocation", str(checkpoint))
+    )
+    for key, value in sink_options.items():
+        writer = writer.option(key, value)
+    query = writer.trigger(availableNow=True).start()
+    query.awaitTermination()
+    return query
+
+
+def fill(cluster, topic: str, count: int, pad: int = 0) -> list[bytes]:
+    bodies = [f"event-{n}".encode().ljust(pad, b".") for n in range(count)]
+    with Producer("PG_spark_tests", cluster.namesrv_address) as producer:
+        for body in bodies:
+            producer.send(Message(topic, body, tags="T", keys=body[:16].decode().rstrip(".")))
+    return bodies
+
+
+@pytest.mark.parametrize("transactional", ["true", "false"])
+def test_a_streaming_write_is_seen_by_a_consumer(
+    spark, cluster, new_topic, tmp_path, transactional
+):
+    source, target = new_topic(), new_topic()
+    bodies = fill(cluster, source, 60)
+    stream_copy(spark, cluster, source, target, tmp_path / "ck", transactional=transactional)
+    received = everything_in(cluster, target)
+    assert sorted(m.body for m in received) == sorted(bodies)
+    assert all(m.tags == "T" and m.keys == [m.body.decode()] for m in received)
+    more = [f"late-{n}".encode() for n in range(5)]
+    with Producer("PG_spark_tests", cluster.namesrv_address) as producer:
+        for body in more:
+            producer.send(Message(source, body))
+    stream_copy(spark, cluster, source, target, tmp_path / "ck", transactional=transactional)
+    assert sorted(m.body for m in everything_in(cluster, target)) == sorted(bodies + more)
+
+
+def half_messages(cluster) -> int:
+    with Admin(cluster.namesrv_address) as admin:
+        return admin.max_offset(MessageQueue(TRANS_HALF_TOPIC, "broker-a", 0))
+
+
+def test_the_exactly_once_sink_survives_a_failed_task(spark, cluster, new_topic, tmp_path):
+    """A task dies after sending half of its rows; Spark runs it again. The halves of the
+    dead attempt are never committed (the broker's check-back rolls them back), so each
+    row arrives once."""
+    source, target = new_topic(), new_topic()
+    # 8 KiB rows: the Python worker's 64 KiB output buffer flushes them to the sink early
+    bodies = fill(cluster, source, 80, pad=8192)
+    marker = tmp_path / "failed-once"
+
+    def fail_first_attempt(batches):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        for index, batch in enumerate(batches):
+            yield batch
+            if context.attemptNumber() == 0 and context.partitionId() == 0 and index == 2:
+                time.sleep(1.0)  # the sink has sent these halves by now
+                marker.touch()
+                raise RuntimeError("injected task failure")
+
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "4")
+    try:
+        halves_before = half_messages(cluster)
+        frame = (
+            spark.readStream.format("rocketmq")
+            .option("nameServer", cluster.namesrv_address)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("body")
+            .mapInArrow(fail_first_attempt, "body binary")
+        )
+        query = (
+            frame.writeStream.format("rocketmq")
+            .option("nameServer", cluster.namesrv_address)
+            .option("topic", target)
+            .option("checkpointLocation", str(tmp_path / "ck"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+    assert marker.exists(), "the injected failure did not happen"
+    assert half_messages(cluster) - halves_before > len(bodies)  # the dead attempt's halves
+    received = everything_in(cluster, target, settle=3.0)  # check-back rounds run meanwhile
+    assert sorted(m.body for m in received) == sorted(bodies)
