@@ -21,6 +21,7 @@ import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -139,11 +140,19 @@ class _Blocking:
         for work that awaits many of the client's coroutines at once."""
         return self._call(function, *args, **kwargs)
 
-    def _call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call_soon(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
+        """Start ``function(*args, **kwargs)`` on the loop thread and return at once; the
+        Future holds its result. Lets a caller overlap a request with its own work."""
+        return self._running_portal().start_task_soon(functools.partial(function, *args, **kwargs))
+
+    def _running_portal(self) -> BlockingPortal:
         portal = self._portal
         if portal is None:
             raise RuntimeError(f"{type(self).__name__} is not started: call start() or use 'with'")
-        return portal.call(functools.partial(function, *args, **kwargs))
+        return portal
+
+    def _call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return self._running_portal().call(functools.partial(function, *args, **kwargs))
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._client, name)

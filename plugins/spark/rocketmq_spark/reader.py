@@ -98,7 +98,10 @@ def ending_offsets(settings: SourceOptions, queues: list[MessageQueue]) -> Offse
 
 
 def read_range(settings: SourceOptions, part: QueueRange) -> Iterator[Any]:
-    """The messages of ``part`` in offset order, as Arrow batches of the source schema."""
+    """The messages of ``part`` in offset order, as Arrow batches of the source schema.
+
+    The next pull is on its way while this one is decoded: the broker's time and ours
+    overlap."""
     import pyarrow.compute as pc
 
     from .columns import decode_pull_body
@@ -106,30 +109,41 @@ def read_range(settings: SourceOptions, part: QueueRange) -> Iterator[Any]:
     queue, end = part.queue, part.end
     consumer = runtime.pull_consumer(settings.connection, settings.reader_group)
     wanted_tags = _tag_set(settings.tags)
-    offset = part.start
-    while offset < end:
-        result = consumer.pull_records(
+
+    def pull_from(offset: int) -> Any:
+        return consumer.call_soon(
+            consumer.async_client.pull_records,
             queue,
             offset,
             expression=settings.tags,
             max_nums=min(settings.pull_batch_size, end - offset),
         )
+
+    offset = part.start
+    pending = pull_from(offset) if offset < end else None
+    while pending is not None:
+        result = pending.result()
         status, after = result.status, result.next_begin_offset
+        if after <= offset:
+            _lost(settings, queue, offset, end, after)
+            return
+        pending = pull_from(after) if after < end and status is not PullStatus.NO_NEW_MSG else None
         if status is PullStatus.FOUND:
             batch = decode_pull_body(result.records, queue.topic, queue.broker_name)
-            keep = pc.less(batch.column("queue_offset"), end)
             if wanted_tags is not None:  # the broker matched tag hashes, which can collide
-                keep = pc.and_(keep, pc.is_in(batch.column("tags"), wanted_tags))
-            batch = batch.filter(keep)
+                keep = pc.and_(
+                    pc.less(batch.column("queue_offset"), end),
+                    pc.is_in(batch.column("tags"), wanted_tags),
+                )
+                batch = batch.filter(keep)
             if batch.num_rows:
                 yield batch
         elif status is PullStatus.OFFSET_ILLEGAL and after > offset:  # below the minimum
             _lost(settings, queue, offset, min(after, end), after)
         elif status is not PullStatus.NO_MATCHED_MSG:  # the queue ends before ``end``
             _lost(settings, queue, offset, end, after)
-            return
-        if after <= offset:
-            _lost(settings, queue, offset, end, after)
+            if pending is not None:
+                pending.cancel()
             return
         offset = after
 
