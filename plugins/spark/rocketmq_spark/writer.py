@@ -123,7 +123,13 @@ def write_rows(settings: SinkOptions, batches: Iterable[Any], epoch: str | None)
             producer.call(_send_all, producer.async_client, messages, settings.batch_size)
             count += len(messages)
         return Sent(partition, attempt, count)
-    assert settings.transactional_id is not None and epoch is not None
+    assert settings.transactional_id is not None
+    if epoch is None:
+        raise RuntimeError(
+            "Spark did not tell this task which micro-batch it writes (local property "
+            "streaming.sql.batchId), which the exactly-once sink needs; write with "
+            "option transactional=false for at-least-once"
+        )
     sink = ledger.sink_key(settings.transactional_id)
     if _recorded(settings.connection, sink, epoch) is not None:
         return Sent(partition, attempt, 0, skipped=True)  # committed before a driver crash

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
+import rocketmq_spark
 
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.sync import Admin, Producer
@@ -67,6 +69,11 @@ def test_a_batch_read_returns_what_the_cpp_client_wrote(spark, cluster, topic):
         assert row.store_timestamp >= row.born_timestamp
     assert len({(row.queue_id, row.queue_offset) for row in rows}) == 40
     assert {row.queue_id for row in rows} == {0, 1, 2, 3}
+
+    by_pattern = source(spark, cluster, subscribePattern=re.escape(topic) + "|NoSuchTopic.*")
+    assert by_pattern.count() == 40
+    rocketmq_spark.register(spark)  # explicit registration works too, and changes nothing
+    assert source(spark, cluster, subscribe=topic).count() == 40
 
     only_a = source(spark, cluster, subscribe=topic, tags="A").collect()
     assert sorted(int(row.properties["seq"]) for row in only_a) == list(range(1, 40, 2))
