@@ -33,8 +33,8 @@ from rocketmq_core.protocol.message import (
     tags_code,
     unpack_host,
     write_blank,
-    write_record,
 )
+from rocketmq_core.testing.records import record_bytes
 
 # --- the worked example of MESSAGE.md §1.1 -----------------------------------------------------
 
@@ -74,31 +74,18 @@ def build(
         properties = encode_properties(EXAMPLE_PROPERTIES).encode()
     if born_host is None:
         born_host = pack_host("127.0.0.1", 54321)
-    size = record_size(
-        len(body), len(topic), len(properties), host_is_v6(born_host), host_is_v6(store_host)
-    )
-    buffer = bytearray(size)
-    write_record(
-        buffer,
-        0,
-        size=size,
+    return record_bytes(
         body=body,
-        body_crc=body_crc(body),
         topic=topic,
         properties=properties,
-        queue_id=0,
+        born_host=born_host,
+        store_host=store_host,
+        sys_flag=sys_flag,
         flag=flag,
         queue_offset=queue_offset,
         physical_offset=physical_offset,
-        sys_flag=sys_flag,
-        born_timestamp=1700000000000,
-        born_host=born_host,
-        store_timestamp=1700000000005,
-        store_host=store_host,
         reconsume_times=reconsume_times,
-        prepared_transaction_offset=0,
     )
-    return bytes(buffer)
 
 
 def test_worked_example_is_byte_exact():

@@ -20,14 +20,11 @@ from rocketmq_core.protocol.message import (
     MAGIC_V2,
     STOREHOST_V6,
     RecordError,
-    body_crc,
     encode_properties,
-    host_is_v6,
     iter_records,
     pack_host,
-    record_size,
-    write_record,
 )
+from rocketmq_core.testing.records import record_bytes
 
 TOPIC = "TopicTest"
 BROKER = "broker-a"
@@ -57,31 +54,20 @@ def record(
         properties = {"UNIQ_KEY": "7F00000130390123ABCD0000075BCD15", "TAGS": "TagA"}
     if isinstance(properties, dict):
         properties = encode_properties(properties).encode()
-    born_v6, store_v6 = host_is_v6(born_host), host_is_v6(store_host)
-    sys_flag |= (BORNHOST_V6 if born_v6 else 0) | (STOREHOST_V6 if store_v6 else 0)
-    size = record_size(len(body), len(topic), len(properties), born_v6, store_v6)
-    buffer = bytearray(size)
-    write_record(
-        buffer,
-        0,
-        size=size,
+    return record_bytes(
         body=body,
-        body_crc=body_crc(body),
         topic=topic,
         properties=properties,
+        born_host=born_host,
+        store_host=store_host,
+        sys_flag=sys_flag,
         queue_id=queue_id,
-        flag=0,
         queue_offset=queue_offset,
         physical_offset=physical_offset,
-        sys_flag=sys_flag,
         born_timestamp=born_timestamp,
-        born_host=born_host,
         store_timestamp=store_timestamp,
-        store_host=store_host,
         reconsume_times=reconsume_times,
-        prepared_transaction_offset=0,
     )
-    return bytes(buffer)
 
 
 def expected_rows(data: bytes) -> list[dict]:
