@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -77,7 +77,6 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     group_id: str | None = None
     pull_batch_size: int = 1024
-    pull_timeout_ms: int = 10_000
 
     @property
     def reader_group(self) -> str:
@@ -110,7 +109,6 @@ class SinkOptions:
     transactional_id: str | None = None
     send_timeout_ms: int = 3000
     batch_size: int = 64
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 # --- readers of single values ---------------------------------------------------------
@@ -307,7 +305,6 @@ def source_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=_boolean(options, "failOnDataLoss", True),
         group_id=_text(options, "groupId"),
         pull_batch_size=_integer(options, "pullBatchSize", minimum=1) or 1024,
-        pull_timeout_ms=_integer(options, "pullTimeoutMs", minimum=1) or 10_000,
     )
     if isinstance(settings.ending, dict) and any(v == EARLIEST for v in settings.ending.values()):
         raise OptionError("option endingOffsets cannot use -2 (earliest): a batch would be empty")

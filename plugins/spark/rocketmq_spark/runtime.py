@@ -45,20 +45,26 @@ def admin(connection: Connection) -> sync.Admin:
     return _cached(("admin", connection), lambda: sync.Admin(config=connection.client_config()))
 
 
-def producer(connection: Connection, group: str) -> sync.Producer:
+def producer(connection: Connection, group: str, send_timeout: float) -> sync.Producer:
     return _cached(
-        ("producer", connection, group),
-        lambda: sync.Producer(group, config=connection.client_config()),
+        ("producer", connection, group, send_timeout),
+        lambda: sync.Producer(group, config=connection.client_config(), send_timeout=send_timeout),
     )
 
 
-def transaction_producer(connection: Connection, group: str, checker: Any) -> Any:
+def transaction_producer(
+    connection: Connection, group: str, send_timeout: float, checker: Any
+) -> Any:
     """A TransactionProducer whose checker answers the broker's check-backs for as long
     as this worker lives: that is how halves a lost task left behind get resolved."""
     return _cached(
-        ("transaction", connection, group),
+        ("transaction", connection, group, send_timeout),
         lambda: sync.TransactionProducer(
-            group, config=connection.client_config(), executor=_undecided, checker=checker
+            group,
+            config=connection.client_config(),
+            send_timeout=send_timeout,
+            executor=_undecided,
+            checker=checker,
         ),
     )
 

@@ -116,7 +116,9 @@ def write_rows(settings: SinkOptions, batches: Iterable[Any], epoch: str | None)
     partition = context.partitionId() if context else 0
     attempt = context.taskAttemptId() if context else 0
     if not settings.transactional:
-        producer = runtime.producer(settings.connection, settings.producer_group)
+        producer = runtime.producer(
+            settings.connection, settings.producer_group, settings.send_timeout_ms / 1000
+        )
         count = 0
         for batch in batches:
             messages = messages_of(batch, settings.topic)
@@ -148,19 +150,6 @@ def write_rows(settings: SinkOptions, batches: Iterable[Any], epoch: str | None)
 async def _send_all(producer: Any, messages: list[Message], batch_size: int) -> None:
     import anyio
 
-    chunks: list[list[Message]] = []
-    for message in messages:  # consecutive rows of a topic share a batch; delayed go alone
-        alone = bool(message.delay_level or message.deliver_time_ms is not None)
-        if (
-            alone
-            or not chunks
-            or len(chunks[-1]) >= batch_size
-            or chunks[-1][0].topic != message.topic
-            or _delayed(chunks[-1][0])
-        ):
-            chunks.append([message])
-        else:
-            chunks[-1].append(message)
     limiter = anyio.CapacityLimiter(8)
 
     async def send(chunk: list[Message]) -> None:
@@ -171,8 +160,27 @@ async def _send_all(producer: Any, messages: list[Message], batch_size: int) -> 
                 await producer.send_batch(chunk)
 
     async with anyio.create_task_group() as group:
-        for chunk in chunks:
+        for chunk in _chunks(messages, batch_size):
             group.start_soon(send, chunk)
+
+
+def _chunks(messages: list[Message], batch_size: int) -> list[list[Message]]:
+    """Consecutive messages of one topic share a batch send; a delayed one goes alone
+    (a RocketMQ batch cannot carry a delay)."""
+    chunks: list[list[Message]] = []
+    for message in messages:
+        last = chunks[-1] if chunks else None
+        if (
+            last is None
+            or _delayed(message)
+            or _delayed(last[0])
+            or len(last) >= batch_size
+            or last[0].topic != message.topic
+        ):
+            chunks.append([message])
+        else:
+            last.append(message)
+    return chunks
 
 
 def _delayed(message: Message) -> bool:
@@ -222,7 +230,10 @@ def _checker(connection: Connection) -> Any:
 
 def _transaction_producer(settings: SinkOptions) -> Any:
     return runtime.transaction_producer(
-        settings.connection, settings.producer_group, _checker(settings.connection)
+        settings.connection,
+        settings.producer_group,
+        settings.send_timeout_ms / 1000,
+        _checker(settings.connection),
     )
 
 

@@ -185,3 +185,25 @@ def test_a_half_is_kept_only_if_its_attempt_won_its_epoch():
     assert ledger.decode_record(ledger.encode_record(record)) == record
     assert ledger.HalfTag.decode(won.encode()) == won
     assert ledger.HalfTag.decode("garbage") is None
+
+
+def test_rows_are_sent_in_batches_of_one_topic_and_delayed_ones_alone():
+    from rocketmq_spark.writer import _chunks
+
+    from rocketmq_core.client.message import Message
+
+    messages = [
+        Message("A", b"1"),
+        Message("A", b"2"),
+        Message("A", b"3"),
+        Message("B", b"4"),
+        Message("B", b"5", delay_level=2),
+        Message("B", b"6"),
+    ]
+    assert [[m.body for m in chunk] for chunk in _chunks(messages, 2)] == [
+        [b"1", b"2"],
+        [b"3"],
+        [b"4"],
+        [b"5"],
+        [b"6"],
+    ]
