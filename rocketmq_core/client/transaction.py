@@ -119,10 +119,14 @@ class TransactionProducer(Producer):
         fields = {field.name: getattr(sent, field.name) for field in dataclasses.fields(sent)}
         return TransactionSendResult(**fields, local_state=state)
 
-    async def end_transaction(self, sent: SendResult, state: LocalTransactionState) -> None:
-        """Tell the broker the outcome of the half message ``sent`` (oneway; a lost
-        answer is asked for again by the check-back). For callers that decide later
-        than the executor: an executor answering UNKNOWN leaves the half waiting."""
+    async def end_transaction(
+        self, sent: SendResult, state: LocalTransactionState, *, confirm: bool = False
+    ) -> None:
+        """Tell the broker the outcome of the half message ``sent``: oneway (a lost
+        answer is asked for again by the check-back), or with ``confirm`` as a request
+        whose answer says the outcome is stored (consumers see a commit on return).
+        For callers that decide later than the executor: an executor answering UNKNOWN
+        leaves the half waiting."""
         _, commit_log_offset = decode_offset_msg_id(sent.offset_msg_id)
         header = EndTransactionRequestHeader(
             producer_group=self.group,
@@ -138,7 +142,10 @@ class TransactionProducer(Producer):
             with contextlib.suppress(RemotingError, ResponseError):
                 await self.instance.topic_route(sent.queue.topic)
             address = self.instance.master_address(sent.queue.broker_name)
-        await self._end_transaction(address, header)
+        if confirm and address is not None:
+            await self.instance.invoke(address, RequestCode.END_TRANSACTION, header)
+        else:
+            await self._end_transaction(address, header)
 
     def check_transaction(
         self, broker_address: str, header: CheckTransactionStateRequestHeader, message: Any

@@ -388,3 +388,20 @@ async def test_a_producer_killed_before_its_decision_is_replaced_by_its_group(
         await anyio.sleep(0.3)
     assert [m.body for m in received] == [b"orphan"]
     assert [m.body for m in asked] == [b"orphan"]
+
+
+@patient
+async def test_a_confirmed_decision_is_visible_when_it_returns(cluster, name):
+    checker, _ = answer(UNKNOWN)
+    async with TransactionProducer(
+        name("PG"), cluster.namesrv_address, executor=undecided, checker=checker
+    ) as producer:
+        kept = await producer.send_in_transaction(Message(TOPIC, b"kept"))
+        dropped = await producer.send_in_transaction(Message(TOPIC, b"dropped"))
+        queues = range(4)
+        before = [cluster.broker.store.max_offset(TOPIC, queue) for queue in queues]
+        await producer.end_transaction(kept, COMMIT, confirm=True)
+        await producer.end_transaction(dropped, ROLLBACK, confirm=True)
+        after = [cluster.broker.store.max_offset(TOPIC, queue) for queue in queues]
+        assert sum(after) == sum(before) + 1  # no waiting: it is stored already
+        assert after[kept.queue.queue_id] == before[kept.queue.queue_id] + 1

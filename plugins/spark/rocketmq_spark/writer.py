@@ -289,8 +289,22 @@ def _end(settings: SinkOptions, halves: list[SendResult], state: LocalTransactio
 
 
 async def _end_all(producer: Any, halves: list[SendResult], state: LocalTransactionState) -> None:
-    for half in halves:
-        await producer.end_transaction(half, state)
+    """Decide every half, IN_FLIGHT at a time, each confirmed by its broker: what Spark
+    commits is visible when the commit returns. A failure is left to the check-back."""
+    import anyio
+
+    limiter = anyio.CapacityLimiter(IN_FLIGHT)
+
+    async def end(half: SendResult) -> None:
+        async with limiter:
+            try:
+                await producer.end_transaction(half, state, confirm=True)
+            except Exception as exc:
+                log.warning("ending %s failed (%s); the check-back decides it", half.msg_id, exc)
+
+    async with anyio.create_task_group() as group:
+        for half in halves:
+            group.start_soon(end, half)
 
 
 # --- Spark's writer classes ---------------------------------------------------------------------
