@@ -13,9 +13,21 @@ from rocketmq_core.protocol.constants import TRANS_HALF_TOPIC
 from rocketmq_core.protocol.heartbeat import MessageQueue
 
 
-def everything_in(cluster, topic: str, *, settle: float = 0.0) -> list:
-    """Every message a consumer can read from ``topic`` now (after ``settle`` seconds)."""
+def everything_in(cluster, topic: str, *, settle: float = 0.0, expect: int = 0) -> list:
+    """Every message a consumer can read from ``topic``: after ``settle`` seconds, and
+    once at least ``expect`` are there (within 30 s). A committed half can take a
+    check-back round to show: one older than transactionTimeOut is re-parked by the
+    check-back, and the commit of the re-parked copy is the check-back's to make."""
     time.sleep(settle)
+    deadline = time.monotonic() + 30
+    while True:
+        messages = _read_all(cluster, topic)
+        if len(messages) >= expect or time.monotonic() > deadline:
+            return messages
+        time.sleep(0.2)
+
+
+def _read_all(cluster, topic: str) -> list:
     messages = []
     with PullConsumer("CG_spark_check", cluster.namesrv_address) as consumer:
         for queue in consumer.queues(topic):
@@ -121,7 +133,7 @@ def test_a_streaming_write_is_seen_by_a_consumer(
     source, target = new_topic(), new_topic()
     bodies = fill(cluster, source, 60)
     stream_copy(spark, cluster, source, target, tmp_path / "ck", transactional=transactional)
-    received = everything_in(cluster, target)
+    received = everything_in(cluster, target, expect=len(bodies))
     assert sorted(m.body for m in received) == sorted(bodies)
     assert all(m.tags == "T" and m.keys == [m.body.decode()] for m in received)
     more = [f"late-{n}".encode() for n in range(5)]
@@ -129,7 +141,8 @@ def test_a_streaming_write_is_seen_by_a_consumer(
         for body in more:
             producer.send(Message(source, body))
     stream_copy(spark, cluster, source, target, tmp_path / "ck", transactional=transactional)
-    assert sorted(m.body for m in everything_in(cluster, target)) == sorted(bodies + more)
+    received = everything_in(cluster, target, expect=len(bodies + more), settle=1.0)
+    assert sorted(m.body for m in received) == sorted(bodies + more)
 
 
 def half_messages(cluster) -> int:
@@ -183,5 +196,6 @@ def test_the_exactly_once_sink_survives_a_failed_task(spark, cluster, new_topic,
 
     assert marker.exists(), "the injected failure did not happen"
     assert half_messages(cluster) - halves_before > len(bodies)  # the dead attempt's halves
-    received = everything_in(cluster, target, settle=3.0)  # check-back rounds run meanwhile
+    # check-back rounds run meanwhile: the dead attempt's halves are rolled back
+    received = everything_in(cluster, target, settle=3.0, expect=len(bodies))
     assert sorted(m.body for m in received) == sorted(bodies)
