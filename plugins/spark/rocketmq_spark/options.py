@@ -41,9 +41,9 @@ class Assignment:
     broker_name: str | None = None
 
     def covers(self, queue: MessageQueue) -> bool:
-        if self.broker_name is not None and queue.broker_name != self.broker_name:
+        if queue.topic != self.topic or queue.queue_id not in self.queue_ids:
             return False
-        return queue.queue_id in self.queue_ids
+        return self.broker_name is None or queue.broker_name == self.broker_name
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class SourceOptions:
     def wanted(self, queue: MessageQueue) -> bool:
         if not self.assign:
             return True
-        return any(a.topic == queue.topic and a.covers(queue) for a in self.assign)
+        return any(assignment.covers(queue) for assignment in self.assign)
 
     def matches(self, topic: str) -> bool:
         """Whether ``subscribePattern`` takes ``topic``; system, retry and dead-letter
@@ -147,8 +147,15 @@ def _boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
 
 
 _DURATION = re.compile(r"(\d+)\s*(ms|s|m|min|h|d)?")
-_UNIT_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
-_UNIT_MS["d"] = 86_400_000
+_UNIT_MS = {
+    None: 1,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
 
 
 def _duration_ms(options: Mapping[str, str], key: str, default: int) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader
@@ -39,9 +40,28 @@ class DataLossError(RuntimeError):
 # --- the driver's view of the brokers ------------------------------------------------------
 
 
+def _consumer(settings: SourceOptions) -> Any:
+    return runtime.pull_consumer(settings.connection, settings.reader_group)
+
+
+QUERIES_AT_ONCE = 64  # offset queries to the brokers in flight while planning
+
+
+def _answers(settings: SourceOptions, asks: dict[MessageQueue, Any]) -> OffsetTable:
+    """Each queue's offset: a number as it is, or the answer of a query (a no-argument
+    coroutine function), the queries sent together rather than one after another."""
+    queries = {queue: ask for queue, ask in asks.items() if callable(ask)}
+    if not queries:
+        return dict(asks)
+    answers = _consumer(settings).call(
+        runtime.bounded_gather, lambda ask: ask(), list(queries.values()), QUERIES_AT_ONCE
+    )
+    return {**asks, **dict(zip(queries, answers, strict=True))}
+
+
 def queues_of(settings: SourceOptions) -> list[MessageQueue]:
     """Every readable queue the options name, sorted."""
-    consumer = runtime.pull_consumer(settings.connection, settings.reader_group)
+    consumer = _consumer(settings)
     if settings.subscribe_pattern is not None:
         topics = [
             t for t in runtime.admin(settings.connection).list_topics() if settings.matches(t)
@@ -55,43 +75,48 @@ def queues_of(settings: SourceOptions) -> list[MessageQueue]:
 
 
 def latest_offsets(settings: SourceOptions, queues: list[MessageQueue]) -> OffsetTable:
-    consumer = runtime.pull_consumer(settings.connection, settings.reader_group)
-    return {queue: consumer.max_offset(queue) for queue in queues}
+    client = _consumer(settings).async_client
+    return _answers(settings, {queue: partial(client.max_offset, queue) for queue in queues})
+
+
+def earliest_offsets(settings: SourceOptions, queues: list[MessageQueue]) -> OffsetTable:
+    client = _consumer(settings).async_client
+    return _answers(settings, {queue: partial(client.min_offset, queue) for queue in queues})
 
 
 def starting_offsets(settings: SourceOptions, queues: list[MessageQueue]) -> OffsetTable:
     """Where a new query starts; a queue the options do not place starts at its earliest
     (as Kafka's newly discovered partitions do)."""
-    consumer = runtime.pull_consumer(settings.connection, settings.reader_group)
+    client = _consumer(settings).async_client
     by_time = settings.starting_by_timestamp or {}
     table = settings.starting if isinstance(settings.starting, dict) else {}
-    start = {}
+    asks: dict[MessageQueue, Any] = {}
     for queue in queues:
         if queue in by_time:
-            start[queue] = consumer.search_offset(queue, by_time[queue])
+            asks[queue] = partial(client.search_offset, queue, by_time[queue])
         elif settings.starting_timestamp is not None:
-            start[queue] = consumer.search_offset(queue, settings.starting_timestamp)
+            asks[queue] = partial(client.search_offset, queue, settings.starting_timestamp)
         elif settings.starting == "latest" or table.get(queue) == LATEST:
-            start[queue] = consumer.max_offset(queue)
+            asks[queue] = partial(client.max_offset, queue)
         elif queue in table and table[queue] != EARLIEST:
-            start[queue] = table[queue]
+            asks[queue] = table[queue]
         else:
-            start[queue] = consumer.min_offset(queue)
-    return start
+            asks[queue] = partial(client.min_offset, queue)
+    return _answers(settings, asks)
 
 
 def ending_offsets(settings: SourceOptions, queues: list[MessageQueue]) -> OffsetTable:
-    consumer = runtime.pull_consumer(settings.connection, settings.reader_group)
+    client = _consumer(settings).async_client
     table = settings.ending if isinstance(settings.ending, dict) else {}
-    end = {}
+    asks: dict[MessageQueue, Any] = {}
     for queue in queues:
         if settings.ending_timestamp is not None:
-            end[queue] = consumer.search_offset(queue, settings.ending_timestamp)
+            asks[queue] = partial(client.search_offset, queue, settings.ending_timestamp)
         elif queue in table and table[queue] != LATEST:
-            end[queue] = table[queue]
+            asks[queue] = table[queue]
         else:
-            end[queue] = consumer.max_offset(queue)
-    return end
+            asks[queue] = partial(client.max_offset, queue)
+    return _answers(settings, asks)
 
 
 # --- an executor's pulls --------------------------------------------------------------------
@@ -107,7 +132,7 @@ def read_range(settings: SourceOptions, part: QueueRange) -> Iterator[Any]:
     from .columns import decode_pull_body
 
     queue, end = part.queue, part.end
-    consumer = runtime.pull_consumer(settings.connection, settings.reader_group)
+    consumer = _consumer(settings)
     wanted_tags = _tag_set(settings.tags)
 
     def pull_from(offset: int) -> Any:
@@ -220,11 +245,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             queues = queues_of(self.settings)
             latest = latest_offsets(self.settings, queues)
-            for queue in queues:  # a queue born since the query started: from its beginning
-                if queue not in begin:
-                    begin[queue] = runtime.pull_consumer(
-                        self.settings.connection, self.settings.reader_group
-                    ).min_offset(queue)
+            born = [queue for queue in queues if queue not in begin]
+            begin.update(earliest_offsets(self.settings, born))  # new since the query began
         for queue, offset in begin.items():
             latest.setdefault(queue, offset)  # a queue gone from the route keeps its place
             if latest[queue] < offset:  # the queue restarted below us: deleted, recreated
@@ -275,7 +297,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         late (Spark commits batch N while planning N+1), for lag dashboards."""
         if not self.settings.group_id:
             return
-        consumer = runtime.pull_consumer(self.settings.connection, self.settings.reader_group)
+        consumer = _consumer(self.settings)
         for queue, offset in from_json(end).items():
             try:
                 consumer.commit(queue, offset)

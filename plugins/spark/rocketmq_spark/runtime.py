@@ -1,4 +1,5 @@
-"""Clients of one Spark Python process, started on first use and kept for the next task.
+"""Clients of one Spark Python process, started on first use and kept for the next task,
+and many of their calls awaited at once (bounded_gather).
 
 Spark reuses its Python workers, so a reader or writer opens its connections lazily,
 from here, never in ``__init__`` (which must stay picklable): one blocking client per
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from rocketmq_core.client import sync
@@ -67,6 +69,26 @@ def transaction_producer(
             checker=checker,
         ),
     )
+
+
+async def bounded_gather(
+    function: Callable[[Any], Awaitable[Any]], items: Sequence[Any], limit: int
+) -> list[Any]:
+    """``[await function(item) for item in items]`` with up to ``limit`` awaited at once,
+    results in the items' order; run it on a client's loop with ``client.call``."""
+    import anyio
+
+    results: list[Any] = [None] * len(items)
+    limiter = anyio.CapacityLimiter(limit)
+
+    async def one(index: int) -> None:
+        async with limiter:
+            results[index] = await function(items[index])
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(items)):
+            group.start_soon(one, index)
+    return results
 
 
 def _undecided(message: Any, arg: Any) -> None:

@@ -42,7 +42,8 @@ SINK_COLUMNS = {
     "delay_level": "a RocketMQ delay level, 1-based (int)",
     "deliver_at": "when to deliver the message (timestamp)",
 }
-IN_FLIGHT = 64  # sends awaited at once per task
+IN_FLIGHT = 64  # half messages (or their decisions) awaited at once per task
+BATCHES_IN_FLIGHT = 8  # batch sends awaited at once per task
 
 
 class SinkSchemaError(ValueError):
@@ -142,26 +143,21 @@ def write_rows(settings: SinkOptions, batches: Iterable[Any], epoch: str | None)
         messages = messages_of(batch, settings.topic)
         for message in messages:
             message.properties[ledger.TXN_PROPERTY] = tag
-        sent.halves += producer.call(_send_halves, producer.async_client, messages)
+        sent.halves += producer.call(
+            runtime.bounded_gather, producer.async_client.send_in_transaction, messages, IN_FLIGHT
+        )
         sent.count += len(messages)
     return sent
 
 
 async def _send_all(producer: Any, messages: list[Message], batch_size: int) -> None:
-    import anyio
-
-    limiter = anyio.CapacityLimiter(8)
-
     async def send(chunk: list[Message]) -> None:
-        async with limiter:
-            if _delayed(chunk[0]):
-                await producer.send(chunk[0])
-            else:
-                await producer.send_batch(chunk)
+        if _delayed(chunk[0]):
+            await producer.send(chunk[0])
+        else:
+            await producer.send_batch(chunk)
 
-    async with anyio.create_task_group() as group:
-        for chunk in _chunks(messages, batch_size):
-            group.start_soon(send, chunk)
+    await runtime.bounded_gather(send, _chunks(messages, batch_size), BATCHES_IN_FLIGHT)
 
 
 def _chunks(messages: list[Message], batch_size: int) -> list[list[Message]]:
@@ -185,23 +181,6 @@ def _chunks(messages: list[Message], batch_size: int) -> list[list[Message]]:
 
 def _delayed(message: Message) -> bool:
     return bool(message.delay_level or message.deliver_time_ms is not None)
-
-
-async def _send_halves(producer: Any, messages: list[Message]) -> list[SendResult]:
-    """Send every message as a half, IN_FLIGHT at a time; results in row order."""
-    import anyio
-
-    results: list[Any] = [None] * len(messages)
-    limiter = anyio.CapacityLimiter(IN_FLIGHT)
-
-    async def send(index: int) -> None:
-        async with limiter:
-            results[index] = await producer.send_in_transaction(messages[index])
-
-    async with anyio.create_task_group() as group:
-        for index in range(len(messages)):
-            group.start_soon(send, index)
-    return results
 
 
 # --- the ledger, read and written through the name server ------------------------------------
@@ -257,11 +236,7 @@ def commit_epoch(settings: SinkOptions, messages: list[Any], epoch: str, *, stre
         old = int(epoch) - ledger.KEPT_EPOCHS
         if old >= 0:
             admin.delete_kv(ledger.NAMESPACE, ledger.epoch_key(sink, str(old)))
-    _end(
-        settings,
-        [half for report in reports for half in report.halves],
-        LocalTransactionState.COMMIT,
-    )
+    _end(settings, reports, LocalTransactionState.COMMIT)
 
 
 def abort_epoch(settings: SinkOptions, messages: list[Any], epoch: str, *, streamed: bool) -> None:
@@ -273,15 +248,11 @@ def abort_epoch(settings: SinkOptions, messages: list[Any], epoch: str, *, strea
         runtime.admin(settings.connection).put_kv(
             ledger.NAMESPACE, ledger.epoch_key(sink, epoch), ledger.encode_record({})
         )
-    reports = [m for m in messages if isinstance(m, Sent)]
-    _end(
-        settings,
-        [half for report in reports for half in report.halves],
-        LocalTransactionState.ROLLBACK,
-    )
+    _end(settings, [m for m in messages if isinstance(m, Sent)], LocalTransactionState.ROLLBACK)
 
 
-def _end(settings: SinkOptions, halves: list[SendResult], state: LocalTransactionState) -> None:
+def _end(settings: SinkOptions, reports: list[Sent], state: LocalTransactionState) -> None:
+    halves = [half for report in reports for half in report.halves]
     if not halves:
         return
     producer = _transaction_producer(settings)
@@ -291,20 +262,14 @@ def _end(settings: SinkOptions, halves: list[SendResult], state: LocalTransactio
 async def _end_all(producer: Any, halves: list[SendResult], state: LocalTransactionState) -> None:
     """Decide every half, IN_FLIGHT at a time, each confirmed by its broker: what Spark
     commits is visible when the commit returns. A failure is left to the check-back."""
-    import anyio
-
-    limiter = anyio.CapacityLimiter(IN_FLIGHT)
 
     async def end(half: SendResult) -> None:
-        async with limiter:
-            try:
-                await producer.end_transaction(half, state, confirm=True)
-            except Exception as exc:
-                log.warning("ending %s failed (%s); the check-back decides it", half.msg_id, exc)
+        try:
+            await producer.end_transaction(half, state, confirm=True)
+        except Exception as exc:
+            log.warning("ending %s failed (%s); the check-back decides it", half.msg_id, exc)
 
-    async with anyio.create_task_group() as group:
-        for half in halves:
-            group.start_soon(end, half)
+    await runtime.bounded_gather(end, halves, IN_FLIGHT)
 
 
 # --- Spark's writer classes ---------------------------------------------------------------------
