@@ -137,8 +137,9 @@ class _Blocking:
 
     def call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Block on ``await function(*args, **kwargs)`` run on the clients' loop thread:
-        for work that awaits many of the client's coroutines at once."""
-        return self._call(function, *args, **kwargs)
+        every blocking method goes through here, and so can work that awaits many of the
+        client's coroutines at once."""
+        return self._running_portal().call(functools.partial(function, *args, **kwargs))
 
     def call_soon(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         """Start ``function(*args, **kwargs)`` on the loop thread and return at once; the
@@ -151,13 +152,10 @@ class _Blocking:
             raise RuntimeError(f"{type(self).__name__} is not started: call start() or use 'with'")
         return portal
 
-    def _call(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return self._running_portal().call(functools.partial(function, *args, **kwargs))
-
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._client, name)
         if inspect.iscoroutinefunction(attribute):
-            return functools.partial(self._call, attribute)
+            return functools.partial(self.call, attribute)
         return attribute
 
 
@@ -168,7 +166,7 @@ class Producer(_Blocking):
     _async_class = AsyncProducer
 
     def send_with_callback(self, message: Any, callback: Callable[..., Any], **kwargs: Any) -> None:
-        self._call(_start_callback_send, self._client, message, callback, kwargs)
+        self.call(_start_callback_send, self._client, message, callback, kwargs)
 
 
 class TransactionProducer(Producer):
@@ -203,7 +201,7 @@ class LitePullConsumer(_Blocking):
     def __iter__(self) -> Iterator[ReceivedMessage]:
         while self._context is not None:
             try:
-                messages = self._call(self._client.poll)
+                messages = self.call(self._client.poll)
             except RuntimeError:
                 return  # shut down meanwhile
             yield from messages
