@@ -32,8 +32,8 @@ from ..protocol.message import (
     body_crc,
     decode_record,
     encode_properties,
-    host_is_v6,
     record_size,
+    with_host_flags,
     write_record,
 )
 from ..store.api import MessageToStore
@@ -230,9 +230,8 @@ def encoded_record(message: StoredMessage) -> bytes:
     """``message`` in the stored-record layout (what a pull returns)."""
     topic_bytes = message.topic.encode()
     properties = encode_properties(message.properties).encode()
-    born_v6, store_v6 = host_is_v6(message.born_host), host_is_v6(message.store_host)
-    sys_flag = message.sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)
-    sys_flag |= (BORNHOST_V6 if born_v6 else 0) | (STOREHOST_V6 if store_v6 else 0)
+    sys_flag = with_host_flags(message.sys_flag, message.born_host, message.store_host)
+    born_v6, store_v6 = bool(sys_flag & BORNHOST_V6), bool(sys_flag & STOREHOST_V6)
     size = record_size(len(message.body), len(topic_bytes), len(properties), born_v6, store_v6)
     buffer = bytearray(size)
     write_record(

@@ -77,6 +77,16 @@ def record_size(body: int, topic: int, properties: int, born_v6: bool, store_v6:
     return FIXED_SIZE + hosts + body + topic_length_size + topic + properties
 
 
+def with_host_flags(sys_flag: int, born_host: bytes, store_host: bytes) -> int:
+    """``sys_flag`` with its IPv6 bits set to match the two hosts (the record's layout)."""
+    sys_flag &= ~(BORNHOST_V6 | STOREHOST_V6)
+    if host_is_v6(born_host):
+        sys_flag |= BORNHOST_V6
+    if host_is_v6(store_host):
+        sys_flag |= STOREHOST_V6
+    return sys_flag
+
+
 def write_record(
     buffer: bytearray | memoryview,
     position: int,

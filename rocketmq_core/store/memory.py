@@ -13,14 +13,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..protocol.message import (
-    BORNHOST_V6,
-    STOREHOST_V6,
-    body_crc,
-    host_is_v6,
-    record_size,
-    write_record,
-)
 from .api import (
     Dispatcher,
     DispatchRequest,
@@ -38,6 +30,7 @@ from .common import (
     batch_refusal,
     dispatch_fields,
     edge_result,
+    encode_record,
     enters_consume_queue,
     index_keys,
     is_rollback,
@@ -128,49 +121,18 @@ class MemoryStore:
         return result
 
     def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int]:
-        store_host = self.config.store_host
-        sys_flag = message.sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)
-        if host_is_v6(message.born_host):
-            sys_flag |= BORNHOST_V6
-        if host_is_v6(store_host):
-            sys_flag |= STOREHOST_V6
         queue_offset = 0  # prepared and rolled-back records: no queue, offset 0
-        if enters_consume_queue(sys_flag):
+        if enters_consume_queue(message.sys_flag):
             queue = self._queues.get((message.topic, message.queue_id))
             if queue is None:
                 queue = self._queues[(message.topic, message.queue_id)] = _Queue()
             queue_offset = queue.next_offset
             queue.next_offset += 1
-        topic = message.topic.encode()
-        size = record_size(
-            len(message.body),
-            len(topic),
-            len(message.properties),
-            bool(sys_flag & BORNHOST_V6),
-            bool(sys_flag & STOREHOST_V6),
-        )
         phys = self._next_phys
-        record = bytearray(size)
-        write_record(
-            record,
-            0,
-            size=size,
-            body=message.body,
-            body_crc=body_crc(message.body),
-            topic=topic,
-            properties=message.properties,
-            queue_id=message.queue_id,
-            flag=message.flag,
-            queue_offset=queue_offset,
-            physical_offset=phys,
-            sys_flag=sys_flag,
-            born_timestamp=message.born_timestamp,
-            born_host=message.born_host,
-            store_timestamp=store_time,
-            store_host=store_host,
-            reconsume_times=message.reconsume_times,
-            prepared_transaction_offset=message.prepared_transaction_offset,
+        record, sys_flag = encode_record(
+            message, queue_offset, phys, store_time, self.config.store_host
         )
+        size = len(record)
         self._records[phys] = bytes(record)
         self._offsets.append(phys)
         self._times.append(store_time)

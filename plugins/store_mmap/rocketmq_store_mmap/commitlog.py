@@ -18,13 +18,13 @@ from rocketmq_core.protocol.message import (
     MAGIC_V1,
     MAGIC_V2,
     PHYSICAL_OFFSET_AT,
-    STOREHOST_V6,
     RecordError,
     StoredMessage,
     body_crc,
     decode_record,
     host_is_v6,
     record_size,
+    with_host_flags,
     write_blank,
     write_record,
 )
@@ -67,14 +67,13 @@ class CommitLog:
 
         Raises DiskFullError (from creating the next file) with nothing written.
         """
-        sys_flag = message.sys_flag & ~(BORNHOST_V6 | STOREHOST_V6)
-        born_v6 = host_is_v6(message.born_host)
-        if born_v6:
-            sys_flag |= BORNHOST_V6
-        if self.store_v6:
-            sys_flag |= STOREHOST_V6
+        sys_flag = with_host_flags(message.sys_flag, message.born_host, self.store_host)
         size = record_size(
-            len(message.body), len(topic), len(message.properties), born_v6, self.store_v6
+            len(message.body),
+            len(topic),
+            len(message.properties),
+            bool(sys_flag & BORNHOST_V6),
+            self.store_v6,
         )
         mapped = self._room_for(size)
         position = mapped.wrote

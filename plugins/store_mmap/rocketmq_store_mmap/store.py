@@ -52,6 +52,7 @@ from rocketmq_core.store.common import (
 )
 from rocketmq_core.store.flush import AsyncFlush, FlushPolicy
 from rocketmq_core.store.flusher import Flusher
+from rocketmq_core.store.retention import DiskGuard
 
 from . import retention
 from .checkpoint import Checkpoint
@@ -95,7 +96,7 @@ class MmapStore:
         self._lock_fd: int | None = None
         self._opened = False
         self._closed = False
-        self._refusing: str | None = None  # why puts are refused (a full disk)
+        self.disk = DiskGuard(config, root)
         self._last_time = 0
         self._puts = 0
         self.recovered_after_crash = False
@@ -108,8 +109,7 @@ class MmapStore:
         # the broker's and expect to run there
         self._open_files()
         # a disk already full refuses puts from the first one
-        used = retention.disk_used_percent(self.root)
-        self._update_refusal(retention.decide(self.config, used, time.time(), manual=False))
+        self.disk.check(time.time(), manual=False)
         self._flusher = Flusher(
             self.policy,
             written=lambda: self.commitlog.max_offset,
@@ -270,7 +270,7 @@ class MmapStore:
 
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
-        refused = refusal(message, self.config) or self._refusal()
+        refused = refusal(message, self.config) or self.disk.refusal()
         if refused is not None:
             return refused
         store_time = self._now()
@@ -299,7 +299,7 @@ class MmapStore:
         if refused is not None:
             return refused
         first = messages[0]
-        refused = self._refusal()
+        refused = self.disk.refusal()
         if refused is not None:
             return refused
         topic_length = len(first.topic.encode())
@@ -358,11 +358,6 @@ class MmapStore:
         for dispatcher in self._dispatchers:
             dispatcher(request)
         return phys, size, queue_offset
-
-    def _refusal(self) -> PutResult | None:
-        if self._refusing is not None:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self._refusing)
-        return None
 
     def _disk_full_result(self, error: OSError) -> PutResult:
         log.error("cannot create the next CommitLog file: %s", error)
@@ -556,9 +551,7 @@ class MmapStore:
         return await self._delete_expired(time.time() if now is None else now, manual=force)
 
     async def _delete_expired(self, now: float, manual: bool) -> int:
-        used = await anyio.to_thread.run_sync(retention.disk_used_percent, self.root)
-        decision = retention.decide(self.config, used, now, manual=manual)
-        self._update_refusal(decision)
+        decision = await anyio.to_thread.run_sync(self.disk.check, now, manual)
         if not (decision.delete_expired or decision.forcibly):
             return 0
         deleted = 0
@@ -580,26 +573,6 @@ class MmapStore:
             self.index.delete_before(floor)
             log.info("deleted %d expired CommitLog files; the log now starts at %d", deleted, floor)
         return deleted
-
-    def _update_refusal(self, decision: retention.CleanupDecision) -> None:
-        if decision.refuse_writes:
-            if self._refusing is None:
-                log.error("disk %.0f%% used: refusing new messages", decision.used_percent)
-            self._refusing = (
-                f"the disk holding {self.root} is {decision.used_percent:.0f}% full"
-                f" (diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%);"
-                " messages are refused until space is freed"
-            )
-        else:
-            if self._refusing is not None:
-                log.warning("disk %.0f%% used: accepting messages again", decision.used_percent)
-            elif decision.used_percent >= self.config.disk_max_used_space_ratio:
-                log.warning(
-                    "disk %.0f%% used (diskMaxUsedSpaceRatio %d%%): expired files go now",
-                    decision.used_percent,
-                    self.config.disk_max_used_space_ratio,
-                )
-            self._refusing = None
 
     async def delete_topic(self, topic: str) -> None:
         self._check_open()
@@ -635,7 +608,7 @@ class MmapStore:
             "queues": len(self._queues),
             "index_files": len(self.index.files),
             "recovered_after_crash": self.recovered_after_crash,
-            "refusing_writes": self._refusing,
+            "refusing_writes": self.disk.refusing,
         }
 
 

@@ -1,0 +1,90 @@
+"""Retention and disk guards every persistent store applies (STORE.md §16): when expired
+data may go, when the oldest must go whatever its age, when the disk is too full to
+take more."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .api import PutResult, PutStatus, StoreConfig
+
+log = logging.getLogger("rocketmq.store")
+
+
+def delete_hours(delete_when: str) -> set[int]:
+    """``deleteWhen``: hours of the day, ``;``-separated (``"04"``, ``"04;16"``)."""
+    hours = set()
+    for part in delete_when.split(";"):
+        part = part.strip()
+        if part.isdigit() and 0 <= int(part) <= 23:
+            hours.add(int(part))
+    return hours
+
+
+def disk_used_percent(path: Path) -> float:
+    usage = shutil.disk_usage(path)
+    return 100.0 * (usage.total - usage.free) / usage.total if usage.total else 0.0
+
+
+@dataclass(frozen=True)
+class CleanupDecision:
+    delete_expired: bool  # files past fileReservedTime may go now
+    forcibly: bool  # the disk is nearly full: the oldest files go whatever their age
+    refuse_writes: bool  # the disk is full: puts are refused until it is not
+    used_percent: float
+
+
+def decide(config: StoreConfig, used_percent: float, now: float, manual: bool) -> CleanupDecision:
+    hour = time.localtime(now).tm_hour
+    return CleanupDecision(
+        delete_expired=manual
+        or hour in delete_hours(config.delete_when)
+        or used_percent >= config.disk_max_used_space_ratio,
+        forcibly=used_percent >= config.disk_space_clean_forcibly_ratio,
+        refuse_writes=used_percent >= config.disk_space_warning_level_ratio,
+        used_percent=used_percent,
+    )
+
+
+class DiskGuard:
+    """Refuses puts while the disk holding a store is too full, and says so once."""
+
+    def __init__(self, config: StoreConfig, root: Path) -> None:
+        self.config = config
+        self.root = root
+        self.refusing: str | None = None  # why puts are refused
+
+    def refusal(self) -> PutResult | None:
+        if self.refusing is not None:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.refusing)
+        return None
+
+    def update(self, decision: CleanupDecision) -> None:
+        if decision.refuse_writes:
+            if self.refusing is None:
+                log.error("disk %.0f%% used: refusing new messages", decision.used_percent)
+            self.refusing = (
+                f"the disk holding {self.root} is {decision.used_percent:.0f}% full"
+                f" (diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%);"
+                " messages are refused until space is freed"
+            )
+            return
+        if self.refusing is not None:
+            log.warning("disk %.0f%% used: accepting messages again", decision.used_percent)
+        elif decision.used_percent >= self.config.disk_max_used_space_ratio:
+            log.warning(
+                "disk %.0f%% used (diskMaxUsedSpaceRatio %d%%): expired files go now",
+                decision.used_percent,
+                self.config.disk_max_used_space_ratio,
+            )
+        self.refusing = None
+
+    def check(self, now: float, manual: bool) -> CleanupDecision:
+        """Blocking (a statfs): decide what retention may do now, and update the guard."""
+        decision = decide(self.config, disk_used_percent(self.root), now, manual)
+        self.update(decision)
+        return decision
