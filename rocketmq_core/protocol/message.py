@@ -256,6 +256,16 @@ def peek_record(buffer: bytes | memoryview, position: int) -> tuple[int, int]:
     return size, magic
 
 
+_STORE_TIME_AT = {False: 56, True: 68}  # after an IPv4 / IPv6 born host
+_SYS_FLAG_AT = 36
+
+
+def record_store_time(record: bytes | memoryview) -> int:
+    """The store timestamp of a whole record, without decoding the rest."""
+    (sys_flag,) = _INT.unpack_from(record, _SYS_FLAG_AT)
+    return _LONG.unpack_from(record, _STORE_TIME_AT[bool(sys_flag & BORNHOST_V6)])[0]
+
+
 def decode_record(
     buffer: bytes | memoryview, position: int = 0, *, check_crc: bool = False
 ) -> StoredMessage:

@@ -24,6 +24,7 @@ from rocketmq_core.protocol.message import (
     decode_record,
     host_is_v6,
     record_size,
+    record_store_time,
     with_host_flags,
     write_blank,
     write_record,
@@ -36,7 +37,6 @@ log = logging.getLogger("rocketmq.store.mmap")
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _LONG = struct.Struct(">q")
-_STORE_TIME_AT = {False: 56, True: 68}  # after an IPv4 / IPv6 born host
 PRE_TOUCH_STEP = 2 << 20
 
 
@@ -186,11 +186,7 @@ class CommitLog:
 
     def store_time_at(self, phys: int) -> int:
         record = self.record_at(phys)
-        if record is None:
-            return -1
-        (sys_flag,) = struct.unpack_from(">i", record, 36)
-        at = _STORE_TIME_AT[bool(sys_flag & BORNHOST_V6)]
-        return _LONG.unpack_from(record, at)[0]
+        return record_store_time(record) if record is not None else -1
 
     # --- recovery --------------------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The ``rocksdb`` store of rocketmq-py: the MessageStore contract on RocksDB."""
