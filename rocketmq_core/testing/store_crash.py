@@ -270,6 +270,14 @@ class CrashSummary:
     records: int = 0
     reports: list[CycleReport] = field(default_factory=list)
 
+    def assert_sound(self, cycles: int) -> None:
+        """Every cycle ran, put, and kept every acknowledged message; nothing invented."""
+        assert self.cycles == cycles
+        assert self.present == self.acked
+        # every cycle had time to put: a kill before any acknowledgement proves nothing
+        assert all(report.acked > 0 for report in self.reports), self.reports
+        assert self.records >= self.acked + self.extra
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "cycles": self.cycles,
