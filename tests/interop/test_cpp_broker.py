@@ -1,7 +1,7 @@
 """The official C++ client (rocketmq==0.4.4) against our name server and broker.
 
-One cluster serves the module from a thread of its own (the client blocks); each test
-has its own topic and groups.
+One cluster per store plugin (mmap, rocksdb) serves the module from a thread of its own
+(the client blocks); each test has its own topic and groups.
 """
 
 from __future__ import annotations
@@ -24,11 +24,19 @@ def client():
     return load_cpp_client()
 
 
+@pytest.fixture(scope="module", params=["mmap", "rocksdb"])
+def store(request):
+    """Every test runs against the broker on each store plugin."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, client):
+def cluster(tmp_path_factory, client, store):
     # levels 1 and 2 for the delay test; retries wait at level 3+ (a second, not 10 s)
     with EmbeddedCluster(
-        tmp_path_factory.mktemp("cluster"), message_delay_level="1s 2s 1s 1s 1s 1s"
+        tmp_path_factory.mktemp("cluster"),
+        message_delay_level="1s 2s 1s 1s 1s 1s",
+        store=store,
     ) as running:
         yield running
 
@@ -98,25 +106,26 @@ def test_oneway_sends_are_stored(client, cluster):
         assert wait_until(lambda: stored(cluster, "OnewayTopic") == 30)
 
 
-def test_batch_sends_store_each_message_and_the_pull_consumer_reads_them(client, cluster):
-    cluster.create_topic("BatchTopic")
+def test_batch_sends_store_each_message_and_the_pull_consumer_reads_them(client, cluster, store):
+    # the C++ client's pull consumers share one client instance per process, which keeps
+    # the routes it learnt (a broker address of the previous cluster): a topic per store
+    topic = f"BatchTopic-{store}"
+    cluster.create_topic(topic)
     with producer(client, cluster.namesrv_address, "PID-batch") as sender:
         for first in (0, 16):
-            result = sender.send_batch(
-                [message(client, "BatchTopic", first + n) for n in range(16)]
-            )
+            result = sender.send_batch([message(client, topic, first + n) for n in range(16)])
             assert result.status == client.SendStatus.OK
-    assert stored(cluster, "BatchTopic") == 32
+    assert stored(cluster, topic) == 32
     puller = client.PullConsumer("CID-pull")
     puller.set_namesrv_addr(cluster.namesrv_address)
     puller.start()
     try:
         # a pulled message lives until the generator pulls the next batch: read it now
-        pulled = [(m.topic, m.body, m.get_property("seq")) for m in puller.pull("BatchTopic")]
+        pulled = [(m.topic, m.body, m.get_property("seq")) for m in puller.pull(topic)]
     finally:
         puller.shutdown()
     assert sorted(body for _, body, _ in pulled) == expected_bodies(range(32))
-    assert all(topic == "BatchTopic" and body == b"body-" + seq for topic, body, seq in pulled)
+    assert all(t == topic and body == b"body-" + seq for t, body, seq in pulled)
 
 
 def test_orderly_sends_by_sharding_key_are_consumed_in_order(client, cluster):
@@ -222,8 +231,10 @@ def test_broadcasting_consumers_each_receive_every_message(client, cluster):
     assert bodies(second.received) == expected_bodies(range(20))
 
 
-def test_after_a_broker_restart_consumption_resumes_from_the_committed_offsets(client, tmp_path):
-    with EmbeddedCluster(tmp_path) as own:
+def test_after_a_broker_restart_consumption_resumes_from_the_committed_offsets(
+    client, tmp_path, store
+):
+    with EmbeddedCluster(tmp_path, store=store) as own:
         own.create_topic("RestartTopic")
         with producer(client, own.namesrv_address, "PID-restart") as sender:
             for n in range(20):
