@@ -1,4 +1,5 @@
-"""Messages per second into and out of a store, no network: ``memory`` and ``mmap`` side by side.
+"""Messages per second into and out of a store, no network: ``memory``, ``mmap`` and
+``rocksdb`` side by side.
 
 1 KiB bodies with the properties a Java producer sets (TAGS, KEYS, UNIQ_KEY, WAIT), one
 topic of 8 queues; 8,192 distinct messages are built once and cycled through, so the
@@ -10,12 +11,19 @@ rows measure the store, not message building. Rows, each warmed up first:
   has nothing to flush: its row shows the cost of 64 tasks);
 - get 32: ``get(max_count=32)`` round-robin over the written queues.
 
+Then the workload of many small queues, for each persistent store: ``--many-topics``
+topics (100,000) of one queue, 10 messages each, put round after round (every queue is
+created in the first round); it reports the time, the files the store created, RSS,
+disk use, and the time to open the store again. A store that cannot take them all, or
+not within ``--many-topics-budget`` seconds, reports how far it got and why.
+
 Each store is measured in its own process, pinned with taskset to one core (PERF.md),
 on asyncio + uvloop. The mmap store uses RocketMQ's default 1 GiB CommitLog files
-(``--commit-log-mib`` to change). Prints a table, writes JSON.
+(``--commit-log-mib`` to change). Prints tables, writes JSON.
 
     python benchmarks/store_append.py
     python benchmarks/store_append.py --duration 5 --stores mmap --core 0
+    python benchmarks/store_append.py --many-topics 0     # skip the many-queues workload
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ READ = 32
 # its connections, which lets the store's own tasks (flush, pre-touch, next file) run
 YIELD_EVERY = 32
 ROWS = ("async put", "async batch 32", "sync put x64", "get 32")
+MANY_TOPICS = 100_000
+MANY_MESSAGES = 10  # per topic
 TARGETS = {
     "async put": 200_000,
     "async batch 32": 400_000,
@@ -202,6 +212,81 @@ async def measure_store(args: argparse.Namespace, results: list[dict]) -> None:
             await store.close()
 
 
+async def measure_many_topics(args: argparse.Namespace, results: list[dict]) -> None:
+    """``args.many_topics`` topics of one queue, MANY_MESSAGES each, round after round."""
+    topics = [f"Topic{number:06d}" for number in range(args.many_topics)]
+    properties = encode_properties({"TAGS": "TagA", "WAIT": "true"}).encode()
+    row = {"store": args.worker, "row": "many topics", "topics": len(topics)}
+    with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
+        config = StoreConfig(
+            root_dir=scratch, flush="async", commit_log_file_size=args.commit_log_mib << 20
+        )
+        store = create_store(args.worker, config)
+        await store.open()
+        put = 0
+        started = time.perf_counter()
+        give_up_at = started + args.many_topics_budget
+        try:
+            for _round in range(MANY_MESSAGES):
+                for topic in topics:
+                    result = await store.put(MessageToStore(topic, 0, BODY, properties))
+                    if not result.ok:
+                        raise RuntimeError(f"{result.status.value}: {result.remark}")
+                    put += 1
+                    if put % YIELD_EVERY == 0:
+                        await anyio.sleep(0)
+                        if time.perf_counter() > give_up_at:
+                            raise TimeoutError(f"the budget of {args.many_topics_budget:g} s")
+        except TimeoutError as exc:
+            row["stopped_by"] = str(exc)
+        except Exception as exc:  # how far the store got, and why it stopped
+            row["stopped_by"] = row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        row["seconds"] = round(time.perf_counter() - started, 3)
+        row["messages"] = put
+        row["msg_per_s"] = round(put / row["seconds"]) if row["seconds"] else 0
+        row["queues_created"] = sum(len(ids) for ids in store.queues().values())
+        row["rss_mib"] = rss_mib()
+        try:
+            await store.close()
+        except Exception as exc:
+            row["error"] = f"close: {type(exc).__name__}: {exc}"[:300]
+            row.setdefault("stopped_by", row["error"])
+        row["files"], row["disk_mib"] = files_and_disk_use(scratch)
+        if "error" not in row:
+            started = time.perf_counter()
+            store = create_store(args.worker, config)
+            await store.open()
+            row["reopen_seconds"] = round(time.perf_counter() - started, 3)
+            first = await store.get(topics[0], 0, 0, MANY_MESSAGES)
+            assert first.records, first.status
+            await store.close()
+    results.append(row)
+
+
+def files_and_disk_use(root: str) -> tuple[int, float]:
+    """Files under ``root``, and the disk blocks they take (MiB)."""
+    files = blocks = 0
+    for directory, _dirs, names in os.walk(root):
+        for name in names:
+            files += 1
+            blocks += os.lstat(os.path.join(directory, name)).st_blocks
+    return files, round(blocks * 512 / 2**20, 1)
+
+
+def print_many_topics(topics: int, rows: list[dict]) -> None:
+    print(f"\nmany topics: {topics:,} topics of one queue, {MANY_MESSAGES} x 1 KiB messages each")
+    print(
+        f"{'store':<9}{'put s':>9}{'msg/s':>10}{'queues':>9}{'files':>9}"
+        f"{'disk MiB':>10}{'RSS MiB':>9}{'reopen s':>10}  stopped by"
+    )
+    for row in rows:
+        print(
+            f"{row['store']:<9}{row['seconds']:>9}{row['msg_per_s']:>10,}"
+            f"{row['queues_created']:>9,}{row['files']:>9,}{row['disk_mib']:>10}"
+            f"{row['rss_mib']:>9}{row.get('reopen_seconds', '-'):>10}  {row.get('stopped_by', '')}"
+        )
+
+
 def print_table(title: str, stores: list[str], results: list[dict]) -> None:
     by = {(row["store"], row["row"]): row for row in results}
     print(title)
@@ -220,7 +305,11 @@ def print_table(title: str, stores: list[str], results: list[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stores", default="memory,mmap")
+    parser.add_argument("--stores", default="memory,mmap,rocksdb")
+    parser.add_argument("--many-topics", type=int, default=MANY_TOPICS)
+    parser.add_argument(
+        "--many-topics-budget", type=float, default=120.0, help="seconds one store may take"
+    )
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--commit-log-mib", type=int, default=1024)
@@ -228,29 +317,37 @@ def main() -> int:
     parser.add_argument("--scratch", default=None, help="directory for the mmap store files")
     parser.add_argument("--output", default="benchmarks/results/store_append.json")
     parser.add_argument("--worker", metavar="STORE", help=argparse.SUPPRESS)
+    parser.add_argument("--workload", default="rows", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         results: list[dict] = []
-        run_backend(lambda: measure_store(args, results), "asyncio", use_uvloop=True)
+        measure = measure_store if args.workload == "rows" else measure_many_topics
+        run_backend(lambda: measure(args, results), "asyncio", use_uvloop=True)
         sys.stdout.write(orjson.dumps(results).decode())
         return 0
 
     core = None if args.core == "none" else int(args.core)
     stores = args.stores.split(",")
+    forwarded = [
+        f"--{name.replace('_', '-')}={getattr(args, name)}"
+        for name in ("duration", "warmup", "commit_log_mib", "many_topics", "many_topics_budget")
+    ]
+    if args.scratch:
+        forwarded.append(f"--scratch={args.scratch}")
+
+    def worker(store: str, workload: str) -> list[dict]:
+        command = [sys.executable, __file__, "--worker", store, f"--workload={workload}"]
+        done = subprocess.run(pinned([*command, *forwarded], core), check=True, capture_output=True)
+        return orjson.loads(done.stdout)
+
     results = []
     for store in stores:
-        forwarded = [
-            f"--{name.replace('_', '-')}={getattr(args, name)}"
-            for name in ("duration", "warmup", "commit_log_mib")
-        ]
-        if args.scratch:
-            forwarded.append(f"--scratch={args.scratch}")
-        worker = subprocess.run(
-            pinned([sys.executable, __file__, "--worker", store, *forwarded], core),
-            check=True,
-            capture_output=True,
-        )
-        results.extend(orjson.loads(worker.stdout))
+        results.extend(worker(store, "rows"))
+    many = []
+    if args.many_topics:
+        for store in stores:
+            if store != "memory":
+                many.extend(worker(store, "many-topics"))
     setup = {
         "benchmark": "store_append",
         "body_bytes": len(BODY),
@@ -265,6 +362,8 @@ def main() -> int:
         "duration": args.duration,
         "warmup": args.warmup,
         "targets_mmap": TARGETS,
+        "many_topics": args.many_topics,
+        "many_topics_messages_each": MANY_MESSAGES,
         **machine(),
     }
     title = (
@@ -272,7 +371,9 @@ def main() -> int:
         f" {args.commit_log_mib} MiB  {args.duration:g} s per row after {args.warmup:g} s warm-up"
     )
     print_table(title, stores, results)
-    write_results(args.output, setup, results)
+    if many:
+        print_many_topics(args.many_topics, many)
+    write_results(args.output, setup, results + many)
     return 0
 
 
