@@ -3,6 +3,7 @@ consume-queue entry, what a read at the edges of a queue answers."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 
 from ..protocol.message import (
@@ -23,6 +24,20 @@ from ..protocol.message import (
 from .api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus, StoreConfig
 
 MAX_TOPIC_LENGTH = 255  # 5.x: %RETRY%/%DLQ% topics may exceed 127 (written as V2 records)
+
+
+class StoreClock:
+    """Store timestamps (ms) that never go backwards in log order, as Java takes them
+    under the put lock; ``last`` is the newest one given."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, last: int = 0) -> None:
+        self.last = last
+
+    def now(self) -> int:
+        self.last = max(self.last, time.time_ns() // 1_000_000)
+        return self.last
 
 
 def refusal(message: MessageToStore, config: StoreConfig) -> PutResult | None:

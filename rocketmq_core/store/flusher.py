@@ -16,6 +16,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskStatus
 
+from .api import PutResult, PutStatus
 from .flush import FlushPolicy
 
 log = logging.getLogger("rocketmq.store")
@@ -125,3 +126,11 @@ class Flusher:
             return True
         finally:
             self._waiting -= 1
+
+    async def settle(self, result: PutResult) -> PutResult:
+        """A store's ``wait_durable``: ``result`` once its records are durable up to
+        ``result.flush_to``; FLUSH_DISK_TIMEOUT after the policy's timeout."""
+        if result.flush_to >= 0 and not await self.wait_durable(result.flush_to):
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+            result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+        return result

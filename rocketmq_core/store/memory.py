@@ -27,6 +27,7 @@ from .api import (
     TagFilter,
 )
 from .common import (
+    StoreClock,
     batch_refusal,
     dispatch_fields,
     edge_result,
@@ -67,7 +68,7 @@ class MemoryStore:
         self._index: dict[tuple[str, str], list[tuple[int, int]]] = {}
         self._index_last = (0, 0)
         self._dispatchers: list[Dispatcher] = []
-        self._last_time = 0
+        self.clock = StoreClock()
         self._closed = False
         self._puts = 0
 
@@ -83,11 +84,6 @@ class MemoryStore:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError("the memory store is closed")
-
-    def _now(self) -> int:
-        # store times never go backwards in log order (Java takes them under the put lock)
-        self._last_time = max(self._last_time, time.time_ns() // 1_000_000)
-        return self._last_time
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -108,7 +104,7 @@ class MemoryStore:
         refused = batch_refusal(messages, self.config)
         if refused is not None:
             return refused
-        store_time = self._now()
+        store_time = self.clock.now()
         result = PutResult(
             PutStatus.PUT_OK, store_timestamp=store_time, store_host=self.config.store_host
         )

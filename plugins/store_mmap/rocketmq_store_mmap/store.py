@@ -41,6 +41,7 @@ from rocketmq_core.store.api import (
     TagFilter,
 )
 from rocketmq_core.store.common import (
+    StoreClock,
     batch_refusal,
     dispatch_fields,
     edge_result,
@@ -97,7 +98,7 @@ class MmapStore:
         self._opened = False
         self._closed = False
         self.disk = DiskGuard(config, root)
-        self._last_time = 0
+        self.clock = StoreClock()
         self._puts = 0
         self.recovered_after_crash = False
         self.replayed = 0
@@ -199,7 +200,7 @@ class MmapStore:
         self.index.sync()
         self.checkpoint.dispatched_offset = end
         self.checkpoint.physic_msg_timestamp = self.checkpoint.logics_msg_timestamp = (
-            self._last_time
+            self.clock.last
         )
         self.checkpoint.save()
         self.commitlog.close()
@@ -219,10 +220,6 @@ class MmapStore:
         if self._closed or not self._opened:
             state = "closed" if self._closed else "not open"
             raise StoreClosedError(f"the store {self.root} is {state}")
-
-    def _now(self) -> int:
-        self._last_time = max(self._last_time, time.time_ns() // 1_000_000)
-        return self._last_time
 
     # --- dispatch targets ------------------------------------------------------------------
 
@@ -263,17 +260,14 @@ class MmapStore:
         if result.flush_to < 0:
             return result
         assert self._flusher is not None
-        if not await self._flusher.wait_durable(result.flush_to):
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
-        return result
+        return await self._flusher.settle(result)
 
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
         refused = refusal(message, self.config) or self.disk.refusal()
         if refused is not None:
             return refused
-        store_time = self._now()
+        store_time = self.clock.now()
         try:
             phys, size, queue_offset = self._append(message, store_time)
         except DiskFullError as exc:
@@ -316,7 +310,7 @@ class MmapStore:
             return self._disk_full_result(exc)
         except ValueError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        store_time = self._now()
+        store_time = self.clock.now()
         result = PutResult(
             PutStatus.PUT_OK, store_timestamp=store_time, store_host=self.config.store_host
         )
@@ -492,7 +486,7 @@ class MmapStore:
         """Consume queues and index to disk, then the checkpoint that vouches for them."""
         assert self._flusher is not None
         covered = self.commitlog.max_offset  # dispatch is inline: entries exist up to here
-        stamp = self._last_time
+        stamp = self.clock.last
 
         def work() -> None:
             for queue in list(self._queues.values()):

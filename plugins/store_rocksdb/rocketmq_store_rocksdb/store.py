@@ -39,6 +39,7 @@ from rocketmq_core.store.api import (
     TagFilter,
 )
 from rocketmq_core.store.common import (
+    StoreClock,
     batch_refusal,
     dispatch_fields,
     edge_result,
@@ -99,7 +100,7 @@ class RocksDBStore:
         self._closed = False
         self._in_threads = 0  # calls running in worker threads: close waits for them
         self._threads_done: anyio.Event | None = None
-        self._last_time = 0
+        self.clock = StoreClock()
         self._puts = 0
         self.recovered_after_crash = False
 
@@ -160,8 +161,8 @@ class RocksDBStore:
             self._last_record = LOG_KEY.unpack(iterator.key())[0]
             record = iterator.value()
             self._write_offset = self._last_record + len(record)
-            self._last_time = record_store_time(record)
-            self._index_last = (self._last_time, self._last_record)
+            self.clock.last = record_store_time(record)
+            self._index_last = (self.clock.last, self._last_record)
             iterator.seek_to_first()
             self._min_log_offset = LOG_KEY.unpack(iterator.key())[0]
 
@@ -224,10 +225,6 @@ class RocksDBStore:
             if not self._in_threads and self._threads_done is not None:
                 self._threads_done.set()
 
-    def _now(self) -> int:
-        self._last_time = max(self._last_time, time.time_ns() // 1_000_000)
-        return self._last_time
-
     # --- writing ---------------------------------------------------------------------------
 
     async def put(self, message: MessageToStore) -> PutResult:
@@ -251,10 +248,7 @@ class RocksDBStore:
         if result.flush_to < 0:
             return result
         assert self._flusher is not None
-        if not await self._flusher.wait_durable(result.flush_to):
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
-        return result
+        return await self._flusher.settle(result)
 
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
@@ -281,7 +275,7 @@ class RocksDBStore:
         number = queue.number if queue is not None else self._next_queue_number
         next_queue_offset = queue.max_offset if queue is not None else 0
         new_queue = False  # numbered by this batch: a queue starts with its first entry
-        store_time = self._now()
+        store_time = self.clock.now()
         offset = self._write_offset
         batch = db.batch()
         requests = []

@@ -15,7 +15,7 @@ from rocketmq_core.store.loader import create_store
 from rocketmq_core.testing.store_crash import run_crash_cycles
 
 BACKENDS = ("asyncio", "trio")
-SYNC_CYCLES = 5  # per backend
+SYNC_CYCLES = 4  # per backend
 ASYNC_CYCLES = 3  # per backend
 
 
