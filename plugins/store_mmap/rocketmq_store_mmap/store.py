@@ -439,10 +439,14 @@ class MmapStore:
         low, high = queue.min_offset, queue.max_offset
         if low >= high:
             return low
-        times = _LazyTimes(self, queue, low)
+        offsets = range(low, high)
+
+        def stored(queue_offset: int) -> int:
+            return self._store_time(queue, queue_offset)
+
         if boundary == "upper":
-            return low + max(bisect.bisect_right(times, timestamp, 0, high - low) - 1, 0)
-        return low + bisect.bisect_left(times, timestamp, 0, high - low)
+            return low + max(bisect.bisect_right(offsets, timestamp, key=stored) - 1, 0)
+        return low + bisect.bisect_left(offsets, timestamp, key=stored)
 
     async def earliest_store_time(self, topic: str, queue_id: int) -> int:
         self._check_open()
@@ -604,19 +608,6 @@ class MmapStore:
             "recovered_after_crash": self.recovered_after_crash,
             "refusing_writes": self.disk.refusing,
         }
-
-
-class _LazyTimes:
-    """Store times of a queue's entries, read on demand (for bisect)."""
-
-    def __init__(self, store: MmapStore, queue: ConsumeQueue, base: int) -> None:
-        self.store, self.queue, self.base = store, queue, base
-
-    def __getitem__(self, index: int) -> int:
-        return self.store._store_time(self.queue, self.base + index)
-
-    def __len__(self) -> int:
-        return self.queue.max_offset - self.base
 
 
 def _sync_directory(path: Path) -> None:

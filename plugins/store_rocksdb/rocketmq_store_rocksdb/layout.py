@@ -37,15 +37,6 @@ _LENGTH = struct.Struct(">H")
 
 QUEUE_NAME_PREFIX = b"q"
 QUEUE_MIN_PREFIX = b"m"
-LAST_QUEUE_NUMBER = 0xFFFFFFFF
-
-
-def log_key(offset: int) -> bytes:
-    return LOG_KEY.pack(offset)
-
-
-def queue_key(number: int, queue_offset: int) -> bytes:
-    return QUEUE_KEY.pack(number, queue_offset)
 
 
 def queue_name_key(number: int) -> bytes:

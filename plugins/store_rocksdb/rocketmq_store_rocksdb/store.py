@@ -13,6 +13,7 @@ disk), retention, opening and closing.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import time
@@ -171,13 +172,13 @@ class RocksDBStore:
         db = self.db
         assert db is not None
         iterator = db.queues.iter()
-        iterator.seek(layout.queue_key(number, 0))
+        iterator.seek(QUEUE_KEY.pack(number, 0))
         if not iterator.valid():
             return None, None
         found, first = QUEUE_KEY.unpack(iterator.key())
         if found != number:
             return None, None
-        iterator.seek_for_prev(layout.queue_key(number, 2**64 - 1))
+        iterator.seek_for_prev(QUEUE_KEY.pack(number, 2**64 - 1))
         return first, QUEUE_KEY.unpack(iterator.key())[1]
 
     async def close(self) -> None:
@@ -238,6 +239,8 @@ class RocksDBStore:
     async def _until_not_busy(self, append: Callable[[Any], PutResult], what: Any) -> PutResult:
         """``append(what)`` again while RocksDB holds writes back, for up to BUSY_TIMEOUT."""
         result = append(what)
+        if result.status is not PutStatus.OS_PAGE_CACHE_BUSY:
+            return result  # the common case: no clock read
         deadline = time.monotonic() + BUSY_TIMEOUT
         while result.status is PutStatus.OS_PAGE_CACHE_BUSY and time.monotonic() < deadline:
             await anyio.sleep(BUSY_RETRY)
@@ -487,22 +490,10 @@ class RocksDBStore:
             entry = self._entry(number, queue_offset)
             return entry[3] if entry is not None else -1  # gone: older than anything kept
 
-        first, last = low, high  # lower: the first entry stored at or after ``timestamp``
-        if boundary == "upper":  # the first stored after it, then one back
-            while first < last:
-                middle = (first + last) // 2
-                if stored(middle) <= timestamp:
-                    first = middle + 1
-                else:
-                    last = middle
-            return max(first - 1, low)
-        while first < last:
-            middle = (first + last) // 2
-            if stored(middle) < timestamp:
-                first = middle + 1
-            else:
-                last = middle
-        return first
+        offsets = range(low, high)
+        if boundary == "upper":  # the last stored at or before ``timestamp``
+            return low + max(bisect.bisect_right(offsets, timestamp, key=stored) - 1, 0)
+        return low + bisect.bisect_left(offsets, timestamp, key=stored)
 
     async def earliest_store_time(self, topic: str, queue_id: int) -> int:
         self._check_open()
@@ -573,19 +564,16 @@ class RocksDBStore:
         decision = await self._in_thread(self.disk.check, now, manual)
         if not (decision.delete_expired or decision.forcibly):
             return 0
-        places = {queue.number: place for place, queue in self._queues.items()}
-        bounds = {
-            queue.number: (queue.min_offset, queue.max_offset) for queue in self._queues.values()
-        }
+        by_number = {queue.number: queue for queue in self._queues.values()}
+        bounds = {number: (q.min_offset, q.max_offset) for number, q in by_number.items()}
         deleted, floor, minimums = await self._in_thread(
             self._delete_segments, now, decision, bounds
         )
         if deleted:
             self._min_log_offset = floor
-            for number, low in minimums.items():
-                queue = self._queues.get(places[number])
-                if queue is not None and queue.number == number:
-                    queue.min_offset = max(queue.min_offset, low)
+            for number, low in minimums.items():  # a queue deleted meanwhile: no harm
+                queue = by_number[number]
+                queue.min_offset = max(queue.min_offset, low)
             log.info(
                 "deleted %d expired CommitLog segments; the log now starts at %d", deleted, floor
             )
@@ -646,14 +634,12 @@ class RocksDBStore:
     def _first_kept(self, number: int, low: int, high: int, floor: int) -> int:
         """Blocking: the first queue offset in [low, high) whose record is at or past
         ``floor`` (entries are in log order), ``high`` if none is."""
-        while low < high:
-            middle = (low + high) // 2
-            entry = self._entry(number, middle)
-            if entry is not None and entry[0] >= floor:
-                high = middle
-            else:
-                low = middle + 1
-        return low
+
+        def kept(queue_offset: int) -> bool:
+            entry = self._entry(number, queue_offset)
+            return entry is not None and entry[0] >= floor
+
+        return low + bisect.bisect_left(range(low, high), True, key=kept)
 
     def _drop_index_below(self, floor: int) -> None:
         """Blocking: index entries of records before ``floor`` go (a scan of the index:
