@@ -1,0 +1,10 @@
+"""Hook implementations of the transport_quic plugin (hooks only, no logic)."""
+
+from rocketmq_core.hookspecs import hookimpl
+
+
+@hookimpl
+def rocketmq_register_transports(register):
+    from .transport import QuicTransport
+
+    register("quic", QuicTransport())

@@ -1,0 +1,44 @@
+"""transport_quic keeps the transport contract over QUIC, with TLS 1.3 and ALPN rocketmq."""
+
+from __future__ import annotations
+
+import pytest
+import trustme
+from rocketmq_transport_quic import QuicTransport
+
+from rocketmq_core.remoting.transport import TlsOptions, parse_address
+from rocketmq_core.testing.transport import TransportConformance
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    authority = trustme.CA()
+    certificate = authority.issue_cert("localhost", "127.0.0.1")
+    folder = tmp_path_factory.mktemp("quic-tls")
+    ca_file, cert_file, key_file = folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    certificate.cert_chain_pems[0].write_to_path(str(cert_file))
+    certificate.private_key_pem.write_to_path(str(key_file))
+    return str(ca_file), str(cert_file), str(key_file)
+
+
+class TlsQuicTransport(QuicTransport):
+    """The transport with the suite's certificates: listeners serve them, clients trust them."""
+
+    def __init__(self, tls_files):
+        super().__init__()
+        ca_file, cert_file, key_file = tls_files
+        self.server_tls = TlsOptions(cert_file=cert_file, key_file=key_file)
+        self.client_tls = TlsOptions(ca_file=ca_file)
+
+    async def listen(self, host, port, handler, *, tls=None, **kwargs):
+        return await super().listen(host, port, handler, tls=tls or self.server_tls, **kwargs)
+
+    async def connect(self, host, port, *, tls=None):
+        return await super().connect(host, port, tls=tls or self.client_tls)
+
+
+class TestQuicConformance(TransportConformance):
+    @pytest.fixture
+    def transport(self, tls_files):
+        return TlsQuicTransport(tls_files)
