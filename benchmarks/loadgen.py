@@ -24,7 +24,7 @@ from rocketmq_core.protocol.codec import FrameDecoder, encode_into
 from rocketmq_core.protocol.command import OpaqueSequence, RemotingCommand
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.connection import RECEIVE_SIZE
-from rocketmq_core.remoting.transport import parse_address
+from rocketmq_core.remoting.transport import TlsOptions, Transport, parse_address
 
 MakeRequest = Callable[[], RemotingCommand]
 Check = Callable[[RemotingCommand], None]
@@ -42,13 +42,16 @@ async def measure_sdk(
     inflight: int,
     warmup: float,
     duration: float,
+    *,
+    transport: Transport | None = None,
+    tls: TlsOptions | None = None,
 ) -> dict:
     latencies: list[float] = []
     done = 0
     recording = False
     stop_at = 0.0
 
-    async with RemotingClient(TcpTransport()) as client:
+    async with RemotingClient(transport or TcpTransport(), tls=tls) as client:
 
         async def worker() -> None:
             nonlocal done
@@ -83,9 +86,12 @@ async def measure_pipelined(
     inflight: int,
     warmup: float,
     duration: float,
+    *,
+    transport: Transport | None = None,
+    tls: TlsOptions | None = None,
 ) -> dict:
     host, port = parse_address(address)
-    stream = await TcpTransport().connect(host, port)
+    stream = await (transport or TcpTransport()).connect(host, port, tls=tls)
     decoder = FrameDecoder()
     opaques = OpaqueSequence()
     sent_at: dict[int, float] = {}

@@ -53,7 +53,7 @@ def test_builtins_and_installed_entry_points_load(plugin_host):
     assert names["builtin.plugins_command"].source == "builtin"
     assert names["builtin.plugins_command"].registered == {"CLI command": ["plugins"]}
     assert names["transport_tcp"].status == "loaded"
-    assert plugin_host.registry.transports.names() == ["tcp"]
+    assert plugin_host.registry.transports.names() == ["quic", "tcp"]
     assert plugin_host.problems == []
 
 

@@ -15,6 +15,7 @@ import time
 import zlib
 from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from ..remoting.client import RemotingClient
 from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
 from ..remoting.server import RemotingServer
+from ..remoting.transport import format_address, parse_endpoint
 from ..store.api import MessageToStore
 from ..store.loader import create_store
 from .clients import ConsumerManager, ProducerManager
@@ -81,6 +83,7 @@ class Broker:
         self._services_done: anyio.Event | None = None
         self.server: RemotingServer | None = None
         self.address: str | None = None
+        self.endpoints: list[str] = []  # quic://brokerIP1:port of each extra listener
         self.ready = False
         self.boot_timestamp = int(time.time() * 1000)
         self.config_version = DataVersion(timestamp=self.boot_timestamp)  # GET_BROKER_CONFIG
@@ -106,7 +109,8 @@ class Broker:
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         self.host.require_healthy()
         self.config.validate()
-        transport = self.host.registry.transports.get(self.config.transport)
+        transports = self.host.registry.transports.get
+        transport = transports(self.config.transport)
         self.server = RemotingServer(transport, self.processor_table())
         self.server.on_connection_closed(self._connection_closed)
         self._register_now = anyio.Event()
@@ -115,9 +119,16 @@ class Broker:
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
             # bind first: with port 0 the store must know the real port (its store host)
-            bound = await task_group.start(self.server.serve, "0.0.0.0", self.config.listen_port)
+            serve = partial(self.server.serve, extra=self.config.listeners(transports))
+            bound = await task_group.start(serve, "0.0.0.0", self.config.listen_port)
             self.config.listen_port = int(bound.rsplit(":", 1)[1])
             self.address = self.config.broker_addr
+            self.endpoints = [
+                advertised(address, self.config.broker_ip1)
+                for address in self.server.extra_addresses
+            ]
+            if transport.name != "tcp":  # brokerAddr itself is not tcp: say what it is
+                self.endpoints.insert(0, f"{transport.name}://{self.address}")
             self.topics.load()
             self.offsets.load()
             self.groups.load()
@@ -129,7 +140,9 @@ class Broker:
             await task_group.start(self._run_services)
             await self.topics.persist()
             self.topics.on_change(self.request_registration)
-            self._namesrv_client = RemotingClient(transport)
+            self._namesrv_client = RemotingClient(
+                transport, transports=self.config.client_transports(transports)
+            )
             await self._namesrv_client.__aenter__()
             self.ready = True
             await self._register_all()
@@ -273,6 +286,7 @@ class Broker:
             broker_id=config.broker_id,
             compressed=config.compressed_register,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            endpoints=";".join(self.endpoints) or None,
         )
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
 
@@ -353,3 +367,9 @@ async def _send_quietly(connection: Connection, request: RemotingCommand) -> Non
         await connection.invoke_oneway(request)
     except (RemotingError, OSError) as exc:
         log.debug("notify to %s failed: %s", connection.peer_address, exc)
+
+
+def advertised(bound: str, broker_ip: str) -> str:
+    """``quic://0.0.0.0:10911`` as clients reach it: ``quic://<brokerIP1>:10911``."""
+    endpoint = parse_endpoint(bound)
+    return f"{endpoint.scheme}://{format_address(broker_ip, endpoint.port)}"

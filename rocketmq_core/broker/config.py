@@ -7,10 +7,12 @@ import os
 import socket
 from pathlib import Path
 
-from ..config import Settings, setting
+from ..config import setting
 from ..errors import ConfigError
 from ..protocol.constants import PERM_RW
 from ..protocol.message import pack_host
+from ..remoting.endpoint_settings import EndpointSettings
+from ..remoting.transport import parse_endpoint
 from ..store.api import StoreConfig
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -32,6 +34,10 @@ STARTUP_ONLY_KEYS = frozenset(
         "storePathCommitLog",
         "store",
         "transport",
+        "extraListeners",
+        "tls.server.certPath",
+        "tls.server.keyPath",
+        "tls.client.trustCertPath",
     }
 )
 
@@ -44,7 +50,7 @@ def _default_broker_name() -> str:
 
 
 @dataclasses.dataclass
-class BrokerConfig(Settings):
+class BrokerConfig(EndpointSettings):
     broker_cluster_name: str = setting("DefaultCluster")
     broker_name: str = setting(_default_broker_name())
     broker_id: int = setting(0, help="0 for a master")
@@ -53,7 +59,8 @@ class BrokerConfig(Settings):
     listen_port: int = setting(10911)
     ha_listen_port: int = setting(10912)
     namesrv_addr: str = setting(
-        os.environ.get("NAMESRV_ADDR", ""), help="name servers, host:port;host:port"
+        os.environ.get("NAMESRV_ADDR", ""),
+        help="name servers, host:port;host:port (quic://host:port for QUIC)",
     )
     store_path_root_dir: str = setting(str(Path.home() / "store"))
     store_path_commit_log: str = setting("", help="default <storePathRootDir>/commitlog")
@@ -165,8 +172,13 @@ class BrokerConfig(Settings):
             )
         self.store_config()  # brokerIP1 must be an IP address
         for address in self.namesrv_addresses():
-            if ":" not in address:
-                raise ConfigError(f"namesrvAddr entry {address!r} is not host:port")
+            try:
+                parse_endpoint(address)
+            except ConfigError:
+                raise ConfigError(
+                    f"namesrvAddr entry {address!r} is not host:port (or quic://host:port)"
+                ) from None
+        self.validate_endpoints()
 
     def namesrv_addresses(self) -> list[str]:
         return [part.strip() for part in self.namesrv_addr.split(";") if part.strip()]

@@ -154,6 +154,7 @@ class Admin:
             RequestCode.GET_BROKER_CLUSTER_INFO, what="reading the cluster info"
         )
         info = ClusterInfo.decode(response.body)
+        self.instance.learn_endpoints(info.broker_addr_table.values())
         return ClusterSummary(
             {cluster: sorted(names) for cluster, names in sorted(info.cluster_addr_table.items())},
             {

@@ -10,17 +10,20 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..protocol.constants import NAME_PATTERN
-from ..remoting.transport import TlsOptions, parse_address
+from ..remoting.transport import TlsOptions, endpoint_scheme, parse_endpoint
 
 _INSTANCES = itertools.count()
+# the CA file QUIC clients verify servers with, like Java's tls.client.trustCertPath
+TRUST_CERT_PATH_VARIABLE = "ROCKETMQ_TLS_TRUST_CERT_PATH"
 
 
 def split_namesrv_addr(value: str | Sequence[str]) -> list[str]:
-    """``"a:9876;b:9876"`` (as RocketMQ clients take it) or a list, validated."""
+    """``"a:9876;b:9876"`` (as RocketMQ clients take it, ``quic://a:9876`` for QUIC) or
+    a list, validated."""
     parts = value.split(";") if isinstance(value, str) else list(value)
     addresses = [part.strip() for part in parts if part.strip()]
     for address in addresses:
-        parse_address(address)  # a ConfigError that names the bad entry
+        parse_endpoint(address)  # a ConfigError that names the bad entry
     return addresses
 
 
@@ -46,7 +49,12 @@ class ClientConfig:
     """Settings of one client instance (Java's ClientConfig, in seconds not ms).
 
     ``namesrv_addr`` falls back to the ``NAMESRV_ADDR`` environment variable, as
-    RocketMQ's clients do.
+    RocketMQ's clients do. Name servers given as ``quic://host:port`` are reached over
+    QUIC, and so are the brokers that advertise a QUIC endpoint. ``transport`` reaches
+    every address that names none (``host:port``). ``tls``: TCP uses TLS only when it
+    is set; QUIC always encrypts and verifies the server with it, else with the CA file
+    named by ``ROCKETMQ_TLS_TRUST_CERT_PATH``, else with the system's CAs.
+    ``TlsOptions(verify=False)`` skips verification (local tests only).
     """
 
     namesrv_addr: str | Sequence[str] = ""
@@ -67,6 +75,17 @@ class ClientConfig:
                 "no name server address: pass namesrv_addr='host:9876' or set NAMESRV_ADDR"
             )
         return addresses
+
+    def default_quic_tls(self) -> TlsOptions:
+        """How QUIC verifies servers when ``tls`` is not set."""
+        return TlsOptions(ca_file=os.environ.get(TRUST_CERT_PATH_VARIABLE) or None)
+
+    def broker_transport(self) -> str:
+        """How brokers are reached: the name servers' transport when they all name one."""
+        schemes = {endpoint_scheme(address) for address in self.namesrv_addresses()}
+        if len(schemes) == 1 and None not in schemes:
+            return schemes.pop()
+        return self.transport
 
     def client_id(self) -> str:
         """``ip@instance``; the default instance becomes ``pid#n`` so that two clients of

@@ -19,7 +19,7 @@ from anyio.abc import TaskGroup
 from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
 from ..protocol import fastjson
-from ..protocol.bodies import TopicRouteData
+from ..protocol.bodies import BrokerData, TopicRouteData
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import MASTER_ID
@@ -35,6 +35,7 @@ from ..protocol.heartbeat import ConsumerData, HeartbeatData, MessageQueue
 from ..protocol.message import decode_record
 from ..remoting.client import RemotingClient
 from ..remoting.processor import ProcessorTable, RequestContext
+from ..remoting.transport import encrypting_transports
 from .config import ClientConfig
 
 log = logging.getLogger("rocketmq.client")
@@ -83,6 +84,10 @@ class ClientInstance:
         self.consumers: dict[str, ConsumerMember] = {}
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.broker_transport = config.broker_transport()
+        # a broker's advertised address -> how this client reaches it (quic://...)
+        self._reach: dict[str, str] = {}
+        self._unreachable_warned: set[str] = set()
         self._watched_topics: set[str] = set()
         self._route_listeners: list[Callable[[str, TopicRouteData], None]] = []
         self._namesrv_index = 0
@@ -97,9 +102,14 @@ class ClientInstance:
         self._users += 1
         if self._users > 1:
             return self
-        transport = self.host.registry.transports.get(self.config.transport)
+        transports = encrypting_transports(
+            self.host.registry.transports.get, self.config.default_quic_tls()
+        )
         self._remoting = RemotingClient(
-            transport, processors=self._processors(), tls=self.config.tls
+            transports(self.config.transport),
+            processors=self._processors(),
+            tls=self.config.tls,
+            transports=transports,
         )
         await self._remoting.__aenter__()
         self._task_group = anyio.create_task_group()
@@ -165,7 +175,7 @@ class ClientInstance:
         if self._remoting is None:
             raise RemotingError("the client is not started: use it in 'async with'")
         response = await self._remoting.invoke(
-            address, request, timeout or self.config.request_timeout
+            self._reach.get(address, address), request, timeout or self.config.request_timeout
         )
         if response.code not in accept:
             raise ResponseError(response.code, response.remark)
@@ -179,7 +189,7 @@ class ClientInstance:
     async def invoke_command_oneway(self, address: str, request: RemotingCommand) -> None:
         if self._remoting is None:
             raise RemotingError("the client is not started: use it in 'async with'")
-        await self._remoting.invoke_oneway(address, request)
+        await self._remoting.invoke_oneway(self._reach.get(address, address), request)
 
     async def invoke_namesrv(
         self,
@@ -222,6 +232,7 @@ class ClientInstance:
             RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic)
         )
         route = TopicRouteData.decode(response.body)
+        self.learn_endpoints(route.broker_datas)
         for broker in route.broker_datas:
             self.broker_addrs[broker.broker_name] = dict(broker.broker_addrs)
         previous = self.routes.get(topic)
@@ -231,6 +242,30 @@ class ClientInstance:
                 listener(topic, route)
             self.heartbeat_soon()  # a new broker should know us before we use it
         return route
+
+    def learn_endpoints(self, brokers: Iterable[BrokerData]) -> None:
+        """Reach each broker over this client's broker transport where it advertises
+        an endpoint for it; over its plain address (tcp) otherwise, with a warning."""
+        if self.broker_transport == "tcp":  # what every broker address is served over
+            return
+        prefix = f"{self.broker_transport}://"
+        for broker in brokers:
+            for broker_id, address in broker.broker_addrs.items():
+                endpoint = next(
+                    (e for e in broker.endpoints.get(broker_id, ()) if e.startswith(prefix)), None
+                )
+                if endpoint is not None:
+                    self._reach[address] = endpoint
+                    continue
+                self._reach[address] = f"tcp://{address}"
+                if address not in self._unreachable_warned:
+                    self._unreachable_warned.add(address)
+                    log.warning(
+                        "broker %s (%s) advertises no %s endpoint: reaching it over tcp",
+                        broker.broker_name,
+                        address,
+                        self.broker_transport,
+                    )
 
     def forget_topic(self, topic: str) -> None:
         self._watched_topics.discard(topic)

@@ -6,8 +6,9 @@ import dataclasses
 import os
 from pathlib import Path
 
-from ..config import Settings, setting
+from ..config import setting
 from ..protocol.constants import DEFAULT_NAMESRV_PORT
+from ..remoting.endpoint_settings import EndpointSettings
 
 
 def _home(*parts: str) -> str:
@@ -15,7 +16,7 @@ def _home(*parts: str) -> str:
 
 
 @dataclasses.dataclass
-class NamesrvConfig(Settings):
+class NamesrvConfig(EndpointSettings):
     rocketmq_home: str = setting(
         os.environ.get("ROCKETMQ_HOME", ""), key="rocketmqHome", help="installation root"
     )

@@ -115,6 +115,7 @@ def register_broker(namesrv: NameServer, ctx: RequestContext, request: Request) 
         now=namesrv.now(),
         timeout=header.heartbeat_timeout_millis,
         zone_name=ext.get("__ZONE_NAME"),
+        endpoints=[part for part in (header.endpoints or "").split(";") if part],
     )
     reply_header = RegisterBrokerResponseHeader(
         ha_server_addr=registration.ha_server_addr, master_addr=registration.master_addr

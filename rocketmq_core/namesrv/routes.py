@@ -87,6 +87,7 @@ class RouteTable:
         now: float,
         timeout: float | None = None,
         zone_name: str | None = None,
+        endpoints: Iterable[str] = (),
     ) -> Registration:
         """REGISTER_BROKER: add or refresh a broker and, from a master, its topics."""
         self.clusters.setdefault(cluster, {})[broker_name] = None
@@ -101,13 +102,20 @@ class RouteTable:
         # one host:port has one role: a slave promoted to master drops its old id
         for other_id, addr in list(broker.broker_addrs.items()):
             if addr == broker_addr and other_id != broker_id:
-                del broker.broker_addrs[other_id]
+                _drop_member(broker, other_id)
                 routes_changed = True
         previous_addr = broker.broker_addrs.get(broker_id)
         if previous_addr != broker_addr:
             broker.broker_addrs[broker_id] = broker_addr
             routes_changed = True
         first_registration = first_registration or previous_addr is None
+        endpoints = list(endpoints)
+        if endpoints != broker.endpoints.get(broker_id, []):
+            if endpoints:
+                broker.endpoints[broker_id] = endpoints
+            else:
+                del broker.endpoints[broker_id]
+            routes_changed = True
 
         version = topics.data_version if topics is not None else DataVersion()
         # topics come from masters only, and only when new or changed
@@ -174,7 +182,7 @@ class RouteTable:
         self.filter_servers.pop(broker_addr, None)
         broker = self.brokers.get(broker_name)
         if broker is not None and broker.broker_addrs.get(broker_id) == broker_addr:
-            del broker.broker_addrs[broker_id]
+            _drop_member(broker, broker_id)
             if not broker.broker_addrs:
                 self._remove_broker_name(broker_name)
         self._changed()
@@ -203,7 +211,7 @@ class RouteTable:
         for name, broker in list(self.brokers.items()):
             for broker_id, addr in list(broker.broker_addrs.items()):
                 if addr == broker_addr:
-                    del broker.broker_addrs[broker_id]
+                    _drop_member(broker, broker_id)
             if not broker.broker_addrs:
                 self._remove_broker_name(name)
         if live is not None:
@@ -331,3 +339,8 @@ class RouteTable:
         broker = self.brokers.get(broker_name)
         addrs = dict(broker.broker_addrs) if broker is not None else {}
         return BrokerMemberGroup(cluster, broker_name, addrs)
+
+
+def _drop_member(broker: BrokerData, broker_id: int) -> None:
+    del broker.broker_addrs[broker_id]
+    broker.endpoints.pop(broker_id, None)

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -61,13 +62,16 @@ class NameServer:
         """Serve until ``stop``; reports the bound ``host:port`` through task_status."""
         self.host.require_healthy()
         self.kv.load()
-        transport = self.host.registry.transports.get(self.config.transport)
-        self.server = RemotingServer(transport, self.processor_table())
+        self.config.validate_endpoints()
+        transports = self.host.registry.transports.get
+        self.server = RemotingServer(transports(self.config.transport), self.processor_table())
         self.server.on_connection_closed(self._connection_closed)
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
             self.address = await task_group.start(
-                self.server.serve, self.config.bind_address, self.config.listen_port
+                partial(self.server.serve, extra=self.config.listeners(transports)),
+                self.config.bind_address,
+                self.config.listen_port,
             )
             task_group.start_soon(self._scan_not_active_brokers)
             self.host.hook.rocketmq_namesrv_started(namesrv=self, address=self.address)

@@ -315,13 +315,19 @@ class QueueData:
 
 @dataclass(slots=True)
 class BrokerData:
-    """One broker name: its cluster and the address of each member (0 = master)."""
+    """One broker name: its cluster and the address of each member (0 = master).
+
+    ``endpoints`` is rocketmq-py's: each member's other addresses, with their
+    transport (``quic://ip:port``). It is written only when some member has one, and
+    clients that do not know it ignore it.
+    """
 
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
     zone_name: str | None = None
     enable_acting_master: bool = False
+    endpoints: dict[int, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -332,6 +338,8 @@ class BrokerData:
         }
         if self.zone_name is not None:
             result["zoneName"] = self.zone_name
+        if self.endpoints:
+            result["endpoints"] = self.endpoints
         return result
 
     @classmethod
@@ -339,12 +347,17 @@ class BrokerData:
         if not isinstance(value, dict) or not isinstance(value.get("brokerName"), str):
             raise BodyError("a brokerDatas entry has no brokerName")
         addrs = value.get("brokerAddrs") or {}
+        endpoints = value.get("endpoints") or {}
         return cls(
             cluster=str(value.get("cluster", "")),
             broker_name=value["brokerName"],
             broker_addrs={_int(k, "broker id", "brokerAddrs"): str(v) for k, v in addrs.items()},
             zone_name=value.get("zoneName"),
             enable_acting_master=bool(value.get("enableActingMaster", False)),
+            endpoints={
+                _int(k, "broker id", "endpoints"): [str(address) for address in v]
+                for k, v in endpoints.items()
+            },
         )
 
     def copy(self) -> BrokerData:
@@ -354,6 +367,7 @@ class BrokerData:
             dict(self.broker_addrs),
             self.zone_name,
             self.enable_acting_master,
+            {broker_id: list(addresses) for broker_id, addresses in self.endpoints.items()},
         )
 
     @property

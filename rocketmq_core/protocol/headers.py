@@ -480,6 +480,8 @@ class RegisterBrokerRequestHeader(CustomHeader):
     enable_acting_master: bool | None = None
     compressed: bool = False
     body_crc32: int = 0
+    # rocketmq-py: where else the broker listens (quic://ip:port;...); others ignore it
+    endpoints: str | None = None
 
 
 @custom_header

@@ -10,12 +10,12 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..errors import RemotingConnectError, RemotingError
+from ..errors import ConfigError, RemotingConnectError, RemotingError
 from ..protocol.codec import MAX_FRAME_LENGTH
 from ..protocol.command import OpaqueSequence, RemotingCommand
 from .connection import Connection
 from .processor import ProcessorTable, RpcHook
-from .transport import TlsOptions, Transport, parse_address
+from .transport import TlsOptions, Transport, parse_endpoint
 
 log = logging.getLogger("rocketmq.remoting")
 
@@ -25,8 +25,10 @@ ResponseCallback = Callable[[RemotingCommand | None, Exception | None], Awaitabl
 class RemotingClient:
     """Invoke requests on peers named by ``host:port``; an async context manager.
 
-    Peers may send requests back on the same connections (the broker asks a producer
-    to check a transaction); ``processors`` answers them.
+    A bare ``host:port`` is reached over ``transport``; ``quic://host:port`` (any
+    ``name://``) over the transport ``transports(name)`` returns. Peers may send
+    requests back on the same connections (the broker asks a producer to check a
+    transaction); ``processors`` answers them.
     """
 
     def __init__(
@@ -38,8 +40,10 @@ class RemotingClient:
         connect_timeout: float = 3.0,
         tls: TlsOptions | None = None,
         max_frame_length: int = MAX_FRAME_LENGTH,
+        transports: Callable[[str], Transport] | None = None,
     ) -> None:
         self.transport = transport
+        self._transports = transports
         self.processors = processors
         self.hooks = tuple(hooks)
         self.connect_timeout = connect_timeout
@@ -84,10 +88,11 @@ class RemotingClient:
             connection = self._connections.get(address)
             if connection is not None and not connection.closed:
                 return connection
-            host, port = parse_address(address)
+            endpoint = parse_endpoint(address)
+            transport = self._transport_for(endpoint.scheme, address)
             try:
                 with anyio.fail_after(self.connect_timeout):
-                    stream = await self.transport.connect(host, port, tls=self.tls)
+                    stream = await transport.connect(endpoint.host, endpoint.port, tls=self.tls)
             except (OSError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError) as exc:
                 reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
                 raise RemotingConnectError(f"cannot connect to {address}: {reason}") from exc
@@ -97,11 +102,21 @@ class RemotingClient:
                 hooks=self.hooks,
                 opaques=self._opaques,
                 max_frame_length=self.max_frame_length,
+                peer_address=address,  # dialable again, scheme and all
             )
             connection.on_close(lambda closed: self._forget(address, closed))
             await self._task_group.start(connection.run)
             self._connections[address] = connection
             return connection
+
+    def _transport_for(self, scheme: str | None, address: str) -> Transport:
+        if scheme is None or scheme == self.transport.name:
+            return self.transport
+        if self._transports is None:
+            raise ConfigError(
+                f"cannot reach {address}: this client speaks only {self.transport.name}"
+            )
+        return self._transports(scheme)
 
     async def invoke(
         self, address: str, request: RemotingCommand, timeout: float = 3.0

@@ -65,6 +65,7 @@ class Connection:
         hooks: Iterable[RpcHook] = (),
         opaques: OpaqueSequence | None = None,
         max_frame_length: int = MAX_FRAME_LENGTH,
+        peer_address: str | None = None,
     ) -> None:
         self._stream = stream
         self._processors = processors
@@ -87,7 +88,7 @@ class Connection:
         self._read_scope = anyio.CancelScope()
         self._task_group: TaskGroup | None = None
         self._close_callbacks: list[Callable[[Connection], Any]] = []
-        self.peer_address = _address(stream, SocketAttribute.remote_address)
+        self.peer_address = peer_address or _address(stream, SocketAttribute.remote_address)
         self.local_address = _address(stream, SocketAttribute.local_address)
         self.context = RequestContext(self, self.peer_address, self.local_address)
 

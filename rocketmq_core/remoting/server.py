@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -12,9 +15,32 @@ from anyio.abc import ByteStream, TaskGroup, TaskStatus
 from ..protocol.codec import MAX_FRAME_LENGTH
 from .connection import Connection
 from .processor import ProcessorTable, RpcHook
-from .transport import TlsOptions, Transport
+from .transport import TlsOptions, Transport, parse_endpoint
 
 log = logging.getLogger("rocketmq.remoting")
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One more address a server serves, over a transport of its own."""
+
+    transport: Transport
+    host: str
+    port: int
+    tls: TlsOptions | None = None
+
+
+def parse_listeners(
+    addresses: str, transports: Callable[[str], Transport], tls: TlsOptions | None
+) -> list[Listener]:
+    """``"quic://0.0.0.0:10911;tcp://0.0.0.0:10921"`` -> Listeners (a bare address is tcp)."""
+    listeners = []
+    for address in (part.strip() for part in addresses.split(";")):
+        if address:
+            endpoint = parse_endpoint(address)
+            transport = transports(endpoint.scheme or "tcp")
+            listeners.append(Listener(transport, endpoint.host, endpoint.port, tls))
+    return listeners
 
 
 async def serve_connection(
@@ -34,7 +60,9 @@ class RemotingServer:
     """Accepts connections on a transport and serves a ProcessorTable on each.
 
     ``serve`` runs until cancelled (abrupt) or ``stop`` (graceful: stop accepting,
-    let every connection answer what it has read, then close).
+    let every connection answer what it has read, then close). ``extra`` listeners
+    (QUIC beside TCP) serve the same processors; their bound addresses, with their
+    transport's scheme, are in ``extra_addresses``.
     """
 
     def __init__(
@@ -52,8 +80,10 @@ class RemotingServer:
         self.tls = tls
         self.max_frame_length = max_frame_length
         self.address: str | None = None
+        self.extra_addresses: list[str] = []
+        self.accepted: Counter[str] = Counter()  # connections accepted, by transport
         self.connections: set[Connection] = set()
-        self._listen_scope = anyio.CancelScope()
+        self._listen_scopes: list[anyio.CancelScope] = []
         self._task_group: TaskGroup | None = None
         self._no_connections = anyio.Event()
         self._stopping = False
@@ -72,18 +102,25 @@ class RemotingServer:
         host: str = "0.0.0.0",
         port: int = 0,
         *,
+        extra: Iterable[Listener] = (),
         task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Listen on ``host:port``; report the bound ``host:port`` through task_status."""
+        """Listen on ``host:port`` and every ``extra`` listener; report the bound
+        ``host:port`` through task_status once all of them accept connections."""
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
-            self.address = await task_group.start(self._listen, host, port)
+            main = Listener(self.transport, host, port, self.tls)
+            self.address = await task_group.start(self._listen, main)
+            for listener in extra:
+                bound = await task_group.start(self._listen, listener)
+                self.extra_addresses.append(f"{listener.transport.name}://{bound}")
             task_status.started(self.address)
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop accepting, drain every connection for up to ``grace`` seconds, close."""
         self._stopping = True
-        self._listen_scope.cancel()
+        for scope in self._listen_scopes:
+            scope.cancel()
         for connection in list(self.connections):
             connection.drain()
         if self.connections:
@@ -94,16 +131,24 @@ class RemotingServer:
             log.warning("closing %r: still busy after the %g s grace period", connection, grace)
             await connection.aclose()
 
-    async def _listen(self, host: str, port: int, *, task_status: TaskStatus[str]) -> None:
-        with self._listen_scope:
-            await self.transport.listen(
-                host, port, self._accept, tls=self.tls, task_status=task_status
+    async def _listen(self, listener: Listener, *, task_status: TaskStatus[str]) -> None:
+        with anyio.CancelScope() as scope:
+            self._listen_scopes.append(scope)
+            if self._stopping:
+                scope.cancel()
+            await listener.transport.listen(
+                listener.host,
+                listener.port,
+                partial(self._accept, listener.transport.name),
+                tls=listener.tls,
+                task_status=task_status,
             )
 
-    async def _accept(self, stream: ByteStream) -> None:
+    async def _accept(self, transport_name: str, stream: ByteStream) -> None:
         # Connections live in the server's task group, not the listener's, so that
         # closing the listener leaves them running to drain.
         assert self._task_group is not None
+        self.accepted[transport_name] += 1
         self._task_group.start_soon(self._serve_stream, stream)
 
     async def _serve_stream(self, stream: ByteStream) -> None:

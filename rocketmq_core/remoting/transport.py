@@ -52,6 +52,51 @@ class Transport(Protocol):
         """Open a stream to ``host:port``; raise OSError when that fails."""
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """A peer's address with the transport that reaches it: ``quic://host:port``.
+
+    Without a scheme (``host:port``, as RocketMQ writes every address) the connecting
+    side's default transport is meant, which is ``tcp`` unless configured otherwise.
+    """
+
+    scheme: str | None
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return format_address(self.host, self.port)
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.address}" if self.scheme else self.address
+
+
+def parse_endpoint(address: str) -> Endpoint:
+    """``"quic://host:port"``, ``"tcp://host:port"`` or ``"host:port"`` -> Endpoint."""
+    scheme, separator, rest = address.partition("://")
+    if not separator:
+        return Endpoint(None, *parse_address(address))
+    if not scheme.isidentifier():
+        raise ConfigError(
+            f"bad address {address!r}: expected transport://host:port, like quic://127.0.0.1:9876"
+        )
+    try:
+        host, port = parse_address(rest)
+    except ConfigError:
+        raise ConfigError(
+            f"bad address {address!r}: expected {scheme}://host:port, like"
+            f" {scheme}://127.0.0.1:9876"
+        ) from None
+    return Endpoint(scheme.lower(), host, port)
+
+
+def endpoint_scheme(address: str) -> str | None:
+    """The transport an address names, or None for a bare ``host:port``."""
+    scheme, separator, _rest = address.partition("://")
+    return scheme.lower() if separator else None
+
+
 def parse_address(address: str) -> tuple[str, int]:
     """``"host:port"`` or ``"[v6]:port"`` -> (host, port), as RocketMQ writes addresses."""
     host, sep, port = address.rpartition(":")
@@ -77,3 +122,29 @@ def listen_error(host: str, port: int, error: OSError) -> ConfigError:
     elif error.errno == errno.EACCES:
         hint = "; ports below 1024 need privileges"
     return ConfigError(f"cannot listen on {address}: {error.strerror or error}{hint}")
+
+
+def encrypting_transports(
+    transports: Callable[[str], Transport], tls: TlsOptions
+) -> Callable[[str], Transport]:
+    """Transports by name for dialing, where those that always encrypt (all but
+    ``tcp``, which uses TLS only when asked) verify peers with ``tls`` by default."""
+
+    def transport_named(name: str) -> Transport:
+        transport = transports(name)
+        return transport if name == "tcp" else WithDefaultTls(transport, tls)
+
+    return transport_named
+
+
+class WithDefaultTls:
+    """``transport`` whose connects use ``tls`` unless the caller passes TLS options."""
+
+    def __init__(self, transport: Transport, tls: TlsOptions | None) -> None:
+        self.name = transport.name
+        self.listen = transport.listen
+        self._transport = transport
+        self._tls = tls
+
+    async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
+        return await self._transport.connect(host, port, tls=tls or self._tls)

@@ -36,11 +36,13 @@ class EmbeddedCluster:
         *,
         backend: str = "asyncio",
         host: PluginHost | None = None,
+        namesrv_overrides: dict[str, Any] | None = None,
         **broker_overrides: Any,
     ) -> None:
         self.directory = Path(directory)
         self.backend = backend
         self.host = host or load_plugins()
+        self.namesrv_overrides = namesrv_overrides or {}
         self.broker_overrides = broker_overrides
         self.namesrv: NameServer | None = None
         self.broker: Broker | None = None
@@ -53,7 +55,10 @@ class EmbeddedCluster:
             self._portal = self._stack.enter_context(start_blocking_portal(self.backend))
             self.namesrv = self._stack.enter_context(
                 self._portal.wrap_async_context_manager(
-                    NameServer.serving(namesrv_config(self.directory / "namesrv"), host=self.host)
+                    NameServer.serving(
+                        namesrv_config(self.directory / "namesrv", **self.namesrv_overrides),
+                        host=self.host,
+                    )
                 )
             )
             self.start_broker()
@@ -71,14 +76,21 @@ class EmbeddedCluster:
         assert self.namesrv is not None and self.namesrv.address is not None
         return self.namesrv.address
 
+    def namesrv_endpoint(self, scheme: str) -> str:
+        """The name server's ``scheme://host:port`` (an extra listener), as clients dial it."""
+        assert self.namesrv is not None and self.namesrv.server is not None
+        for address in self.namesrv.server.extra_addresses:
+            if address.startswith(f"{scheme}://"):
+                return address
+        raise LookupError(f"the name server has no {scheme} listener")
+
     @property
     def broker_address(self) -> str:
         assert self.broker is not None and self.broker.address is not None
         return self.broker.address
 
     def start_broker(self) -> Broker:
-        """Start the broker on its store directory (again, after ``stop_broker``); the
-        port is kept across restarts so that clients find it where they left it."""
+        """Start the broker on its store directory (again, after ``stop_broker``)."""
         assert self._portal is not None, "enter the cluster first"
         config = broker_config(
             self.directory / "broker", self.namesrv_address, **self.broker_overrides
@@ -87,7 +99,10 @@ class EmbeddedCluster:
         self.broker = stack.enter_context(
             self._portal.wrap_async_context_manager(Broker.serving(config, host=self.host))
         )
+        # keep the ports across restarts so that clients find it where they left it
         self.broker_overrides["listen_port"] = self.broker.config.listen_port
+        if self.broker.server is not None and self.broker.server.extra_addresses:
+            self.broker_overrides["extra_listeners"] = ";".join(self.broker.server.extra_addresses)
         self._broker_stack = stack
         return self.broker
 

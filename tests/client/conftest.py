@@ -8,20 +8,71 @@ import uuid
 import anyio
 import pytest
 
+from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
 from rocketmq_core.testing.cluster import EmbeddedCluster
 
 TOPIC = "Orders"
 _names = itertools.count()
 
 
-@pytest.fixture
-def cluster(rocketmq_cluster):
-    rocketmq_cluster.create_topic(TOPIC, queues=4)
-    return rocketmq_cluster
+def pytest_generate_tests(metafunc):
+    # a module whose tests run over several transports says so: TRANSPORTS = ("tcp", "quic")
+    transports = getattr(metafunc.module, "TRANSPORTS", None)
+    if transports and "transport" in metafunc.fixturenames:
+        metafunc.parametrize("transport", transports, indirect=True)
 
 
 @pytest.fixture
-def namesrv(cluster) -> str:
+def transport(request) -> str:
+    """How clients reach the cluster: ``tcp`` unless the module names TRANSPORTS."""
+    return getattr(request, "param", "tcp")
+
+
+@pytest.fixture(scope="session")
+def quic_certificate(tmp_path_factory):
+    from rocketmq_transport_quic.certs import write_self_signed
+
+    return write_self_signed(tmp_path_factory.mktemp("quic-certs"))
+
+
+def quic_settings(certificate) -> dict[str, str]:
+    """Settings that make a name server or broker serve QUIC beside TCP, on any port."""
+    return {
+        "extra_listeners": "quic://127.0.0.1:0",
+        "tls_server_cert_path": str(certificate.cert_file),
+        "tls_server_key_path": str(certificate.key_file),
+    }
+
+
+@pytest.fixture
+def cluster(request, transport, tmp_path, monkeypatch):
+    """The ``rocketmq_cluster`` (marker and all) with topic Orders; over quic, the name
+    server and the broker serve QUIC too and clients trust their certificate."""
+    if transport == "tcp":
+        running = request.getfixturevalue("rocketmq_cluster")
+        running.create_topic(TOPIC, queues=4)
+        yield running
+        return
+    certificate = request.getfixturevalue("quic_certificate")
+    monkeypatch.setenv(TRUST_CERT_PATH_VARIABLE, str(certificate.cert_file))
+    marker = request.node.get_closest_marker("rocketmq")
+    settings = {"store": "memory", **(marker.kwargs if marker else {})}
+    with EmbeddedCluster(
+        tmp_path / "rocketmq",
+        namesrv_overrides=quic_settings(certificate),
+        **quic_settings(certificate),
+        **settings,
+    ) as running:
+        running.create_topic(TOPIC, queues=4)
+        yield running
+        # every client of the broker came over QUIC: none fell back to TCP
+        assert running.broker.server.accepted["tcp"] == 0
+
+
+@pytest.fixture
+def namesrv(cluster, transport) -> str:
+    if transport == "quic":
+        return cluster.namesrv_endpoint("quic")
     return cluster.namesrv_address
 
 

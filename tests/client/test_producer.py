@@ -17,6 +17,7 @@ from rocketmq_core.protocol.message import COMPRESSED
 from .conftest import TOPIC, eventually
 
 pytestmark = pytest.mark.anyio
+TRANSPORTS = ("tcp", "quic")  # every test that takes a cluster runs over both
 
 
 async def stored(namesrv: str, queue: MessageQueue, offset: int):

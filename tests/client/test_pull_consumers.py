@@ -16,6 +16,7 @@ from rocketmq_core.protocol.heartbeat import MessageQueue
 from .conftest import TOPIC
 
 pytestmark = pytest.mark.anyio
+TRANSPORTS = ("tcp", "quic")  # every test that takes a cluster runs over both
 
 Q0 = MessageQueue(TOPIC, "broker-a", 0)
 

@@ -13,6 +13,7 @@ write frames on it, and closing it closes the QUIC connection.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -118,10 +119,8 @@ class QuicChannel(ByteStream):
 
     def _refuse_stream(self, stream_id: int) -> None:
         # remoting uses one stream; a second one is the peer's mistake, not ours to serve
-        try:
+        with contextlib.suppress(ValueError):
             self.quic.stop_stream(stream_id, QuicErrorCode.NO_ERROR)
-        except ValueError:
-            pass
 
     def _end(self, reason: str, *, clean: bool = False) -> None:
         if self.terminated is None:

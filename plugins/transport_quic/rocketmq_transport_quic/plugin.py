@@ -8,3 +8,10 @@ def rocketmq_register_transports(register):
     from .transport import QuicTransport
 
     register("quic", QuicTransport())
+
+
+@hookimpl
+def rocketmq_register_cli_commands(register):
+    from .command import CertsCommand
+
+    register("certs", CertsCommand())

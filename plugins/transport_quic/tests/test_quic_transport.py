@@ -6,7 +6,7 @@ import pytest
 import trustme
 from rocketmq_transport_quic import QuicTransport
 
-from rocketmq_core.remoting.transport import TlsOptions, parse_address
+from rocketmq_core.remoting.transport import TlsOptions
 from rocketmq_core.testing.transport import TransportConformance
 
 
