@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import anyio
 import pytest
 
 from rocketmq_core.errors import (
+    ConfigError,
     ConnectionClosedError,
     HeaderError,
     RemotingTimeoutError,
@@ -15,7 +18,7 @@ from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.processor import ProcessorTable
-from rocketmq_core.remoting.transport import parse_address
+from rocketmq_core.remoting.transport import Endpoint, parse_address, parse_endpoint
 from rocketmq_core.testing.transport import read_commands, serving
 
 pytestmark = pytest.mark.anyio
@@ -332,3 +335,31 @@ async def test_a_failing_callback_does_not_break_the_client(tcp):
                 await anyio.sleep(0.01)
         assert (await client.invoke(address, request(1))).remark == "ok"
     assert calls == ["ok"]
+
+
+@pytest.mark.parametrize(
+    "address, endpoint",
+    [
+        ("127.0.0.1:9876", Endpoint(None, "127.0.0.1", 9876)),
+        ("quic://127.0.0.1:9876", Endpoint("quic", "127.0.0.1", 9876)),
+        ("QUIC://broker-a:10911", Endpoint("quic", "broker-a", 10911)),
+        ("tcp://[::1]:10911", Endpoint("tcp", "::1", 10911)),
+    ],
+)
+def test_an_address_names_its_transport_or_none(address, endpoint):
+    assert parse_endpoint(address) == endpoint
+    assert str(endpoint) == address.replace("QUIC", "quic")
+
+
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("quic://127.0.0.1", "expected quic://host:port, like quic://127.0.0.1:9876"),
+        ("quic:/127.0.0.1:9876", "expected host:port"),
+        ("://127.0.0.1:9876", "expected transport://host:port"),
+        ("quic://:9876", "expected quic://host:port"),
+    ],
+)
+def test_a_bad_address_is_a_config_error_naming_it(address, message):
+    with pytest.raises(ConfigError, match=re.escape(f"bad address {address!r}: {message}")):
+        parse_endpoint(address)

@@ -14,6 +14,7 @@ from ..config import format_properties
 from ..namesrv.config import NamesrvConfig
 from ..namesrv.server import NameServer
 from ..plugins import PluginHost
+from ..remoting.endpoint_settings import add_endpoint_options, apply_endpoint_options
 from .app import Broker
 from .config import BrokerConfig
 
@@ -28,6 +29,7 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="NAME", help="store plugin (default mmap)")
     parser.add_argument("--transport", metavar="NAME", help="transport plugin (default tcp)")
     parser.add_argument("--flush", choices=["async", "sync"], help="flushDiskType")
+    add_endpoint_options(parser)
     parser.add_argument(
         "-p", "--print-config-item", action="store_true", help="print the settings and exit"
     )
@@ -44,6 +46,9 @@ def broker_settings(args: argparse.Namespace, **defaults: object) -> BrokerConfi
         config.transport = args.transport
     if args.flush:
         config.flush_disk_type = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
+    apply_endpoint_options(args, config)
+    if getattr(args, "quic", False):
+        config.extra_listeners = f"quic://0.0.0.0:{config.listen_port}"
     config.validate()
     return config
 
@@ -74,6 +79,11 @@ class StandaloneCommand:
             default="0.0.0.0:9876",
             help="the name server's address (default 0.0.0.0:9876)",
         )
+        parser.add_argument(
+            "--quic",
+            action="store_true",
+            help="serve QUIC too, on the same port numbers (UDP); needs --tls-cert and --tls-key",
+        )
 
     def run(self, args: argparse.Namespace, host: PluginHost) -> int:
         host_part, _, port = args.namesrv_listen.rpartition(":")
@@ -83,12 +93,18 @@ class StandaloneCommand:
             bind_address=host_part or "0.0.0.0",
             listen_port=int(port),
         )
+        if args.quic:
+            namesrv.extra_listeners = f"quic://{namesrv.bind_address}:{namesrv.listen_port}"
         broker = broker_settings(
             args,
             broker_name="standalone",
             broker_ip1="127.0.0.1",
             store_path_root_dir=str(STANDALONE_HOME / "store"),
         )
+        # one certificate for both servers of the process
+        namesrv.tls_server_cert_path = broker.tls_server_cert_path
+        namesrv.tls_server_key_path = broker.tls_server_key_path
+        namesrv.validate_endpoints()
         if args.print_config_item:
             sys.stdout.write(config_text(broker))
             return 0
@@ -107,7 +123,7 @@ async def _serve_broker(config: BrokerConfig, host: PluginHost) -> int:
         log.info(
             "The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
             config.broker_name,
-            address,
+            " and ".join([address, *broker.endpoints]),
             config.namesrv_addr or "(none)",
         )
         received = await runtime.wait_for_stop_signal()
@@ -126,8 +142,8 @@ async def _serve_standalone(namesrv_config: NamesrvConfig, config: BrokerConfig,
         broker_address = await task_group.start(broker.run)
         log.info(
             "rocketmq standalone ready: name server %s, broker %s (store %s in %s)",
-            namesrv_address,
-            broker_address,
+            " and ".join([namesrv_address, *namesrv.server.extra_addresses]),
+            " and ".join([broker_address, *broker.endpoints]),
             config.store,
             config.store_path_root_dir,
         )

@@ -51,10 +51,10 @@ class ClientConfig:
     ``namesrv_addr`` falls back to the ``NAMESRV_ADDR`` environment variable, as
     RocketMQ's clients do. Name servers given as ``quic://host:port`` are reached over
     QUIC, and so are the brokers that advertise a QUIC endpoint. ``transport`` reaches
-    every address that names none (``host:port``). ``tls``: TCP uses TLS only when it
-    is set; QUIC always encrypts and verifies the server with it, else with the CA file
+    every address that names none (``host:port``). ``tls``: TCP uses TLS when it is
+    set. QUIC always encrypts; ``quic_tls`` says how it verifies servers (a CA file,
+    ``TlsOptions(verify=False)`` for local tests only); without it, with the CA file
     named by ``ROCKETMQ_TLS_TRUST_CERT_PATH``, else with the system's CAs.
-    ``TlsOptions(verify=False)`` skips verification (local tests only).
     """
 
     namesrv_addr: str | Sequence[str] = ""
@@ -62,6 +62,7 @@ class ClientConfig:
     client_ip: str = field(default_factory=local_ip)
     transport: str = "tcp"
     tls: TlsOptions | None = None
+    quic_tls: TlsOptions | None = None
     request_timeout: float = 3.0
     poll_namesrv_interval: float = 30.0
     heartbeat_interval: float = 30.0
@@ -76,8 +77,10 @@ class ClientConfig:
             )
         return addresses
 
-    def default_quic_tls(self) -> TlsOptions:
-        """How QUIC verifies servers when ``tls`` is not set."""
+    def quic_verification(self) -> TlsOptions:
+        """How QUIC verifies servers: ``quic_tls``, else the CA file of the environment."""
+        if self.quic_tls is not None:
+            return self.quic_tls
         return TlsOptions(ca_file=os.environ.get(TRUST_CERT_PATH_VARIABLE) or None)
 
     def broker_transport(self) -> str:

@@ -103,7 +103,7 @@ class ClientInstance:
         if self._users > 1:
             return self
         transports = encrypting_transports(
-            self.host.registry.transports.get, self.config.default_quic_tls()
+            self.host.registry.transports.get, self.config.quic_verification()
         )
         self._remoting = RemotingClient(
             transports(self.config.transport),

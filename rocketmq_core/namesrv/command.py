@@ -10,6 +10,7 @@ import anyio
 
 from .. import runtime
 from ..plugins import PluginHost
+from ..remoting.endpoint_settings import add_endpoint_options, apply_endpoint_options
 from ..remoting.transport import parse_address
 from .config import NamesrvConfig
 from .server import NameServer
@@ -38,11 +39,14 @@ class NamesrvCommand:
             metavar="HOST:PORT",
             help="address to listen on; overrides bindAddress and listenPort (port 0: any free)",
         )
+        add_endpoint_options(parser)
 
     def run(self, args: argparse.Namespace, host: PluginHost) -> int:
         config = NamesrvConfig.load(args.config_file)
         if args.listen:
             config.bind_address, config.listen_port = parse_address(args.listen)
+        apply_endpoint_options(args, config)
+        config.validate_endpoints()
         if args.print_config_item:
             sys.stdout.write(NameServer(config, host=host).config_text())
             return 0
@@ -54,7 +58,8 @@ async def serve_until_signalled(config: NamesrvConfig, host: PluginHost) -> int:
     namesrv = NameServer(config, host=host)
     async with anyio.create_task_group() as task_group:
         address = await task_group.start(namesrv.run)
-        log.info("The Name Server boot success. serializeType=JSON, listening on %s", address)
+        listening = " and ".join([address, *namesrv.server.extra_addresses])
+        log.info("The Name Server boot success. serializeType=JSON, listening on %s", listening)
         received = await runtime.wait_for_stop_signal()
         log.info("%s received: shutting down", received.name)
         await namesrv.stop()

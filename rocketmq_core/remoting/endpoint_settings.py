@@ -7,6 +7,7 @@ as the official clients expect.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable
 
@@ -58,3 +59,24 @@ class EndpointSettings(Settings):
 
     def listeners(self, transports: Callable[[str], Transport]) -> list[Listener]:
         return parse_listeners(self.extra_listeners, transports, self.server_tls())
+
+
+def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
+    """The command-line options of a server's extra listeners and their TLS."""
+    parser.add_argument(
+        "--extra-listener",
+        action="append",
+        metavar="ADDRESS",
+        help="serve this address too, like quic://0.0.0.0:10911 (repeatable): extraListeners",
+    )
+    parser.add_argument("--tls-cert", metavar="FILE", help="tls.server.certPath (PEM)")
+    parser.add_argument("--tls-key", metavar="FILE", help="tls.server.keyPath (PEM)")
+
+
+def apply_endpoint_options(args: argparse.Namespace, settings: EndpointSettings) -> None:
+    if args.extra_listener:
+        settings.extra_listeners = ";".join(args.extra_listener)
+    if args.tls_cert:
+        settings.tls_server_cert_path = args.tls_cert
+    if args.tls_key:
+        settings.tls_server_key_path = args.tls_key

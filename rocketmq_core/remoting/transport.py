@@ -100,7 +100,13 @@ def endpoint_scheme(address: str) -> str | None:
 def parse_address(address: str) -> tuple[str, int]:
     """``"host:port"`` or ``"[v6]:port"`` -> (host, port), as RocketMQ writes addresses."""
     host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if (
+        not sep
+        or not host
+        or "/" in host  # a mistyped scheme, like quic:/host:port
+        or not port.isdigit()
+        or not 0 <= int(port) <= 65535
+    ):
         raise ConfigError(f"bad address {address!r}: expected host:port, like 127.0.0.1:9876")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
@@ -128,23 +134,23 @@ def encrypting_transports(
     transports: Callable[[str], Transport], tls: TlsOptions
 ) -> Callable[[str], Transport]:
     """Transports by name for dialing, where those that always encrypt (all but
-    ``tcp``, which uses TLS only when asked) verify peers with ``tls`` by default."""
+    ``tcp``, whose TLS is the client's own choice) verify peers with ``tls``."""
 
     def transport_named(name: str) -> Transport:
         transport = transports(name)
-        return transport if name == "tcp" else WithDefaultTls(transport, tls)
+        return transport if name == "tcp" else WithTls(transport, tls)
 
     return transport_named
 
 
-class WithDefaultTls:
-    """``transport`` whose connects use ``tls`` unless the caller passes TLS options."""
+class WithTls:
+    """``transport`` whose connects use ``tls``, whatever TLS options the caller has."""
 
-    def __init__(self, transport: Transport, tls: TlsOptions | None) -> None:
+    def __init__(self, transport: Transport, tls: TlsOptions) -> None:
         self.name = transport.name
         self.listen = transport.listen
         self._transport = transport
         self._tls = tls
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
-        return await self._transport.connect(host, port, tls=tls or self._tls)
+        return await self._transport.connect(host, port, tls=self._tls)

@@ -114,7 +114,12 @@ class QuicTransport:
             while not channel.handshake_complete:
                 if channel.terminated is not None:
                     address = format_address(host, port)
-                    raise ConnectionError(f"QUIC handshake with {address}: {channel.terminated}")
+                    hint = ""
+                    if "certificate" in channel.terminated:
+                        hint = " (give the client the server's CA file: TlsOptions(ca_file=...))"
+                    raise ConnectionError(
+                        f"QUIC handshake with {address}: {channel.terminated}{hint}"
+                    )
                 await channel.wait_progress()
             return channel
         except BaseException:
