@@ -310,9 +310,9 @@ class ClientChannel(QuicChannel):
         with anyio.move_on_at(deadline if deadline is not None else math.inf):
             try:
                 datagram = await self._receive()
-            except (OSError, anyio.BrokenResourceError) as exc:
-                # an ICMP "port unreachable": nobody listens there
-                self._end(f"{exc}" or "the socket failed")
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                # an ICMP "port unreachable" (nobody listens there), or closed meanwhile
+                self._end(f"{exc}" or "the socket was closed")
                 return
         now = anyio.current_time()
         if datagram is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ ALPN = "rocketmq"
 # a stopped listener keeps serving its connections this long for them to drain
 DRAIN_LIMIT = 60.0
 DRAIN_POLL = 0.02
+RECEIVE_SIZE = 65536  # the largest UDP payload
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,10 @@ class QuicTransport:
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         configuration = self.client_configuration(host, tls)
-        socket = await anyio.create_connected_udp_socket(host, port)
+        socket = await ConnectedDatagramSocket.connect(host, port)
         try:
-            remote = socket.extra(SocketAttribute.remote_address)
             quic = QuicConnection(configuration=configuration)
-            quic.connect(remote, now=anyio.current_time())
+            quic.connect(socket.remote_address, now=anyio.current_time())
 
             async def send(data: bytes, _address: Address) -> None:
                 await socket.send(data)
@@ -105,8 +106,8 @@ class QuicTransport:
                 quic,
                 DatagramOutbox(send),
                 stream_id=quic.get_next_available_stream_id(),
-                local_address=socket.extra(SocketAttribute.local_address),
-                remote_address=remote,
+                local_address=socket.local_address,
+                remote_address=socket.remote_address,
                 receive=socket.receive,
                 close_socket=socket.aclose,
             )
@@ -123,7 +124,7 @@ class QuicTransport:
                 await channel.wait_progress()
             return channel
         except BaseException:
-            await anyio.aclose_forcefully(socket)
+            await socket.aclose()
             raise
 
     def server_configuration(self, tls: TlsOptions | None) -> QuicConfiguration:
@@ -268,3 +269,53 @@ class QuicListener:
                 for connection_id, owner in list(self._by_connection_id.items()):
                     if owner is channel:
                         del self._by_connection_id[connection_id]
+
+
+class ConnectedDatagramSocket:
+    """A client's UDP socket, connected to its server, read and written through anyio.
+
+    A plain socket rather than anyio's connected UDP socket: on asyncio, that one keeps
+    the ICMP "port unreachable" to itself, and a connect to a stopped server would wait
+    for its timeout instead of failing at once as it does on trio and over TCP.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._socket = sock
+        self.local_address = sock.getsockname()
+        self.remote_address = sock.getpeername()
+        self._closed = False
+
+    @classmethod
+    async def connect(cls, host: str, port: int) -> ConnectedDatagramSocket:
+        family, kind, protocol, _name, address = (
+            await anyio.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+        )[0]
+        sock = socket.socket(family, kind, protocol)
+        try:
+            sock.setblocking(False)
+            sock.connect(address)  # no packet: it fixes the peer and picks a local port
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock)
+
+    async def receive(self) -> bytes:
+        while True:
+            try:
+                return self._socket.recv(RECEIVE_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(self._socket)
+
+    async def send(self, data: bytes) -> None:
+        while True:
+            try:
+                self._socket.send(data)
+                return
+            except BlockingIOError:
+                await anyio.wait_writable(self._socket)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            anyio.notify_closing(self._socket)  # wakes a reader waiting on it
+            self._socket.close()

@@ -6,8 +6,16 @@ import pytest
 import trustme
 from rocketmq_transport_quic import QuicTransport
 
+from rocketmq_core.errors import ConfigError, RemotingConnectError
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.transport import TlsOptions
-from rocketmq_core.testing.transport import TransportConformance
+from rocketmq_core.testing.transport import (
+    ECHO,
+    ConformanceProcessors,
+    TransportConformance,
+    serving,
+)
 
 
 @pytest.fixture(scope="module")
@@ -42,3 +50,22 @@ class TestQuicConformance(TransportConformance):
     @pytest.fixture
     def transport(self, tls_files):
         return TlsQuicTransport(tls_files)
+
+
+@pytest.mark.anyio
+async def test_a_stopped_server_is_refused_not_timed_out(tls_files):
+    transport = TlsQuicTransport(tls_files)
+    async with serving(transport, ConformanceProcessors().table()) as (_server, address):
+        pass  # the server is gone once the block ends
+    async with RemotingClient(transport, connect_timeout=30) as client:
+        with pytest.raises(RemotingConnectError, match=f"{address}: .*[Rr]efused"):
+            await client.invoke(address, RemotingCommand.request(ECHO), timeout=30)
+
+
+@pytest.mark.anyio
+async def test_a_listener_without_a_certificate_says_how_to_get_one():
+    async def handler(stream):  # pragma: no cover - never reached
+        await stream.aclose()
+
+    with pytest.raises(ConfigError, match="rocketmq certs create"):
+        await QuicTransport().listen("127.0.0.1", 0, handler)
