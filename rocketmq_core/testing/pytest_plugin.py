@@ -4,6 +4,7 @@ Fixtures:
 - ``golden_frames``: every golden frame (captured C++ client requests and reference frames).
 - ``plugin_host``: the installed plugins, loaded as the CLI loads them.
 - ``rocketmq_cluster``: an embedded name server and broker for a test (marker ``rocketmq``).
+- ``tls_files``: (CA, certificate, key) PEM paths for localhost and 127.0.0.1 (trustme).
 """
 
 from __future__ import annotations
@@ -16,6 +17,21 @@ from .golden import GoldenFrame, all_frames
 @pytest.fixture(scope="session")
 def golden_frames() -> list[GoldenFrame]:
     return all_frames()
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory) -> tuple[str, str, str]:
+    """A test CA and a certificate it issued for localhost and 127.0.0.1, as PEM files."""
+    import trustme  # a test dependency
+
+    authority = trustme.CA()
+    certificate = authority.issue_cert("localhost", "127.0.0.1")
+    folder = tmp_path_factory.mktemp("tls")
+    ca_file, cert_file, key_file = folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
+    authority.cert_pem.write_to_path(str(ca_file))
+    certificate.cert_chain_pems[0].write_to_path(str(cert_file))
+    certificate.private_key_pem.write_to_path(str(key_file))
+    return str(ca_file), str(cert_file), str(key_file)
 
 
 @pytest.fixture(scope="session")

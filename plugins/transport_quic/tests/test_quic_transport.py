@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import trustme
 from rocketmq_transport_quic import QuicTransport
 
 from rocketmq_core.errors import ConfigError, RemotingConnectError
@@ -16,18 +15,6 @@ from rocketmq_core.testing.transport import (
     TransportConformance,
     serving,
 )
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory):
-    authority = trustme.CA()
-    certificate = authority.issue_cert("localhost", "127.0.0.1")
-    folder = tmp_path_factory.mktemp("quic-tls")
-    ca_file, cert_file, key_file = folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
-    authority.cert_pem.write_to_path(str(ca_file))
-    certificate.cert_chain_pems[0].write_to_path(str(cert_file))
-    certificate.private_key_pem.write_to_path(str(key_file))
-    return str(ca_file), str(cert_file), str(key_file)
 
 
 class TlsQuicTransport(QuicTransport):

@@ -6,7 +6,6 @@ import socket
 
 import anyio
 import pytest
-import trustme
 from anyio.abc import SocketAttribute
 from rocketmq_transport_tcp import TcpTransport
 
@@ -59,18 +58,6 @@ async def test_both_ends_disable_nagle():
         task_group.cancel_scope.cancel()
     assert port > 0
     assert accepted[0]
-
-
-@pytest.fixture(scope="module")
-def tls_files(tmp_path_factory):
-    authority = trustme.CA()
-    certificate = authority.issue_cert("localhost", "127.0.0.1")
-    folder = tmp_path_factory.mktemp("tls")
-    ca_file, cert_file, key_file = folder / "ca.pem", folder / "cert.pem", folder / "key.pem"
-    authority.cert_pem.write_to_path(str(ca_file))
-    certificate.cert_chain_pems[0].write_to_path(str(cert_file))
-    certificate.private_key_pem.write_to_path(str(key_file))
-    return str(ca_file), str(cert_file), str(key_file)
 
 
 @pytest.mark.anyio
