@@ -111,7 +111,8 @@ class Broker:
         self.config.validate()
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
-        self.server = RemotingServer(transport, self.processor_table())
+        tls = self.config.server_tls() if transport.name != "tcp" else None  # TCP stays plain
+        self.server = RemotingServer(transport, self.processor_table(), tls=tls)
         self.server.on_connection_closed(self._connection_closed)
         self._register_now = anyio.Event()
         self._stop_requested = anyio.Event()
@@ -140,9 +141,8 @@ class Broker:
             await task_group.start(self._run_services)
             await self.topics.persist()
             self.topics.on_change(self.request_registration)
-            self._namesrv_client = RemotingClient(
-                transport, transports=self.config.client_transports(transports)
-            )
+            dial = self.config.client_transports(transports)
+            self._namesrv_client = RemotingClient(dial(self.config.transport), transports=dial)
             await self._namesrv_client.__aenter__()
             self.ready = True
             await self._register_all()

@@ -64,7 +64,9 @@ class NameServer:
         self.kv.load()
         self.config.validate_endpoints()
         transports = self.host.registry.transports.get
-        self.server = RemotingServer(transports(self.config.transport), self.processor_table())
+        transport = transports(self.config.transport)
+        tls = self.config.server_tls() if transport.name != "tcp" else None  # TCP stays plain
+        self.server = RemotingServer(transport, self.processor_table(), tls=tls)
         self.server.on_connection_closed(self._connection_closed)
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group

@@ -155,3 +155,21 @@ async def test_a_misconfigured_broker_says_what_to_fix(tmp_path, settings, messa
         failure.match(message)
     else:
         assert failure.group_contains(ConfigError, match=message)
+
+
+async def test_a_broker_may_serve_quic_alone(quic_cluster, quic_certificate, tmp_path):
+    certificate = str(quic_certificate.cert_file)
+    config = broker_config(
+        tmp_path / "broker-b",
+        quic_cluster.namesrv_endpoint("quic"),
+        broker_name="broker-b",
+        transport="quic",
+        tls_server_cert_path=certificate,
+        tls_server_key_path=str(quic_certificate.key_file),
+        tls_client_trust_cert_path=certificate,  # it registers over QUIC too
+    )
+    async with Broker.serving(config) as broker:
+        data = quic_cluster.namesrv.routes.brokers["broker-b"]
+        assert data.endpoints == {0: [f"quic://{broker.address}"]}
+        assert quic_cluster.namesrv.server.accepted["tcp"] == 1  # broker-a only
+    assert broker.server.accepted["tcp"] == 0

@@ -14,6 +14,7 @@ write frames on it, and closing it closes the QUIC connection.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,8 @@ from aioquic.quic import events
 from aioquic.quic.connection import QuicConnection, QuicConnectionState
 from aioquic.quic.packet import QuicErrorCode
 from anyio.abc import ByteStream, SocketAttribute
+
+log = logging.getLogger("rocketmq.transport.quic")
 
 # send() waits while this much written data is not acknowledged yet
 SEND_HIGH_WATER = 1024 * 1024
@@ -52,10 +55,17 @@ class DatagramOutbox:
             return
         self._sending = True
         try:
-            while self._queue:
-                data, address = self._queue[0]
-                await self._send(data, address)
-                self._queue.popleft()
+            # shielded: a cancelled caller must not strand other connections' datagrams
+            with anyio.CancelScope(shield=True):
+                while self._queue:
+                    data, address = self._queue.popleft()
+                    try:
+                        await self._send(data, address)
+                    except (OSError, anyio.BrokenResourceError) as exc:
+                        # one unreachable peer must not block the others: QUIC resends
+                        log.debug("datagram to %s dropped: %s", address, exc)
+                    except anyio.ClosedResourceError:
+                        self._queue.clear()
         finally:
             self._sending = False
 
@@ -104,6 +114,9 @@ class QuicChannel(ByteStream):
             elif isinstance(event, events.StreamReset):
                 if event.stream_id == self.stream_id:
                     self._end(f"the peer reset the stream (error {event.error_code})")
+            elif isinstance(event, events.StopSendingReceived):
+                if event.stream_id == self.stream_id:
+                    self._end(f"the peer stopped reading (error {event.error_code})")
             elif isinstance(event, events.HandshakeCompleted):
                 self.handshake_complete = True
             elif isinstance(event, events.ConnectionTerminated):
@@ -134,6 +147,8 @@ class QuicChannel(ByteStream):
     async def transmit(self) -> None:
         """Send whatever the connection has to send now."""
         datagrams = self.quic.datagrams_to_send(now=anyio.current_time())
+        # building packets can issue connection ids: a listener must route them now
+        self.handle_events()
         if datagrams:
             await self._outbox.send(datagrams)
 
@@ -164,7 +179,10 @@ class QuicChannel(ByteStream):
             # a server writes on stream 0 once the client opened it
             await self.wait_progress()
             self._check_writable()
-        self.quic.send_stream_data(self.stream_id, item)
+        try:
+            self.quic.send_stream_data(self.stream_id, item)
+        except (RuntimeError, ValueError) as exc:  # the stream ended under us
+            raise anyio.BrokenResourceError(str(exc)) from exc
         await self.transmit()
         while self._unacknowledged() > SEND_HIGH_WATER:
             self._check_writable()
@@ -173,7 +191,10 @@ class QuicChannel(ByteStream):
     async def send_eof(self) -> None:
         self._check_writable()
         self._finished = True
-        self.quic.send_stream_data(self.stream_id, b"", end_stream=True)
+        try:
+            self.quic.send_stream_data(self.stream_id, b"", end_stream=True)
+        except (RuntimeError, ValueError) as exc:
+            raise anyio.BrokenResourceError(str(exc)) from exc
         await self.transmit()
 
     def _check_writable(self) -> None:
@@ -220,7 +241,7 @@ class QuicChannel(ByteStream):
             try:
                 with anyio.move_on_after(1):
                     await self.transmit()
-            except OSError:
+            except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # the peer is unreachable: nothing to tell it
         self._end("closed", clean=True)
         self.notify()
@@ -286,6 +307,7 @@ class ClientChannel(QuicChannel):
         self._receive = receive
         self._close_socket = close_socket
         self._pumping = False
+        self._pump_scope: anyio.CancelScope | None = None
 
     async def _close_connection(self) -> None:
         try:
@@ -304,20 +326,31 @@ class ClientChannel(QuicChannel):
             self._pumping = False
             self.notify()  # a waiter may need to take over reading
 
+    async def transmit(self) -> None:
+        await super().transmit()
+        if self._pump_scope is not None:  # sending armed a timer the reader must serve
+            deadline = self.quic.get_timer()
+            self._pump_scope.deadline = deadline if deadline is not None else math.inf
+
     async def _pump(self) -> None:
         deadline = self.quic.get_timer()
         datagram = None
-        with anyio.move_on_at(deadline if deadline is not None else math.inf):
+        with anyio.CancelScope(deadline=deadline if deadline is not None else math.inf) as scope:
+            self._pump_scope = scope
             try:
                 datagram = await self._receive()
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 # an ICMP "port unreachable" (nobody listens there), or closed meanwhile
                 self._end(f"{exc}" or "the socket was closed")
                 return
+            finally:
+                self._pump_scope = None
         now = anyio.current_time()
         if datagram is not None:
             self.quic.receive_datagram(datagram, self._remote_address, now=now)
-        elif deadline is not None and now >= deadline:
-            self.quic.handle_timer(now=now)
+        else:
+            deadline = self.quic.get_timer()
+            if deadline is not None and now >= deadline:
+                self.quic.handle_timer(now=now)
         self.handle_events()
         await self.transmit()

@@ -185,17 +185,23 @@ class QuicListener:
     async def drain(self) -> None:
         """Stopped: accept no one, serve the open connections until they close (bounded)."""
         self._accepting = False
-        with anyio.move_on_after(DRAIN_LIMIT) as limit:
-            async with anyio.create_task_group() as reading:
-                reading.start_soon(self.serve)
+        async with anyio.create_task_group() as reading:
+            reading.start_soon(self.serve)
+            for channel in list(self._timers):
+                if channel not in self._handed_over:  # mid-handshake: nothing to drain
+                    await channel.aclose()
+            with anyio.move_on_after(DRAIN_LIMIT) as limit:
                 while any(channel.terminated is None for channel in self._timers):
                     await anyio.sleep(DRAIN_POLL)
-                reading.cancel_scope.cancel()
-        if limit.cancelled_caught:
-            log.warning("closing %d QUIC connections still open after stopping", len(self._timers))
-        for channel in list(self._timers):
-            if channel.terminated is None:
-                await channel.aclose()
+            if limit.cancelled_caught:
+                still_open = [channel for channel in self._timers if channel.terminated is None]
+                log.warning(
+                    "closing %d QUIC connections still open after stopping", len(still_open)
+                )
+                async with anyio.create_task_group() as closing:
+                    for channel in still_open:
+                        closing.start_soon(channel.aclose)
+            reading.cancel_scope.cancel()
         for scope in self._timers.values():
             scope.cancel()
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from rocketmq_transport_quic import QuicTransport
+from rocketmq_transport_quic.transport import ConnectedDatagramSocket
 
 from rocketmq_core.errors import ConfigError, RemotingConnectError
 from rocketmq_core.protocol.command import RemotingCommand
@@ -56,3 +58,28 @@ async def test_a_listener_without_a_certificate_says_how_to_get_one():
 
     with pytest.raises(ConfigError, match="rocketmq certs create"):
         await QuicTransport().listen("127.0.0.1", 0, handler)
+
+
+@pytest.mark.anyio
+async def test_a_lost_datagram_is_sent_again_by_the_loss_timer(tls_files, monkeypatch):
+    drop_next = False
+    sent = ConnectedDatagramSocket.send
+
+    async def lossy_send(self, data):
+        nonlocal drop_next
+        if drop_next:
+            drop_next = False
+            return  # lost on the way
+        await sent(self, data)
+
+    monkeypatch.setattr(ConnectedDatagramSocket, "send", lossy_send)
+    transport = TlsQuicTransport(tls_files)
+    async with serving(transport, ConformanceProcessors().table()) as (_server, address):
+        async with RemotingClient(transport) as client:
+            assert (await client.invoke(address, RemotingCommand.request(ECHO))).code == 0
+            await anyio.sleep(0.5)  # quiet: the reader now waits with no timer due soon
+            drop_next = True  # the next request's only packet
+            request = RemotingCommand.request(ECHO, None, b"again")
+            response = await client.invoke(address, request, timeout=10)
+    assert not drop_next
+    assert response.body == b"again"
