@@ -224,6 +224,11 @@ def _pulls_on_half_of_the_queues(cluster: EmbeddedCluster, topic: str) -> bool:
     return any(len(queues) == 2 for queues in held.values())
 
 
+def _pulls_on_every_queue_by(cluster: EmbeddedCluster, topic: str, consumers: int) -> bool:
+    held = cluster.broker.pulls.held_queues(topic)
+    return sum(len(queues) == 4 for queues in held.values()) == consumers
+
+
 def test_broadcasting_consumers_each_receive_every_message(client, cluster):
     cluster.create_topic("BroadcastTopic")
     address = cluster.namesrv_address
@@ -237,6 +242,9 @@ def test_broadcasting_consumers_each_receive_every_message(client, cluster):
     ):
         group = cluster.broker.consumers.group("CID-broadcast")
         assert wait_until(lambda: group is not None and len(group.client_ids()) == 2)
+        # a broadcasting consumer starts a queue at its end when it first pulls it: send
+        # only once both pull on every queue, or a late one misses what came before
+        assert wait_until(lambda: _pulls_on_every_queue_by(cluster, "BroadcastTopic", 2))
         with producer(client, address, "PID-broadcast") as sender:
             for n in range(20):
                 sender.send_sync(message(client, "BroadcastTopic", n))
