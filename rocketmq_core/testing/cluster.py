@@ -133,3 +133,13 @@ class EmbeddedCluster:
         """Run ``function(*args)`` in the cluster's event loop and return its result."""
         assert self._portal is not None, "enter the cluster first"
         return self._portal.call(function, *args)
+
+
+def quic_listener_settings(cert_file: str, key_file: str) -> dict[str, str]:
+    """Settings that make a name server or broker serve QUIC beside TCP, on any port:
+    ``EmbeddedCluster(..., namesrv_overrides=settings, **settings)``."""
+    return {
+        "extra_listeners": "quic://127.0.0.1:0",
+        "tls_server_cert_path": cert_file,
+        "tls_server_key_path": key_file,
+    }

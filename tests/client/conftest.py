@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
-from rocketmq_core.testing.cluster import EmbeddedCluster
+from rocketmq_core.testing.cluster import EmbeddedCluster, quic_listener_settings
 
 TOPIC = "Orders"
 _names = itertools.count()
@@ -36,12 +36,7 @@ def quic_certificate(tmp_path_factory):
 
 
 def quic_settings(certificate) -> dict[str, str]:
-    """Settings that make a name server or broker serve QUIC beside TCP, on any port."""
-    return {
-        "extra_listeners": "quic://127.0.0.1:0",
-        "tls_server_cert_path": str(certificate.cert_file),
-        "tls_server_key_path": str(certificate.key_file),
-    }
+    return quic_listener_settings(str(certificate.cert_file), str(certificate.key_file))
 
 
 @pytest.fixture

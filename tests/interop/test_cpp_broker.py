@@ -16,7 +16,7 @@ import pytest
 from rocketmq_transport_quic.certs import write_self_signed
 
 from rocketmq_core.protocol.heartbeat import MessageQueue
-from rocketmq_core.testing.cluster import EmbeddedCluster
+from rocketmq_core.testing.cluster import EmbeddedCluster, quic_listener_settings
 from tests.cpp_client import load_cpp_client
 
 from .cpp import CollectingConsumer, message, producer, sharding_selector, wait_until
@@ -36,11 +36,7 @@ def store(request):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, client, store):
     certificate = write_self_signed(tmp_path_factory.mktemp("certs"))
-    quic = {
-        "extra_listeners": "quic://127.0.0.1:0",
-        "tls_server_cert_path": str(certificate.cert_file),
-        "tls_server_key_path": str(certificate.key_file),
-    }
+    quic = quic_listener_settings(str(certificate.cert_file), str(certificate.key_file))
     # levels 1 and 2 for the delay test; retries wait at level 3+ (a second, not 10 s)
     with EmbeddedCluster(
         tmp_path_factory.mktemp("cluster"),

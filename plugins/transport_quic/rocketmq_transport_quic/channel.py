@@ -99,9 +99,12 @@ class QuicChannel(ByteStream):
 
     # --- what the connection says --------------------------------------------------------
 
-    def handle_events(self) -> None:
-        """Take every pending event of the QUIC connection, then wake whoever waits."""
+    def handle_events(self, *, always_wake: bool = True) -> None:
+        """Take every pending event of the QUIC connection, then wake whoever waits
+        (after a datagram always: its acknowledgements may have freed a writer)."""
+        taken = False
         while (event := self.quic.next_event()) is not None:
+            taken = True
             if isinstance(event, events.StreamDataReceived):
                 if event.stream_id != self.stream_id:
                     self._refuse_stream(event.stream_id)
@@ -125,7 +128,8 @@ class QuicChannel(ByteStream):
                 self._end("closed by the peer" if clean else reason, clean=clean)
             else:
                 self.connection_event(event)
-        self.notify()
+        if taken or always_wake:
+            self.notify()
 
     def connection_event(self, event: events.QuicEvent) -> None:
         """Events a subclass cares for (connection ids for a listener's routing)."""
@@ -148,7 +152,7 @@ class QuicChannel(ByteStream):
         """Send whatever the connection has to send now."""
         datagrams = self.quic.datagrams_to_send(now=anyio.current_time())
         # building packets can issue connection ids: a listener must route them now
-        self.handle_events()
+        self.handle_events(always_wake=False)
         if datagrams:
             await self._outbox.send(datagrams)
 
