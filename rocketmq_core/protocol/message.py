@@ -407,6 +407,19 @@ def tags_code(tags: str | None) -> int:
     return code
 
 
+_TAGS_CODES_OF_BYTES: dict[bytes, int] = {}
+
+
+def tags_code_of(tags: bytes) -> int:
+    """``tags_code`` of a TAGS value as stored (UTF-8), cached by those bytes."""
+    code = _TAGS_CODES_OF_BYTES.get(tags)
+    if code is None:
+        code = tags_code(tags.decode())
+        if len(_TAGS_CODES_OF_BYTES) < 65536:
+            _TAGS_CODES_OF_BYTES[tags] = code
+    return code
+
+
 def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
     """The broker's message id: store address, port and CommitLog offset, in upper hex."""
     return (store_host + _LONG.pack(commit_log_offset)).hex().upper()

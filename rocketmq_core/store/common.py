@@ -17,7 +17,7 @@ from ..protocol.message import (
     body_crc,
     property_value,
     record_size,
-    tags_code,
+    tags_code_of,
     with_host_flags,
     write_record,
 )
@@ -54,7 +54,9 @@ def refusal(message: MessageToStore, config: StoreConfig) -> PutResult | None:
             remark=f"the message properties are {len(message.properties)} bytes;"
             f" at most {MAX_PROPERTIES_LENGTH} fit",
         )
-    topic_length = len(message.topic.encode())
+    topic = message.topic
+    # isascii is O(1): an ASCII topic's length is its UTF-8 length, no encoding needed
+    topic_length = len(topic) if topic.isascii() else len(topic.encode())
     if not 0 < topic_length <= MAX_TOPIC_LENGTH:
         return PutResult(
             PutStatus.MESSAGE_ILLEGAL,
@@ -70,11 +72,12 @@ def batch_refusal(messages: Sequence[MessageToStore], config: StoreConfig) -> Pu
     if not messages:
         return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch")
     first = messages[0]
+    topic, queue_id = first.topic, first.queue_id
     for message in messages:
         refused = refusal(message, config)
         if refused is not None:
             return refused
-        if (message.topic, message.queue_id) != (first.topic, first.queue_id):
+        if message.topic != topic or message.queue_id != queue_id:
             return PutResult(
                 PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
             )
@@ -139,21 +142,33 @@ def waits_for_flush(message: MessageToStore) -> bool:
     return property_value(message.properties, b"WAIT") != b"false"
 
 
-def dispatch_fields(message: MessageToStore) -> tuple[int, str | None, str | None]:
-    """(tags code, KEYS, UNIQ_KEY) of a message, reading its properties once."""
+def raw_dispatch_fields(message: MessageToStore) -> tuple[int, bytes | None, bytes | None]:
+    """(tags code, KEYS, UNIQ_KEY) of a message as stored bytes, reading its properties
+    once; empty values are None. The hot path of every put: no decoding."""
     code = message.tags_code
     keys = uniq = None
     if message.properties:
+        # one split beats a find per name (0.75 vs 1.2 us for a producer's four)
         for pair in message.properties.split(b"\x02"):
             name, _, value = pair.partition(b"\x01")
             if name == b"TAGS":
                 if code is None and value:
-                    code = tags_code(value.decode())
+                    code = tags_code_of(value)
             elif name == b"UNIQ_KEY":
-                uniq = value.decode() or None
+                uniq = value or None
             elif name == b"KEYS":
-                keys = value.decode() or None
+                keys = value or None
     return (0 if code is None else code), keys, uniq
+
+
+def dispatch_fields(message: MessageToStore) -> tuple[int, str | None, str | None]:
+    """(tags code, KEYS, UNIQ_KEY) of a message, as a DispatchRequest carries them."""
+    code, keys, uniq = raw_dispatch_fields(message)
+    return (
+        code,
+        keys.decode() if keys is not None else None,
+        uniq.decode() if uniq is not None else None,
+    )
 
 
 def index_keys(keys: str | None, uniq_key: str | None) -> list[str]:

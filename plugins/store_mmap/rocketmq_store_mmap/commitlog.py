@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rocketmq_core.protocol.message import (
@@ -17,7 +17,9 @@ from rocketmq_core.protocol.message import (
     BORNHOST_V6,
     MAGIC_V1,
     MAGIC_V2,
+    MAX_V1_TOPIC_LENGTH,
     PHYSICAL_OFFSET_AT,
+    STOREHOST_V6,
     RecordError,
     StoredMessage,
     body_crc,
@@ -38,6 +40,8 @@ log = logging.getLogger("rocketmq.store.mmap")
 _SIZE_MAGIC = struct.Struct(">ii")
 _LONG = struct.Struct(">q")
 PRE_TOUCH_STEP = 2 << 20
+_HOST_V6_FLAGS = BORNHOST_V6 | STOREHOST_V6
+_V1_V4_OVERHEAD = record_size(0, 0, 0, False, False)  # a V1 record with IPv4 hosts
 
 
 class CommitLog:
@@ -67,14 +71,7 @@ class CommitLog:
 
         Raises DiskFullError (from creating the next file) with nothing written.
         """
-        sys_flag = with_host_flags(message.sys_flag, message.born_host, self.store_host)
-        size = record_size(
-            len(message.body),
-            len(topic),
-            len(message.properties),
-            bool(sys_flag & BORNHOST_V6),
-            self.store_v6,
-        )
+        size, sys_flag = self.layout(message, topic)
         mapped = self._room_for(size)
         position = mapped.wrote
         if position + size > mapped.touched:
@@ -105,9 +102,32 @@ class CommitLog:
         mapped.wrote = position + size
         return phys, size, sys_flag
 
-    def room_for_batch(self, sizes: list[int]) -> None:
+    def layout(self, message: MessageToStore, topic: bytes) -> tuple[int, int]:
+        """(record size, stored sysFlag) of ``message``: the sysFlag carries the IPv6 bits
+        of its hosts, which choose the layout."""
+        sys_flag = message.sys_flag
+        if (
+            len(message.born_host) == 8
+            and not self.store_v6
+            and not sys_flag & _HOST_V6_FLAGS
+            and len(topic) <= MAX_V1_TOPIC_LENGTH
+        ):  # the usual record
+            return _V1_V4_OVERHEAD + len(message.body) + len(topic) + len(message.properties), (
+                sys_flag
+            )
+        sys_flag = with_host_flags(sys_flag, message.born_host, self.store_host)
+        size = record_size(
+            len(message.body),
+            len(topic),
+            len(message.properties),
+            bool(sys_flag & BORNHOST_V6),
+            self.store_v6,
+        )
+        return size, sys_flag
+
+    def room_for_batch(self, messages: Sequence[MessageToStore], topic: bytes) -> None:
         """Make sure the whole batch fits in the current file (a batch never spans files)."""
-        self._room_for(sum(sizes))
+        self._room_for(sum(self.layout(message, topic)[0] for message in messages))
 
     def _room_for(self, size: int) -> MappedFile:
         mapped = self.files.last

@@ -14,13 +14,16 @@ _BLANK_ENTRY = ENTRY.pack(0, 0x7FFFFFFF, 0)  # a hole before the first real entr
 
 
 class ConsumeQueue:
-    __slots__ = ("files", "min_offset", "queue_id", "topic")
+    __slots__ = ("encoded_topic", "files", "min_offset", "next_offset", "queue_id", "topic")
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
         if file_size % ENTRY_SIZE:
             raise ValueError(f"mappedFileSizeConsumeQueue {file_size} is not a multiple of 20")
         self.topic = topic
+        self.encoded_topic = topic.encode()
         self.queue_id = queue_id
+        # the queue offset the next record gets (the writer's; entries may lag in recovery)
+        self.next_offset = 0
         self.files = MappedFileQueue(root / topic / str(queue_id), file_size, reserve=False)
         self.min_offset = 0
 

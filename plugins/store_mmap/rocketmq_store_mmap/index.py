@@ -26,6 +26,7 @@ log = logging.getLogger("rocketmq.store.mmap")
 HEADER = struct.Struct(">qqqqii")  # begin/end timestamp, begin/end phys offset, slots, count
 HEADER_SIZE = HEADER.size  # 40
 SLOT = struct.Struct(">i")
+SLOT_SIZE = SLOT.size  # 4
 INDEX_ENTRY = struct.Struct(">iqii")  # key hash, phys offset, time diff (s), previous entry
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
 MAX_QUERY = 64  # maxMsgsNumBatch
@@ -54,7 +55,8 @@ class IndexFile:
         self.path = path
         self.slot_num = slot_num
         self.index_num = index_num
-        size = HEADER_SIZE + slot_num * SLOT.size + index_num * INDEX_ENTRY_SIZE
+        self.entries_at = HEADER_SIZE + slot_num * SLOT_SIZE
+        size = self.entries_at + index_num * INDEX_ENTRY_SIZE
         self.file = MappedFile(path, 0, size, reserve=False)
         self.buffer = self.file.buffer
         (
@@ -71,30 +73,30 @@ class IndexFile:
 
     def put(self, hashes: list[int], phys: int, store_timestamp: int) -> int:
         """Add a record's keys, as many as fit; returns how many."""
-        count = self.index_count
-        hashes = hashes[: self.index_num - count]
-        if not hashes:
-            return 0
+        first = count = self.index_count
+        if len(hashes) > self.index_num - count:
+            hashes = hashes[: self.index_num - count]
+            if not hashes:
+                return 0
         if self.begin_timestamp <= 0:
             self.begin_timestamp, self.begin_phy_offset = store_timestamp, phys
         time_diff = max(0, min(0x7FFFFFFF, (store_timestamp - self.begin_timestamp) // 1000))
-        buffer, slot_num = self.buffer, self.slot_num
-        entries_at = HEADER_SIZE + slot_num * SLOT.size
-        slots = []
+        buffer, slot_num, entries_at = self.buffer, self.slot_num, self.entries_at
+        slot_ats: list[int] = []
         for hash_value in hashes:
-            slot_at = HEADER_SIZE + (hash_value % slot_num) * SLOT.size
-            (previous,) = SLOT.unpack_from(buffer, slot_at)
-            if previous <= 0 or previous >= self.index_count:
-                previous = 0
-                self.slot_count += 1
-            # two keys of one record in one slot chain through each other
-            for earlier_at, earlier in slots:
-                if earlier_at == slot_at:
-                    previous = earlier
+            slot_at = HEADER_SIZE + (hash_value % slot_num) * SLOT_SIZE
+            if slot_at in slot_ats:
+                # an earlier key of this record in the same slot: chain to the newest one
+                previous = first + len(slot_ats) - 1 - slot_ats[::-1].index(slot_at)
+            else:
+                (previous,) = SLOT.unpack_from(buffer, slot_at)
+                if previous <= 0 or previous >= first:
+                    previous = 0
+                    self.slot_count += 1
             INDEX_ENTRY.pack_into(
                 buffer, entries_at + count * INDEX_ENTRY_SIZE, hash_value, phys, time_diff, previous
             )
-            slots.append((slot_at, count))
+            slot_ats.append(slot_at)
             count += 1
         self.index_count = count
         self.end_timestamp, self.end_phy_offset = store_timestamp, phys
@@ -102,7 +104,7 @@ class IndexFile:
         # cuts chains at reload), and before the slots: a kill in between orphans these
         # entries instead of cutting their chains
         self.write_header()
-        for slot_at, number in slots:
+        for number, slot_at in enumerate(slot_ats, first):
             SLOT.pack_into(buffer, slot_at, number)
         self.dirty = True
         return len(hashes)
@@ -122,9 +124,9 @@ class IndexFile:
     def query(self, hash_value: int, begin: int, end: int, limit: int) -> list[int]:
         """CommitLog offsets of entries with ``hash_value`` stored in [begin, end], newest first."""
         found: list[int] = []
-        slot_at = HEADER_SIZE + (hash_value % self.slot_num) * SLOT.size
+        slot_at = HEADER_SIZE + (hash_value % self.slot_num) * SLOT_SIZE
         (number,) = SLOT.unpack_from(self.buffer, slot_at)
-        entries_at = HEADER_SIZE + self.slot_num * SLOT.size
+        entries_at = self.entries_at
         seen = 0
         while 0 < number < self.index_count and len(found) < limit and seen < self.index_count:
             seen += 1
@@ -190,15 +192,26 @@ class IndexService:
         if is_rollback(request.sys_flag) or request.commit_log_offset < self.indexed_below:
             return  # rollbacks are not indexed; below the mark: indexed before a replay
         keys, uniq_key = request.keys, request.uniq_key
-        if not keys and not uniq_key:
-            return
-        prefix = topic_prefix_crc(request.topic)
-        hashes = [zlib.crc32(uniq_key.encode(), prefix) & 0x7FFFFFFF] if uniq_key else []
+        if keys or uniq_key:
+            self.add(
+                topic_prefix_crc(request.topic),
+                keys.encode() if keys else None,
+                uniq_key.encode() if uniq_key else None,
+                request.commit_log_offset,
+                request.store_timestamp,
+            )
+
+    def add(
+        self, topic_crc: int, keys: bytes | None, uniq_key: bytes | None, phys: int, stamp: int
+    ) -> None:
+        """Index one record under UNIQ_KEY and each KEYS token (``topic_crc``: the CRC of
+        ``topic#`` that every hash continues from)."""
+        crc32 = zlib.crc32
+        hashes = [crc32(uniq_key, topic_crc) & 0x7FFFFFFF] if uniq_key else []
         if keys:
-            for key in keys.split(" "):
+            for key in keys.split(b" "):
                 if key:
-                    hashes.append(zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF)
-        phys, stamp = request.commit_log_offset, request.store_timestamp
+                    hashes.append(crc32(key, topic_crc) & 0x7FFFFFFF)
         current = self.files[-1] if self.files else None
         while hashes:
             added = current.put(hashes, phys, stamp) if current is not None else 0

@@ -26,7 +26,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from rocketmq_core.errors import ConfigError
-from rocketmq_core.protocol.message import host_is_v6, record_size
+from rocketmq_core.protocol.message import TRANSACTION_PREPARED
 from rocketmq_core.store.api import (
     Dispatcher,
     DispatchRequest,
@@ -46,7 +46,9 @@ from rocketmq_core.store.common import (
     dispatch_fields,
     edge_result,
     enters_consume_queue,
+    is_rollback,
     queue_ids_by_topic,
+    raw_dispatch_fields,
     refusal,
     tag_matches,
     waits_for_flush,
@@ -59,7 +61,7 @@ from . import retention
 from .checkpoint import Checkpoint
 from .commitlog import CommitLog
 from .consume_queue import ENTRY, ConsumeQueue
-from .index import IndexService
+from .index import IndexService, topic_prefix_crc
 from .mapped_file import DiskFullError
 from .recovery import TagsCodeRule, recover
 
@@ -90,8 +92,11 @@ class MmapStore:
         self.checkpoint = Checkpoint(root / "checkpoint")
         self.tags_code_rules: list[TagsCodeRule] = []  # e.g. delivery times of delayed topics
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self._next_offsets: dict[tuple[str, int], int] = {}
-        self._dispatchers: list[Dispatcher] = []
+        self._dispatchers: list[Dispatcher] = []  # all of them: recovery tells each
+        # the built-in two write inline on appends (no DispatchRequest per record)
+        self._writes_positions = False
+        self._writes_index = False
+        self._other_dispatchers: list[Dispatcher] = []
         self._flusher: Flusher | None = None
         self._task_group: TaskGroup | None = None
         self._lock_fd: int | None = None
@@ -157,8 +162,8 @@ class MmapStore:
         )
         # records appended from here on are new, even where a lost tail was indexed
         self.index.indexed_below = min(self.index.indexed_below, end)
-        for key, queue in self._queues.items():
-            self._next_offsets[key] = queue.max_offset
+        for queue in self._queues.values():
+            queue.next_offset = queue.max_offset
         if self.recovered_after_crash:
             log.warning(
                 "%s was not closed cleanly: recovered to CommitLog offset %d, %d records replayed",
@@ -215,6 +220,12 @@ class MmapStore:
 
     def add_dispatcher(self, dispatcher: Dispatcher) -> None:
         self._dispatchers.append(dispatcher)
+        if dispatcher == self.put_position:
+            self._writes_positions = True
+        elif dispatcher == self.put_index:
+            self._writes_index = True
+        else:
+            self._other_dispatchers.append(dispatcher)
 
     def _check_open(self) -> None:
         if self._closed or not self._opened:
@@ -296,46 +307,78 @@ class MmapStore:
         refused = self.disk.refusal()
         if refused is not None:
             return refused
-        topic_length = len(first.topic.encode())
-        store_v6 = host_is_v6(self.config.store_host)
-        sizes = [
-            record_size(
-                len(m.body), topic_length, len(m.properties), host_is_v6(m.born_host), store_v6
-            )
-            for m in messages
-        ]
         try:
-            self.commitlog.room_for_batch(sizes)  # a batch never spans files
+            self.commitlog.room_for_batch(messages, first.topic.encode())
         except DiskFullError as exc:
             return self._disk_full_result(exc)
         except ValueError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         store_time = self.clock.now()
+        append = self._append
+        phys, size, first_queue_offset = append(first, store_time)
+        offsets = [phys]
+        for message in messages[1:]:
+            phys, size, _ = append(message, store_time)
+            offsets.append(phys)
+        end = phys + size
         result = PutResult(
-            PutStatus.PUT_OK, store_timestamp=store_time, store_host=self.config.store_host
+            PutStatus.PUT_OK,
+            offsets[0],
+            first_queue_offset,
+            offsets,
+            store_time,
+            "",
+            self.config.store_host,
         )
-        end = 0
-        for message in messages:
-            phys, size, queue_offset = self._append(message, store_time)
-            if result.commit_log_offset < 0:
-                result.commit_log_offset, result.queue_offset = phys, queue_offset
-            result.commit_log_offsets.append(phys)
-            end = phys + size
         self._puts += len(messages)
         if self.policy.waits and waits_for_flush(first):
             result.flush_to = end
         return result
 
     def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int, int]:
-        key = (message.topic, message.queue_id)
-        in_queue = enters_consume_queue(message.sys_flag)
-        queue_offset = self._next_offsets.get(key, 0) if in_queue else 0
+        """Append one record and dispatch it: the consume-queue entry and the index keys
+        written here, other dispatchers told through a DispatchRequest."""
+        topic, queue_id, sys_flag = message.topic, message.queue_id, message.sys_flag
+        if sys_flag & TRANSACTION_PREPARED:  # prepared or rolled back: in no queue
+            return self._append_outside_queues(message, store_time)
+        queue = self._queues.get((topic, queue_id)) or self._queue(topic, queue_id)
+        queue_offset = queue.next_offset
         phys, size, sys_flag = self.commitlog.append(
-            message, message.topic.encode(), queue_offset, store_time
+            message, queue.encoded_topic, queue_offset, store_time
         )
-        if in_queue:
-            self._next_offsets[key] = queue_offset + 1
-        code, keys, uniq_key = dispatch_fields(message)
+        queue.next_offset = queue_offset + 1
+        code, keys, uniq_key = raw_dispatch_fields(message)
+        if self._writes_positions:
+            queue.append(queue_offset, phys, size, code)
+        if self._writes_index and (keys or uniq_key):
+            self.index.add(topic_prefix_crc(topic), keys, uniq_key, phys, store_time)
+        if self._other_dispatchers:
+            self._tell_others(message, phys, size, code, store_time, queue_offset, sys_flag)
+        return phys, size, queue_offset
+
+    def _append_outside_queues(
+        self, message: MessageToStore, store_time: int
+    ) -> tuple[int, int, int]:
+        phys, size, sys_flag = self.commitlog.append(message, message.topic.encode(), 0, store_time)
+        code, keys, uniq_key = raw_dispatch_fields(message)
+        # a rollback is not indexed; a prepared record is, under its keys
+        if self._writes_index and (keys or uniq_key) and not is_rollback(sys_flag):
+            self.index.add(topic_prefix_crc(message.topic), keys, uniq_key, phys, store_time)
+        if self._other_dispatchers:
+            self._tell_others(message, phys, size, code, store_time, 0, sys_flag)
+        return phys, size, 0
+
+    def _tell_others(
+        self,
+        message: MessageToStore,
+        phys: int,
+        size: int,
+        code: int,
+        store_time: int,
+        queue_offset: int,
+        sys_flag: int,
+    ) -> None:
+        _, keys, uniq_key = dispatch_fields(message)
         request = DispatchRequest(
             message.topic,
             message.queue_id,
@@ -349,9 +392,8 @@ class MmapStore:
             sys_flag,
             message.prepared_transaction_offset,
         )
-        for dispatcher in self._dispatchers:
+        for dispatcher in self._other_dispatchers:
             dispatcher(request)
-        return phys, size, queue_offset
 
     def _disk_full_result(self, error: OSError) -> PutResult:
         log.error("cannot create the next CommitLog file: %s", error)
@@ -576,7 +618,6 @@ class MmapStore:
         self._check_open()
         for key in [k for k in self._queues if k[0] == topic]:
             queue = self._queues.pop(key)
-            self._next_offsets.pop(key, None)
             directory = queue.files.directory
             queue.close()
             await anyio.to_thread.run_sync(_remove_tree, directory)

@@ -68,3 +68,15 @@ def test_a_record_with_more_keys_than_a_file_holds_spans_files(tmp_path):
 def test_an_index_file_must_hold_a_key(tmp_path):
     with pytest.raises(ConfigError, match="maxIndexNum is 1"):
         IndexService(tmp_path / "index", 16, 1)
+
+
+def test_keys_of_one_record_in_one_slot_chain_through_each_other(tmp_path):
+    service = IndexService(tmp_path / "index", 1, 100)  # one slot: every key shares it
+    service.load()
+    service.put(request(0, "old"))
+    service.put(request(100, "a b c"))
+    again = reopened(service)
+    for index_service in (service, again):
+        assert all(found(index_service, key) == [100] for key in "abc")
+        assert found(index_service, "old") == [0]
+    assert again.files[-1].slot_count == 1
