@@ -299,6 +299,15 @@ class _Known:
     attempts: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
+def soak_cycles(default: int) -> int:
+    """A crash test's cycle count: ``default`` times ``ROCKETMQ_CRASH_SOAK`` (``tox -e
+    soak`` sets it; the default run keeps to a few cycles per backend)."""
+    factor = os.environ.get("ROCKETMQ_CRASH_SOAK", "1")
+    if not factor.isdigit() or int(factor) < 1:
+        raise ValueError(f"ROCKETMQ_CRASH_SOAK is {factor!r}; a whole number >= 1 is expected")
+    return default * int(factor)
+
+
 def run_crash_cycles(
     store_name: str,
     root: str | os.PathLike[str],

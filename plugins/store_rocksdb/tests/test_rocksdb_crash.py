@@ -12,11 +12,11 @@ import pytest
 from rocketmq_core.protocol.message import decode_record, encode_properties
 from rocketmq_core.store.api import GetStatus, MessageToStore, StoreConfig
 from rocketmq_core.store.loader import create_store
-from rocketmq_core.testing.store_crash import run_crash_cycles
+from rocketmq_core.testing.store_crash import run_crash_cycles, soak_cycles
 
 BACKENDS = ("asyncio", "trio")
-SYNC_CYCLES = 4  # per backend
-ASYNC_CYCLES = 3  # per backend
+SYNC_CYCLES = soak_cycles(3)  # per backend; `tox -e soak` runs many more
+ASYNC_CYCLES = soak_cycles(2)  # per backend
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
