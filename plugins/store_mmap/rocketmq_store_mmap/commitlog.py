@@ -69,7 +69,7 @@ class CommitLog:
     ) -> tuple[int, int, int]:
         """Write one record; returns (commit-log offset, size, stored sysFlag).
 
-        Raises DiskFullError (from creating the next file) with nothing written.
+        Raises FileCreationError (from creating the next file) with nothing written.
         """
         size, sys_flag = self.layout(message, topic)
         mapped = self._room_for(size)

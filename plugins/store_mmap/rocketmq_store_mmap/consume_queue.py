@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .mapped_file import MappedFileQueue
+from .mapped_file import MappedFile, MappedFileQueue, file_name
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
@@ -14,7 +14,15 @@ _BLANK_ENTRY = ENTRY.pack(0, 0x7FFFFFFF, 0)  # a hole before the first real entr
 
 
 class ConsumeQueue:
-    __slots__ = ("encoded_topic", "files", "min_offset", "next_offset", "queue_id", "topic")
+    __slots__ = (
+        "encoded_topic",
+        "files",
+        "min_offset",
+        "next_offset",
+        "queue_id",
+        "spares",
+        "topic",
+    )
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
         if file_size % ENTRY_SIZE:
@@ -26,6 +34,7 @@ class ConsumeQueue:
         self.next_offset = 0
         self.files = MappedFileQueue(root / topic / str(queue_id), file_size, reserve=False)
         self.min_offset = 0
+        self.spares: list[MappedFile] = []  # created by reserve(), used as the queue rolls
 
     @property
     def max_offset(self) -> int:
@@ -70,10 +79,41 @@ class ConsumeQueue:
             expected += 1
         self._write(ENTRY.pack(phys, size, tags_code))
 
+    def reserve(self, count: int) -> None:
+        """Create now the files the next ``count`` entries need, so that a file that
+        cannot be created (no descriptors, no mappings left) fails a put before its
+        record is written. Raises OSError."""
+        files = self.files.files
+        if files and files[-1].wrote + count * ENTRY_SIZE <= files[-1].size:
+            return  # the usual case: room in the last file
+        room = files[-1].free // ENTRY_SIZE if files else 0
+        per_file = self.files.file_size // ENTRY_SIZE
+        needed = -(-(count - room) // per_file)
+        while len(self.spares) < needed:
+            start = self._next_file_start()
+            self.spares.append(
+                MappedFile(
+                    self.files.directory / file_name(start),
+                    start,
+                    self.files.file_size,
+                    reserve=False,
+                )
+            )
+
+    def _next_file_start(self) -> int:
+        if self.spares:
+            return self.spares[-1].end
+        last = self.files.last
+        return last.end if last is not None else 0
+
     def _write(self, entry: bytes) -> None:
         mapped = self.files.last
         if mapped is None or mapped.free < ENTRY_SIZE:
-            mapped = self.files.create(mapped.end if mapped is not None else 0)
+            if self.spares:
+                mapped = self.spares.pop(0)
+                self.files.files.append(mapped)
+            else:
+                mapped = self.files.create(mapped.end if mapped is not None else 0)
         position = mapped.wrote
         mapped.buffer[position : position + ENTRY_SIZE] = entry
         mapped.wrote = position + ENTRY_SIZE
@@ -142,3 +182,6 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.files.close()
+        for spare in self.spares:  # empty: a reload drops it (the queue ends before it)
+            spare.close()
+        self.spares.clear()

@@ -216,7 +216,13 @@ class IndexService:
         while hashes:
             added = current.put(hashes, phys, stamp) if current is not None else 0
             if not added:
-                current = self._new_file()
+                try:
+                    current = self._new_file()
+                except OSError as exc:
+                    # the record is stored already; as Java's IndexService, the index
+                    # goes without its keys rather than failing the put
+                    log.error("record at %d not indexed: %s", phys, exc)
+                    return
             hashes = hashes[added:]
 
     def _new_file(self) -> IndexFile:

@@ -27,8 +27,19 @@ _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _madvise.restype = ctypes.c_int
 
 
-class DiskFullError(OSError):
-    """No room to create the next file: refuse the write, corrupt nothing."""
+class FileCreationError(OSError):
+    """A store file could not be created or mapped (no space, no descriptors, no
+    mappings left): the write that needed it is refused, nothing is corrupted."""
+
+
+class DiskFullError(FileCreationError):
+    """No room to create the next file."""
+
+
+def _creation_error(error: OSError, path: Path) -> FileCreationError:
+    if isinstance(error, FileCreationError):
+        return error
+    return FileCreationError(error.errno, f"cannot create or map {path}: {error.strerror}")
 
 
 def file_name(offset: int) -> str:
@@ -55,7 +66,10 @@ class MappedFile:
         self.start = start
         self.size = size
         exists = path.exists()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _creation_error(exc, path) from exc
         try:
             if not exists or os.fstat(fd).st_size < size:
                 if reserve:
@@ -76,10 +90,12 @@ class MappedFile:
                     " the configured file size changed, or the file is damaged"
                 )
             self.mapping = mmap.mmap(fd, size)
-        except BaseException:
+        except BaseException as exc:
             os.close(fd)
             if not exists:
                 path.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise _creation_error(exc, path) from exc
             raise
         os.close(fd)  # the mapping keeps the file; fdatasync reopens when it needs a descriptor
         anchor = ctypes.c_char.from_buffer(self.mapping)

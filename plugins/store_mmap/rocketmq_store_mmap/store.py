@@ -13,6 +13,7 @@ creation, pre-touching and deletion run in worker threads from background tasks.
 from __future__ import annotations
 
 import bisect
+import errno
 import fcntl
 import logging
 import os
@@ -62,7 +63,7 @@ from .checkpoint import Checkpoint
 from .commitlog import CommitLog
 from .consume_queue import ENTRY, ConsumeQueue
 from .index import IndexService, topic_prefix_crc
-from .mapped_file import DiskFullError
+from .mapped_file import FileCreationError
 from .recovery import TagsCodeRule, recover
 
 log = logging.getLogger("rocketmq.store.mmap")
@@ -183,6 +184,8 @@ class MmapStore:
                     root, topic_dir.name, int(queue_dir.name), self.config.consume_queue_file_size
                 )
                 queue.load_and_recover()
+                if not queue.files.files:
+                    continue  # its first file was never made (a refused put): never written
                 self._queues[(topic_dir.name, queue.queue_id)] = queue
 
     async def close(self) -> None:
@@ -253,7 +256,13 @@ class MmapStore:
             queue = ConsumeQueue(
                 self.root / "consumequeue", topic, queue_id, self.config.consume_queue_file_size
             )
-            queue.files.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                queue.files.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise FileCreationError(
+                    exc.errno, f"cannot create {queue.files.directory}: {exc.strerror}"
+                ) from exc
+            queue.reserve(1)  # a queue that cannot have a file is never listed
             self._queues[(topic, queue_id)] = queue
         return queue
 
@@ -281,8 +290,8 @@ class MmapStore:
         store_time = self.clock.now()
         try:
             phys, size, queue_offset = self._append(message, store_time)
-        except DiskFullError as exc:
-            return self._disk_full_result(exc)
+        except FileCreationError as exc:  # raised before anything was written
+            return self._file_failure_result(exc)
         except ValueError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         self._puts += 1
@@ -309,8 +318,10 @@ class MmapStore:
             return refused
         try:
             self.commitlog.room_for_batch(messages, first.topic.encode())
-        except DiskFullError as exc:
-            return self._disk_full_result(exc)
+            if self._writes_positions and not first.sys_flag & TRANSACTION_PREPARED:
+                self._queue(first.topic, first.queue_id).reserve(len(messages))
+        except FileCreationError as exc:  # raised before anything was written
+            return self._file_failure_result(exc)
         except ValueError as exc:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
         store_time = self.clock.now()
@@ -342,6 +353,8 @@ class MmapStore:
         if sys_flag & TRANSACTION_PREPARED:  # prepared or rolled back: in no queue
             return self._append_outside_queues(message, store_time)
         queue = self._queues.get((topic, queue_id)) or self._queue(topic, queue_id)
+        if self._writes_positions:
+            queue.reserve(1)  # its file before the record: a failure here writes nothing
         queue_offset = queue.next_offset
         phys, size, sys_flag = self.commitlog.append(
             message, queue.encoded_topic, queue_offset, store_time
@@ -395,12 +408,22 @@ class MmapStore:
         for dispatcher in self._other_dispatchers:
             dispatcher(request)
 
-    def _disk_full_result(self, error: OSError) -> PutResult:
-        log.error("cannot create the next CommitLog file: %s", error)
-        return PutResult(
-            PutStatus.CREATE_MAPPED_FILE_FAILED,
-            remark=f"{error.strerror or error}: free disk space under {self.root}",
-        )
+    def _file_failure_result(self, error: FileCreationError) -> PutResult:
+        """CREATE_MAPPED_FILE_FAILED, with what to do about it."""
+        log.error("cannot create a store file: %s", error)
+        if error.errno in (errno.EMFILE, errno.ENFILE):
+            advice = (
+                "too many open files: every consume-queue file holds a descriptor;"
+                " raise the open-files limit (ulimit -n) or use fewer queues"
+            )
+        elif error.errno == errno.ENOMEM:
+            advice = (
+                "too many mapped files: every store file is one mapping;"
+                " raise vm.max_map_count or use fewer queues"
+            )
+        else:
+            advice = f"{error.strerror or error}: free disk space under {self.root}"
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, remark=advice)
 
     # --- reading ---------------------------------------------------------------------------
 

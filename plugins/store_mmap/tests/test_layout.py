@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import struct
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 
 import pytest
 
@@ -17,7 +18,7 @@ from rocketmq_core.protocol.message import (
     iter_records,
     tags_code,
 )
-from rocketmq_core.store.api import MessageToStore, PutStatus, StoreConfig
+from rocketmq_core.store.api import GetStatus, MessageToStore, PutStatus, StoreConfig
 from rocketmq_core.store.loader import create_store
 
 pytestmark = pytest.mark.anyio
@@ -178,3 +179,55 @@ async def test_expired_files_go_only_at_delete_hours_unless_forced(tmp_path, plu
         assert len(list((tmp_path / "commitlog").iterdir())) >= 1
         newest = await store.get("TopicTest", 0, store.max_offset("TopicTest", 0) - 1, 1)
         assert newest.records
+
+
+@contextmanager
+def open_files_limit(headroom: int):
+    """RLIMIT_NOFILE lowered to what this process holds now plus ``headroom``."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held = len(os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (held + headroom, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_a_queue_without_a_descriptor_for_its_file_refuses_the_put_and_writes_nothing(
+    tmp_path, plugin_host
+):
+    # every consume-queue file holds a descriptor (Python's mmap keeps one): once none is
+    # left, a put to a new queue is refused before its record is written
+    stored = {}  # queue id -> messages acknowledged
+    async with opened(tmp_path, plugin_host) as store:
+        for queue_id in range(3):
+            assert (await store.put(message(queue_id, queue_id))).ok
+            stored[queue_id] = 1
+        with open_files_limit(headroom=6):
+            refused = []
+            for queue_id in range(3, 40):
+                end = store.max_commit_log_offset
+                single = await store.put(message(queue_id, queue_id))
+                batch = await store.put_batch([message(100 + queue_id, 40 + queue_id)] * 3)
+                for result, queue, count in ((single, queue_id, 1), (batch, 40 + queue_id, 3)):
+                    if result.ok:
+                        stored[queue] = count
+                    else:
+                        refused.append(result)
+                if refused:
+                    break
+            assert refused, "the lowered limit never refused a put"
+            assert store.max_commit_log_offset - end < 4 * 1200  # no record of the refused
+        for result in refused:
+            assert result.status is PutStatus.CREATE_MAPPED_FILE_FAILED
+            assert "ulimit -n" in result.remark
+        assert store.queues()["TopicTest"] == sorted(stored)  # no refused queue is listed
+        # with descriptors back, the refused queues work
+        assert (await store.put(message(99, 39))).ok
+        stored[39] = 1
+    async with opened(tmp_path, plugin_host) as store:
+        assert store.stats()["recovered_after_crash"] is False
+        assert store.queues()["TopicTest"] == sorted(stored)
+        for queue_id, count in stored.items():
+            found = await store.get("TopicTest", queue_id, 0, 32)
+            assert found.status is GetStatus.FOUND and len(found.records) == count
