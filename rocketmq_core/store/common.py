@@ -163,7 +163,14 @@ def raw_dispatch_fields(message: MessageToStore) -> tuple[int, bytes | None, byt
 
 def dispatch_fields(message: MessageToStore) -> tuple[int, str | None, str | None]:
     """(tags code, KEYS, UNIQ_KEY) of a message, as a DispatchRequest carries them."""
-    code, keys, uniq = raw_dispatch_fields(message)
+    return decode_dispatch_fields(raw_dispatch_fields(message))
+
+
+def decode_dispatch_fields(
+    fields: tuple[int, bytes | None, bytes | None],
+) -> tuple[int, str | None, str | None]:
+    """What ``raw_dispatch_fields`` read, with KEYS and UNIQ_KEY decoded."""
+    code, keys, uniq = fields
     return (
         code,
         keys.decode() if keys is not None else None,

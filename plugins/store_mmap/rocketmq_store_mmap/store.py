@@ -44,7 +44,7 @@ from rocketmq_core.store.api import (
 from rocketmq_core.store.common import (
     StoreClock,
     batch_refusal,
-    dispatch_fields,
+    decode_dispatch_fields,
     edge_result,
     enters_consume_queue,
     is_rollback,
@@ -360,25 +360,25 @@ class MmapStore:
             message, queue.encoded_topic, queue_offset, store_time
         )
         queue.next_offset = queue_offset + 1
-        code, keys, uniq_key = raw_dispatch_fields(message)
+        fields = code, keys, uniq_key = raw_dispatch_fields(message)
         if self._writes_positions:
             queue.append(queue_offset, phys, size, code)
         if self._writes_index and (keys or uniq_key):
             self.index.add(topic_prefix_crc(topic), keys, uniq_key, phys, store_time)
         if self._other_dispatchers:
-            self._tell_others(message, phys, size, code, store_time, queue_offset, sys_flag)
+            self._tell_others(message, phys, size, store_time, queue_offset, sys_flag, fields)
         return phys, size, queue_offset
 
     def _append_outside_queues(
         self, message: MessageToStore, store_time: int
     ) -> tuple[int, int, int]:
         phys, size, sys_flag = self.commitlog.append(message, message.topic.encode(), 0, store_time)
-        code, keys, uniq_key = raw_dispatch_fields(message)
+        fields = _, keys, uniq_key = raw_dispatch_fields(message)
         # a rollback is not indexed; a prepared record is, under its keys
         if self._writes_index and (keys or uniq_key) and not is_rollback(sys_flag):
             self.index.add(topic_prefix_crc(message.topic), keys, uniq_key, phys, store_time)
         if self._other_dispatchers:
-            self._tell_others(message, phys, size, code, store_time, 0, sys_flag)
+            self._tell_others(message, phys, size, store_time, 0, sys_flag, fields)
         return phys, size, 0
 
     def _tell_others(
@@ -386,12 +386,12 @@ class MmapStore:
         message: MessageToStore,
         phys: int,
         size: int,
-        code: int,
         store_time: int,
         queue_offset: int,
         sys_flag: int,
+        fields: tuple[int, bytes | None, bytes | None],
     ) -> None:
-        _, keys, uniq_key = dispatch_fields(message)
+        code, keys, uniq_key = decode_dispatch_fields(fields)
         request = DispatchRequest(
             message.topic,
             message.queue_id,
