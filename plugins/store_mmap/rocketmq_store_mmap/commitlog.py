@@ -112,9 +112,8 @@ class CommitLog:
             and not sys_flag & _HOST_V6_FLAGS
             and len(topic) <= MAX_V1_TOPIC_LENGTH
         ):  # the usual record
-            return _V1_V4_OVERHEAD + len(message.body) + len(topic) + len(message.properties), (
-                sys_flag
-            )
+            size = _V1_V4_OVERHEAD + len(message.body) + len(topic) + len(message.properties)
+            return size, sys_flag
         sys_flag = with_host_flags(sys_flag, message.born_host, self.store_host)
         size = record_size(
             len(message.body),

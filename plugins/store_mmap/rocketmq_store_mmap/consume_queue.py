@@ -82,7 +82,8 @@ class ConsumeQueue:
     def reserve(self, count: int) -> None:
         """Create now the files the next ``count`` entries need, so that a file that
         cannot be created (no descriptors, no mappings left) fails a put before its
-        record is written. Raises OSError."""
+        record is written. The only place queue files are created; raises
+        FileCreationError."""
         files = self.files.files
         if files and files[-1].wrote + count * ENTRY_SIZE <= files[-1].size:
             return  # the usual case: room in the last file
@@ -109,11 +110,9 @@ class ConsumeQueue:
     def _write(self, entry: bytes) -> None:
         mapped = self.files.last
         if mapped is None or mapped.free < ENTRY_SIZE:
-            if self.spares:
-                mapped = self.spares.pop(0)
-                self.files.files.append(mapped)
-            else:
-                mapped = self.files.create(mapped.end if mapped is not None else 0)
+            self.reserve(1)  # recovery's writes come here unreserved
+            mapped = self.spares.pop(0)
+            self.files.files.append(mapped)
         position = mapped.wrote
         mapped.buffer[position : position + ENTRY_SIZE] = entry
         mapped.wrote = position + ENTRY_SIZE
