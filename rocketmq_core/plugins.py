@@ -130,9 +130,19 @@ class PluginHost:
             return
         info.hooks = sorted(impl.name for impl in self.manager.get_hookcallers(module) or ())
 
-    def register_all(self) -> None:
-        """Call every ``rocketmq_register_*`` hook, one plugin at a time."""
+    def register_all(self, kinds: Iterable[str] | None = None) -> None:
+        """Call every ``rocketmq_register_*`` hook, one plugin at a time; ``kinds`` (Registry
+        collection names, like ``transports``) limits the hooks to those."""
+        wanted = None if kinds is None else set(kinds)
+        unknown = sorted((wanted or set()) - set(hookspecs.REGISTRATION_HOOKS.values()))
+        if unknown:
+            raise ValueError(
+                f"no registry collection {unknown[0]!r}; the collections are "
+                + ", ".join(hookspecs.REGISTRATION_HOOKS.values())
+            )
         for hook_name, collection_name in hookspecs.REGISTRATION_HOOKS.items():
+            if wanted is not None and collection_name not in wanted:
+                continue
             collection = getattr(self.registry, collection_name)
             caller = getattr(self.manager.hook, hook_name)
             # pluggy calls the last registered first; registration keeps load order
@@ -180,8 +190,12 @@ def load_plugins(
     blocked: Iterable[str] | None = None,
     entry_points: Iterable[metadata.EntryPoint] | None = None,
     builtins: Iterable[str] = BUILTIN_PLUGINS,
+    kinds: Iterable[str] | None = None,
 ) -> PluginHost:
-    """Load built-ins and entry points (``entry_points`` overrides discovery)."""
+    """Load built-ins and entry points (``entry_points`` overrides discovery).
+
+    ``kinds`` fills only those Registry collections: a client asks for ``transports``
+    alone and never imports the servers, the stores or the CLI commands."""
     blocked_names = blocked_from_env() if blocked is None else set(blocked)
     host = PluginHost()
     for module_name in builtins:
@@ -213,7 +227,7 @@ def load_plugins(
             )
             continue
         host.add(info, entry_point.load, blocked_names)
-    host.register_all()
+    host.register_all(kinds)
     return host
 
 

@@ -6,6 +6,7 @@ naming both plugins and ``rocketmq plugins list`` can say who provides what.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +46,27 @@ class Entry(Generic[T]):
     plugin: str
 
 
+class Deferred:
+    """What a plugin registers without importing it yet, made the first time the registry
+    hands it out: ``"package.module:attribute"`` (imported then), or a function that
+    returns the object. A process that never uses it (a client and the QUIC transport, a
+    broker and the other stores) never pays for its imports."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target: str | Callable[[], Any]) -> None:
+        self.target = target
+
+    def make(self) -> Any:
+        if callable(self.target):
+            return self.target()
+        module_name, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def __repr__(self) -> str:
+        return f"Deferred({getattr(self.target, '__qualname__', self.target)!r})"
+
+
 class NamedRegistry(Generic[T]):
     """Objects of one kind (transports, stores, ...) by name."""
 
@@ -74,13 +96,29 @@ class NamedRegistry(Generic[T]):
         if entry is None:
             choices = ", ".join(sorted(self._entries)) or "none installed"
             raise ConfigError(f"unknown {self.kind} {name!r}; available: {choices}")
-        return entry.obj
+        return self._made(entry).obj
 
     def names(self) -> list[str]:
         return sorted(self._entries)
 
     def entries(self) -> Iterator[Entry[T]]:
-        return iter(self._entries.values())
+        """Every entry, each deferred object made as the iteration reaches it."""
+        for entry in list(self._entries.values()):
+            yield self._made(entry)
+
+    def _made(self, entry: Entry[T]) -> Entry[T]:
+        if not isinstance(entry.obj, Deferred):
+            return entry
+        try:
+            obj = entry.obj.make()
+        except ImportError as exc:
+            raise PluginError(
+                f"the {self.kind} {entry.name!r} of plugin {entry.plugin!r} cannot be loaded:"
+                f" {exc}; reinstall the plugin, or block it with"
+                f" ROCKETMQ_DISABLE_PLUGINS={entry.plugin}"
+            ) from exc
+        made = self._entries[entry.name] = Entry(entry.name, obj, entry.plugin)
+        return made
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries

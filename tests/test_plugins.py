@@ -11,10 +11,10 @@ from importlib import metadata
 
 import pytest
 
-from rocketmq_core.errors import ConfigError
+from rocketmq_core.errors import ConfigError, PluginError
 from rocketmq_core.hookspecs import hookimpl
 from rocketmq_core.plugins import load_plugins
-from rocketmq_core.registry import Registry
+from rocketmq_core.registry import Deferred, Registry
 
 
 def entry_point(name: str, module: str) -> metadata.EntryPoint:
@@ -154,6 +154,73 @@ def test_registry_lookup_lists_the_choices():
     registry.transports.add("tcp", object(), "transport_tcp")
     with pytest.raises(ConfigError, match="unknown transport 'quic'; available: tcp"):
         registry.transports.get("quic")
+
+
+DEFERRING = """
+    from rocketmq_core.hookspecs import hookimpl
+    from rocketmq_core.registry import Deferred
+
+    @hookimpl
+    def rocketmq_register_stores(register):
+        register("heavy", Deferred("heavy_store_module:HeavyStore"))
+        register("missing", Deferred("no_such_store_module:Store"))
+"""
+
+
+def test_a_deferred_object_is_imported_when_first_asked_for(plugin_modules):
+    plugin_modules(
+        {
+            "deferring_plugin": DEFERRING,
+            "heavy_store_module": "class HeavyStore:\n    pass\n",
+        }
+    )
+    host = load_plugins(blocked=(), entry_points=[entry_point("deferring", "deferring_plugin")])
+    assert host.info("deferring").registered == {"store": ["heavy", "missing"]}
+    assert "heavy_store_module" not in sys.modules
+    store = host.registry.stores.get("heavy")
+    assert store.__name__ == "HeavyStore"
+    assert host.registry.stores.get("heavy") is store  # made once
+    with pytest.raises(PluginError, match="the store 'missing' of plugin 'deferring' cannot"):
+        host.registry.stores.get("missing")
+
+
+def test_deferred_entries_are_made_as_they_are_listed():
+    registry = Registry()
+    made = []
+    registry.put_hooks.add("first", Deferred(lambda: made.append("first") or "hook 1"), "p")
+    registry.put_hooks.add("second", Deferred(lambda: made.append("second") or "hook 2"), "p")
+    entries = registry.put_hooks.entries()
+    assert made == []
+    assert next(entries).obj == "hook 1"
+    assert made == ["first"]
+    assert [entry.obj for entry in entries] == ["hook 2"]
+
+
+def test_a_client_process_loads_only_the_transports():
+    """What a client pays for the plugins: the transports it may use, made on first use,
+    and none of the servers, stores, pyspark or aioquic."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from rocketmq_core.client.instance import default_host
+        host = default_host()
+        print(host.registry.transports.names(), len(host.registry.stores))
+        heavy = ["aioquic", "pyspark", "rocksdict", "rocketmq_core.broker.app",
+                 "rocketmq_core.namesrv.server", "rocketmq_store_mmap.store"]
+        print([name for name in heavy if name in sys.modules])
+        host.registry.transports.get("quic")
+        print("aioquic" in sys.modules)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.splitlines() == ["['quic', 'tcp'] 0", "[]", "True"]
+
+
+def test_unknown_registry_kinds_are_refused():
+    with pytest.raises(ValueError, match="no registry collection 'transport'"):
+        load_plugins(kinds=("transport",))
 
 
 def test_hookimpl_marker_is_the_projects():

@@ -9,11 +9,12 @@ and hand the object to the consumer.
 
 from __future__ import annotations
 
-from ..client.allocation import averagely, averagely_by_circle, consistent_hash
 from ..hookspecs import hookimpl
 
 
 @hookimpl
 def rocketmq_register_allocation_strategies(register):
+    from ..client.allocation import averagely, averagely_by_circle, consistent_hash
+
     for strategy in (averagely, averagely_by_circle, consistent_hash):
         register(strategy.name, strategy)

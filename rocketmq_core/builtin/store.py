@@ -4,16 +4,18 @@ and the ``async`` and ``sync`` flush policies."""
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..store.api import HasConsumeQueues, HasIndex
-from ..store.flush import AsyncFlush, SyncFlush
-from ..store.memory import MemoryStore
+from ..registry import Deferred
 
 
 def consume_queue_dispatcher(store):
+    from ..store.api import HasConsumeQueues
+
     return store.put_position if isinstance(store, HasConsumeQueues) else None
 
 
 def index_dispatcher(store):
+    from ..store.api import HasIndex
+
     if not isinstance(store, HasIndex) or not store.config.message_index_enable:
         return None
     return store.put_index
@@ -21,7 +23,7 @@ def index_dispatcher(store):
 
 @hookimpl
 def rocketmq_register_stores(register):
-    register("memory", MemoryStore)
+    register("memory", Deferred("rocketmq_core.store.memory:MemoryStore"))
 
 
 @hookimpl
@@ -32,5 +34,7 @@ def rocketmq_register_dispatchers(register):
 
 @hookimpl
 def rocketmq_register_flush_policies(register):
+    from ..store.flush import AsyncFlush, SyncFlush
+
     register("async", AsyncFlush.from_config)
     register("sync", SyncFlush.from_config)

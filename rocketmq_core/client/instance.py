@@ -65,10 +65,10 @@ _default_host: PluginHost | None = None
 
 
 def default_host() -> PluginHost:
-    """The installed plugins, loaded once per process (clients only need transports)."""
+    """The installed plugins' transports, loaded once per process (all a client uses)."""
     global _default_host
     if _default_host is None:
-        _default_host = load_plugins()
+        _default_host = load_plugins(kinds=("transports",))
     return _default_host
 
 

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
-from rocketmq_core.builtin.admin_commands import CommandError, parse_timestamp
 from rocketmq_core.cli import main
+from rocketmq_core.client.commands import CommandError, parse_timestamp
 from rocketmq_core.client.render import table, timestamp
 
 

@@ -1,13 +1,19 @@
 """Hook implementations of the transport_quic plugin (hooks only, no logic)."""
 
 from rocketmq_core.hookspecs import hookimpl
+from rocketmq_core.registry import Deferred
+
+
+def _transport():
+    from .transport import QuicTransport
+
+    return QuicTransport()
 
 
 @hookimpl
 def rocketmq_register_transports(register):
-    from .transport import QuicTransport
-
-    register("quic", QuicTransport())
+    # aioquic (and cryptography) load when a quic:// address is first used
+    register("quic", Deferred(_transport))
 
 
 @hookimpl
