@@ -178,15 +178,6 @@ class CommitLog:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def read(self, phys: int, size: int) -> memoryview | None:
-        mapped = self.files.find(phys)
-        if mapped is None:
-            return None
-        position = phys - mapped.start
-        if position + size > mapped.wrote:
-            return None
-        return mapped.buffer[position : position + size]
-
     def record_at(self, phys: int) -> memoryview | None:
         """The record starting exactly at ``phys`` (checked by its own offset field)."""
         mapped = self.files.find(phys)

@@ -445,11 +445,13 @@ class MmapStore:
         if edge is not None:
             return edge
         result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
-        records = result.records
+        records, queue_offsets = result.records, result.queue_offsets
         total = 0
         scan_left = max(SCAN_LIMIT, max_count)
         position = offset
-        read = self.commitlog.read
+        files = self.commitlog.files
+        # the CommitLog file of the last record read: its written bytes are [low, high)
+        mapping, low, high = None, 0, 0
         while scan_left > 0 and position < max_offset:
             entries = queue.entries(position, scan_left)
             if not entries:
@@ -457,24 +459,29 @@ class MmapStore:
             for phys, size, code in ENTRY.iter_unpack(entries):
                 position += 1
                 scan_left -= 1
-                if size == _BLANK_SIZE or not tag_matches(tags, code):
-                    result.next_begin_offset = position
+                if size == _BLANK_SIZE or (tags is not None and not tag_matches(tags, code)):
                     continue
                 if records and total + size > max_bytes:
                     position -= 1
                     scan_left = 0
                     break
-                record = read(phys, size)
-                result.next_begin_offset = position
-                if record is None:
-                    continue  # removed by retention while queued
-                records.append(bytes(record))
-                result.queue_offsets.append(position - 1)
+                if phys < low or phys + size > high:
+                    mapped = files.find(phys)
+                    if mapped is None:
+                        continue  # removed by retention while queued
+                    mapping, low = mapped.mapping, mapped.start
+                    high = low + mapped.wrote
+                    if phys + size > high:
+                        continue
+                at = phys - low
+                records.append(mapping[at : at + size])  # slicing an mmap copies out bytes
+                queue_offsets.append(position - 1)
                 total += size
                 if len(records) >= max_count:
                     scan_left = 0
                     break
             entries.release()
+        result.next_begin_offset = position
         if records:
             result.status = GetStatus.FOUND
         return result
