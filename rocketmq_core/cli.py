@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from . import __version__
-from .errors import ConfigError, PluginError
+from .errors import ConfigError, PluginError, found_in
 from .plugins import PluginHost, load_plugins
 
 
@@ -51,25 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return command.run(args, host) or 0
     except (ConfigError, PluginError, BaseExceptionGroup) as exc:
-        actionable = _actionable(exc)
+        actionable = found_in(exc, (ConfigError, PluginError))
         if actionable is None:
             raise
         print(f"rocketmq {args.command}: error: {actionable}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-def _actionable(exc: BaseException) -> BaseException | None:
-    """The config or plugin error inside ``exc`` (task groups wrap what they raise)."""
-    if isinstance(exc, ConfigError | PluginError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _actionable(inner)
-            if found is not None:
-                return found
-    return None
 
 
 if __name__ == "__main__":

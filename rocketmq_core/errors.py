@@ -101,3 +101,18 @@ class ConfigError(RocketMQError):
 
 class PluginError(RocketMQError):
     """Installed plugins conflict or registered something invalid."""
+
+
+def found_in(
+    exc: BaseException, kinds: type[BaseException] | tuple[type[BaseException], ...]
+) -> BaseException | None:
+    """``exc`` if it is one of ``kinds``, else the first such error inside it when it is an
+    exception group (task groups wrap what they raise), else None."""
+    if isinstance(exc, kinds):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = found_in(inner, kinds)
+            if found is not None:
+                return found
+    return None

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import RocketMQError
+from ..errors import RocketMQError, found_in
 from ..plugins import PluginHost
 from ..protocol.constants import PERM_RW, Perm
 from ..runtime import run
@@ -106,25 +106,13 @@ def run_action(args: argparse.Namespace, host: PluginHost, action: Action) -> in
     try:
         output = run(main)
     except (RocketMQError, MQClientError, CommandError, BaseExceptionGroup) as exc:
-        found = _actionable(exc)
+        found = found_in(exc, (RocketMQError, MQClientError, CommandError))
         if found is None:
             raise
         print(f"{name}: error: {found}", file=sys.stderr)
         return 1
     sys.stdout.write(to_json(output.document) if args.json else output.text.rstrip() + "\n")
     return 0
-
-
-def _actionable(exc: BaseException) -> BaseException | None:
-    """The error a person can act on inside ``exc`` (task groups wrap what they raise)."""
-    if isinstance(exc, RocketMQError | MQClientError | CommandError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _actionable(inner)
-            if found is not None:
-                return found
-    return None
 
 
 # --- topic -----------------------------------------------------------------------------------
