@@ -3,18 +3,13 @@ write DataFrames to them (see the README)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rocketmq_core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .source import RocketMQDataSource, register
 
 __all__ = ["RocketMQDataSource", "register"]
 
-
-def __getattr__(name: str) -> Any:
-    # imported on first use: loading the plugin (a broker, a client) must not load pyspark
-    if name in __all__:
-        from . import source
-
-        return getattr(source, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "source", __all__)

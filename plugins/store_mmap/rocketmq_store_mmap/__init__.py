@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rocketmq_core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .store import MmapStore
 
 __all__ = ["MmapStore"]
 
-
-def __getattr__(name: str) -> Any:
-    # imported on first use: loading the plugin must not load the store
-    if name in __all__:
-        from . import store
-
-        return getattr(store, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "store", __all__)
