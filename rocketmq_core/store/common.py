@@ -36,8 +36,12 @@ class StoreClock:
         self.last = last
 
     def now(self) -> int:
-        self.last = max(self.last, time.time_ns() // 1_000_000)
+        self.last = self.next()
         return self.last
+
+    def next(self) -> int:
+        """What ``now()`` would give, not taken yet (a put that may still be refused)."""
+        return max(self.last, time.time_ns() // 1_000_000)
 
 
 def refusal(message: MessageToStore, config: StoreConfig) -> PutResult | None:

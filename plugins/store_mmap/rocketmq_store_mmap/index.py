@@ -59,6 +59,12 @@ class IndexFile:
         size = self.entries_at + index_num * INDEX_ENTRY_SIZE
         self.file = MappedFile(path, 0, size, reserve=False)
         self.buffer = self.file.buffer
+        self.read_header()
+        self.dirty = False
+
+    def read_header(self) -> None:
+        """The header's fields, as the file has them (the compiled append writes the
+        file's header itself; this file object then reads it back)."""
         (
             self.begin_timestamp,
             self.end_timestamp,
@@ -69,7 +75,6 @@ class IndexFile:
         ) = HEADER.unpack_from(self.buffer, 0)
         if self.index_count == 0:
             self.index_count = 1  # entry 0 means "end of chain"
-        self.dirty = False
 
     def put(self, hashes: list[int], phys: int, store_timestamp: int) -> int:
         """Add a record's keys, as many as fit; returns how many."""

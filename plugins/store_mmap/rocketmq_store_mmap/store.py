@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from rocketmq_core.errors import ConfigError
-from rocketmq_core.protocol.message import TRANSACTION_PREPARED
+from rocketmq_core.protocol.message import TRANSACTION_PREPARED, tags_code_of
 from rocketmq_core.store.api import (
     Dispatcher,
     DispatchRequest,
@@ -60,11 +60,17 @@ from rocketmq_core.store.retention import DiskGuard
 
 from . import retention
 from .checkpoint import Checkpoint
+from .commitlog import PRE_TOUCH_STEP as WRITER_TOUCH_STEP
 from .commitlog import CommitLog
-from .consume_queue import ENTRY, ConsumeQueue
+from .consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .index import IndexService, topic_prefix_crc
 from .mapped_file import FileCreationError
 from .recovery import TagsCodeRule, recover
+
+try:  # the compiled append (setup.py builds it when a C compiler is there)
+    from ._append import append as append_kernel
+except ImportError:
+    append_kernel = None
 
 log = logging.getLogger("rocketmq.store.mmap")
 
@@ -106,6 +112,8 @@ class MmapStore:
         self.disk = DiskGuard(config, root)
         self.clock = StoreClock()
         self._puts = 0
+        # writes the usual puts; None: every put takes the Python path (the reference)
+        self.kernel = append_kernel
         self.recovered_after_crash = False
         self.replayed = 0
 
@@ -284,6 +292,23 @@ class MmapStore:
 
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
+        if self.kernel is not None and self.disk.refusing is None:
+            store_time = self.clock.next()
+            written = self._append_usual([message], store_time)
+            if written is not None:
+                self.clock.last = store_time
+                offsets, queue_offset, end = written
+                self._puts += 1
+                return PutResult(
+                    PutStatus.PUT_OK,
+                    offsets[0],
+                    queue_offset,
+                    offsets,
+                    store_time,
+                    "",
+                    self.config.store_host,
+                    end if self.policy.waits and waits_for_flush(message) else -1,
+                )
         refused = refusal(message, self.config) or self.disk.refusal()
         if refused is not None:
             return refused
@@ -309,6 +334,23 @@ class MmapStore:
 
     def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
+        if self.kernel is not None and messages and self.disk.refusing is None:
+            store_time = self.clock.next()
+            written = self._append_usual(list(messages), store_time)
+            if written is not None:
+                self.clock.last = store_time
+                offsets, queue_offset, end = written
+                self._puts += len(offsets)
+                return PutResult(
+                    PutStatus.PUT_OK,
+                    offsets[0],
+                    queue_offset,
+                    offsets,
+                    store_time,
+                    "",
+                    self.config.store_host,
+                    end if self.policy.waits and waits_for_flush(messages[0]) else -1,
+                )
         refused = batch_refusal(messages, self.config)
         if refused is not None:
             return refused
@@ -345,6 +387,81 @@ class MmapStore:
         if self.policy.waits and waits_for_flush(first):
             result.flush_to = end
         return result
+
+    def _append_usual(
+        self, messages: list[MessageToStore], store_time: int
+    ) -> tuple[list[int], int, int] | None:
+        """Messages of one queue written by the compiled kernel: their CommitLog offsets,
+        the first one's queue offset and the CommitLog offset after them. None, with
+        nothing written, when they are not the usual case (a file to create or roll,
+        IPv6 hosts, a long topic, a refusal due...): then ``_append`` writes them."""
+        first = messages[0]
+        topic = first.topic
+        queue = self._queues.get((topic, first.queue_id))
+        mapped = self.commitlog.files.last
+        if queue is None or mapped is None:
+            return None
+        queue_offset = queue.next_offset
+        entries = entry_position = None
+        if self._writes_positions:
+            files = queue.files.files
+            if not files or files[-1].start + files[-1].wrote != queue_offset * ENTRY_SIZE:
+                return None
+            entries = files[-1]
+            entry_position = entries.wrote
+        index_file = None
+        if self._writes_index:
+            if not self.index.files:
+                return None
+            index_file = self.index.files[-1]
+        assert self.kernel is not None
+        written = self.kernel(
+            messages,
+            topic,
+            queue.encoded_topic,
+            first.queue_id,
+            queue_offset,
+            mapped.buffer,
+            mapped.wrote,
+            mapped.start,
+            store_time,
+            self.config.store_host,
+            self.config.max_message_size,
+            entries.buffer if entries is not None else None,
+            entry_position or 0,
+            index_file.buffer if index_file is not None else None,
+            self.index.slot_num,
+            self.index.index_num,
+            topic_prefix_crc(topic),
+            tags_code_of,
+        )
+        if written is None:
+            return None
+        offsets, position, keys = written
+        mapped.wrote = position
+        if position > mapped.touched:  # the background pre-touch fell behind
+            mapped.pre_touch(WRITER_TOUCH_STEP)
+        queue.next_offset = queue_offset + len(messages)
+        if entries is not None:
+            entries.wrote = entry_position + len(messages) * ENTRY_SIZE
+        if keys and index_file is not None:
+            index_file.read_header()
+            index_file.dirty = True
+        end = mapped.start + position
+        if self._other_dispatchers:
+            ends = [*offsets[1:], end]
+            for number, message in enumerate(messages):
+                phys = offsets[number]
+                self._tell_others(
+                    message,
+                    phys,
+                    ends[number] - phys,
+                    store_time,
+                    queue_offset + number,
+                    message.sys_flag,
+                    raw_dispatch_fields(message),
+                )
+        return offsets, queue_offset, end
 
     def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int, int]:
         """Append one record and dispatch it: the consume-queue entry and the index keys

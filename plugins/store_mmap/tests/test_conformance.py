@@ -31,3 +31,18 @@ class TestMmapStoreConformance(StoreConformance):
         commitlog.write_bytes(bytes(data))
         (directory / "abort").touch()
         return True
+
+
+class TestMmapStorePythonPathConformance(TestMmapStoreConformance):
+    """The same contract with the compiled append switched off: every put takes the
+    Python path, the reference the kernel is checked against."""
+
+    @pytest.fixture
+    def store_factory(self, plugin_host):
+        def factory(directory, **overrides):
+            config = StoreConfig(root_dir=str(directory), **overrides)
+            store = create_store("mmap", config, plugin_host)
+            store.kernel = None
+            return store
+
+        return factory

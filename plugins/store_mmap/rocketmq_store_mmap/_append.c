@@ -1,0 +1,592 @@
+/* The mmap store's append, compiled: one call writes a run of messages of one queue as
+ * CommitLog records, their consume-queue entries and their index entries.
+ *
+ * It takes only the usual case (V1 records with IPv4 hosts, everything fitting the
+ * current files) and answers None, having written nothing, for anything else; the
+ * store's Python path then does the same work, and is the reference this code is
+ * tested against byte for byte (tests/test_append_kernel.py). Layouts: spec/STORE.md
+ * and spec/MESSAGE.md; the index rules are IndexFile.put's in index.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAGIC_V1 ((int32_t)0xDAA320A7)
+#define BLANK_SIZE 8
+#define MAX_V1_TOPIC 127
+#define MAX_PROPERTIES 32767
+#define TRANSACTION_PREPARED 0x4 /* prepared and rolled back: in no queue */
+#define HOSTS_V6 0x30            /* BORNHOST_V6 | STOREHOST_V6 */
+#define RECORD_FRONT 88          /* every field before the body of a V1 IPv4 record */
+#define CQ_ENTRY 20
+#define INDEX_HEADER 40
+#define INDEX_SLOT 4
+#define INDEX_ENTRY 20
+
+/* --- CRC-32 (IEEE, as zlib.crc32), eight bytes a step ------------------------------ */
+
+static uint32_t crc_tables[8][256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_tables[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            crc_tables[t][n] = (crc_tables[t - 1][n] >> 8) ^ crc_tables[0][crc_tables[t - 1][n] & 0xff];
+}
+
+/* crc32(data, value) of zlib: ``crc`` is the CRC of what came before */
+static uint32_t crc32_continue(uint32_t crc, const uint8_t *p, Py_ssize_t n) {
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t low = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                              (uint32_t)p[3] << 24);
+        uint32_t high = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+                        (uint32_t)p[7] << 24;
+        crc = crc_tables[7][low & 0xff] ^ crc_tables[6][(low >> 8) & 0xff] ^
+              crc_tables[5][(low >> 16) & 0xff] ^ crc_tables[4][low >> 24] ^
+              crc_tables[3][high & 0xff] ^ crc_tables[2][(high >> 8) & 0xff] ^
+              crc_tables[1][(high >> 16) & 0xff] ^ crc_tables[0][high >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n-- > 0) crc = crc_tables[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* --- big-endian fields ------------------------------------------------------------- */
+
+static inline void put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline void put64(uint8_t *p, uint64_t v) {
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
+static inline int32_t get32(const uint8_t *p) {
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static inline int64_t get64(const uint8_t *p) {
+    return (int64_t)((uint64_t)(uint32_t)get32(p) << 32 | (uint32_t)get32(p + 4));
+}
+
+/* --- one message, read and checked before anything is written ---------------------- */
+
+typedef struct {
+    PyObject *body, *properties, *born_host; /* owned references */
+    int64_t flag, sys_flag, born_timestamp, reconsume_times, prepared_offset, tags_code;
+    const uint8_t *uniq;                     /* UNIQ_KEY value inside properties, or NULL */
+    Py_ssize_t uniq_length;
+    const uint8_t *keys;                     /* KEYS value inside properties, or NULL */
+    Py_ssize_t keys_length;
+    Py_ssize_t size;                         /* of its record */
+} Message;
+
+static PyObject *s_topic, *s_queue_id, *s_body, *s_properties, *s_flag, *s_sys_flag,
+    *s_born_timestamp, *s_born_host, *s_reconsume_times, *s_prepared_transaction_offset,
+    *s_tags_code;
+
+/* an int attribute within [low, high]; 0 when it is not one (nothing raised) */
+static int int_attribute(PyObject *object, PyObject *name, int64_t low, int64_t high,
+                         int64_t *out) {
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int overflow = 0;
+    long long number = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : 0;
+    int ok = PyLong_Check(value) && !overflow && !(number == -1 && PyErr_Occurred()) &&
+             number >= low && number <= high;
+    PyErr_Clear();
+    Py_DECREF(value);
+    if (ok) *out = number;
+    return ok;
+}
+
+static PyObject *bytes_attribute(PyObject *object, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(object, name);
+    if (value == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (!PyBytes_Check(value)) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    return value;
+}
+
+static int is_name(const uint8_t *name, Py_ssize_t length, const char *expected) {
+    Py_ssize_t n = (Py_ssize_t)strlen(expected);
+    return length == n && memcmp(name, expected, (size_t)n) == 0;
+}
+
+/* TAGS, KEYS and UNIQ_KEY of a message, as store.common.raw_dispatch_fields reads them */
+static int read_properties(Message *message, int has_tags_code, PyObject *tags_code_of) {
+    const uint8_t *at = (const uint8_t *)PyBytes_AS_STRING(message->properties);
+    const uint8_t *end = at + PyBytes_GET_SIZE(message->properties);
+    int coded = has_tags_code;
+    if (!coded) message->tags_code = 0;
+    message->uniq = message->keys = NULL;
+    while (at < end) {
+        const uint8_t *pair_end = memchr(at, 0x02, (size_t)(end - at));
+        if (pair_end == NULL) pair_end = end;
+        const uint8_t *split = memchr(at, 0x01, (size_t)(pair_end - at));
+        const uint8_t *value = split ? split + 1 : pair_end;
+        Py_ssize_t name_length = (split ? split : pair_end) - at;
+        Py_ssize_t value_length = pair_end - value;
+        if (is_name(at, name_length, "TAGS")) {
+            if (!coded && value_length) {
+                coded = 1;
+                uint32_t hash = 0; /* Java's String.hashCode, for ASCII */
+                int ascii = 1;
+                for (Py_ssize_t i = 0; i < value_length; i++) {
+                    if (value[i] & 0x80) {
+                        ascii = 0;
+                        break;
+                    }
+                    hash = hash * 31u + value[i];
+                }
+                if (ascii) {
+                    message->tags_code = (int32_t)hash;
+                } else {
+                    PyObject *raw = PyBytes_FromStringAndSize((const char *)value, value_length);
+                    PyObject *code = raw ? PyObject_CallOneArg(tags_code_of, raw) : NULL;
+                    Py_XDECREF(raw);
+                    int overflow = 0;
+                    long long number = code && PyLong_Check(code)
+                                           ? PyLong_AsLongLongAndOverflow(code, &overflow)
+                                           : 0;
+                    int ok = code && PyLong_Check(code) && !overflow && !PyErr_Occurred();
+                    Py_XDECREF(code);
+                    PyErr_Clear();
+                    if (!ok) return 0;
+                    message->tags_code = number;
+                }
+            }
+        } else if (is_name(at, name_length, "UNIQ_KEY")) {
+            message->uniq = value_length ? value : NULL;
+            message->uniq_length = value_length;
+        } else if (is_name(at, name_length, "KEYS")) {
+            message->keys = value_length ? value : NULL;
+            message->keys_length = value_length;
+        }
+        at = pair_end + 1;
+    }
+    return 1;
+}
+
+/* the index keys of a message: UNIQ_KEY, then each token of KEYS split on spaces */
+static Py_ssize_t key_count(const Message *message) {
+    Py_ssize_t count = message->uniq ? 1 : 0;
+    if (message->keys) {
+        const uint8_t *p = message->keys, *end = p + message->keys_length;
+        while (p < end) {
+            const uint8_t *space = memchr(p, ' ', (size_t)(end - p));
+            if (space == NULL) space = end;
+            if (space > p) count++;
+            p = space + 1;
+        }
+    }
+    return count;
+}
+
+static Py_ssize_t key_hashes(const Message *message, uint32_t topic_crc, int32_t *hashes) {
+    Py_ssize_t count = 0;
+    if (message->uniq)
+        hashes[count++] = (int32_t)(crc32_continue(topic_crc, message->uniq, message->uniq_length) &
+                                    0x7FFFFFFFu);
+    if (message->keys) {
+        const uint8_t *p = message->keys, *end = p + message->keys_length;
+        while (p < end) {
+            const uint8_t *space = memchr(p, ' ', (size_t)(end - p));
+            if (space == NULL) space = end;
+            if (space > p)
+                hashes[count++] =
+                    (int32_t)(crc32_continue(topic_crc, p, space - p) & 0x7FFFFFFFu);
+            p = space + 1;
+        }
+    }
+    return count;
+}
+
+static void release(Message *messages, Py_ssize_t count) {
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_XDECREF(messages[i].body);
+        Py_XDECREF(messages[i].properties);
+        Py_XDECREF(messages[i].born_host);
+    }
+    PyMem_Free(messages);
+}
+
+/* 1 when ``message`` is one this kernel writes, its fields read into ``out``; 0 when not */
+static int take(PyObject *message, PyObject *topic, int64_t queue_id, Py_ssize_t topic_length,
+                Py_ssize_t max_body, PyObject *tags_code_of, Message *out) {
+    PyObject *value = PyObject_GetAttr(message, s_topic);
+    if (value == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int same_topic = value == topic || (PyUnicode_Check(value) &&
+                                        PyUnicode_Compare(value, topic) == 0);
+    PyErr_Clear();
+    Py_DECREF(value);
+    int64_t message_queue;
+    if (!same_topic || !int_attribute(message, s_queue_id, 0, 0x7FFFFFFF, &message_queue) ||
+        message_queue != queue_id)
+        return 0;
+    if ((out->body = bytes_attribute(message, s_body)) == NULL ||
+        (out->properties = bytes_attribute(message, s_properties)) == NULL ||
+        (out->born_host = bytes_attribute(message, s_born_host)) == NULL)
+        return 0;
+    Py_ssize_t body_length = PyBytes_GET_SIZE(out->body);
+    Py_ssize_t properties_length = PyBytes_GET_SIZE(out->properties);
+    if (body_length > max_body || properties_length > MAX_PROPERTIES ||
+        PyBytes_GET_SIZE(out->born_host) != 8)
+        return 0;
+    if (!int_attribute(message, s_flag, INT32_MIN, INT32_MAX, &out->flag) ||
+        !int_attribute(message, s_sys_flag, INT32_MIN, INT32_MAX, &out->sys_flag) ||
+        (out->sys_flag & (TRANSACTION_PREPARED | HOSTS_V6)) ||
+        !int_attribute(message, s_born_timestamp, INT64_MIN, INT64_MAX, &out->born_timestamp) ||
+        !int_attribute(message, s_reconsume_times, INT32_MIN, INT32_MAX, &out->reconsume_times) ||
+        !int_attribute(message, s_prepared_transaction_offset, INT64_MIN, INT64_MAX,
+                       &out->prepared_offset))
+        return 0;
+    value = PyObject_GetAttr(message, s_tags_code);
+    if (value == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int has_tags_code = value != Py_None;
+    Py_DECREF(value);
+    if (has_tags_code &&
+        !int_attribute(message, s_tags_code, INT64_MIN, INT64_MAX, &out->tags_code))
+        return 0;
+    if (!read_properties(out, has_tags_code, tags_code_of)) return 0;
+    out->size = RECORD_FRONT + body_length + 1 + topic_length + 2 + properties_length;
+    return 1;
+}
+
+static void write_record(uint8_t *record, const Message *message, const uint8_t *topic,
+                         Py_ssize_t topic_length, int64_t queue_id, int64_t queue_offset,
+                         int64_t phys, int64_t store_time, const uint8_t *store_host) {
+    const uint8_t *body = (const uint8_t *)PyBytes_AS_STRING(message->body);
+    Py_ssize_t body_length = PyBytes_GET_SIZE(message->body);
+    Py_ssize_t properties_length = PyBytes_GET_SIZE(message->properties);
+    put64(record, 0); /* size and magic go last: until then this is no record */
+    put32(record + 8, crc32_continue(0, body, body_length) & 0x7FFFFFFFu);
+    put32(record + 12, (uint32_t)queue_id);
+    put32(record + 16, (uint32_t)message->flag);
+    put64(record + 20, (uint64_t)queue_offset);
+    put64(record + 28, (uint64_t)phys);
+    put32(record + 36, (uint32_t)message->sys_flag);
+    put64(record + 40, (uint64_t)message->born_timestamp);
+    memcpy(record + 48, PyBytes_AS_STRING(message->born_host), 8);
+    put64(record + 56, (uint64_t)store_time);
+    memcpy(record + 64, store_host, 8);
+    put32(record + 72, (uint32_t)message->reconsume_times);
+    put64(record + 76, (uint64_t)message->prepared_offset);
+    put32(record + 84, (uint32_t)body_length);
+    uint8_t *at = record + RECORD_FRONT;
+    memcpy(at, body, (size_t)body_length);
+    at += body_length;
+    *at++ = (uint8_t)topic_length;
+    memcpy(at, topic, (size_t)topic_length);
+    at += topic_length;
+    put16(at, (uint16_t)properties_length);
+    memcpy(at + 2, PyBytes_AS_STRING(message->properties), (size_t)properties_length);
+    __asm__ __volatile__("" ::: "memory"); /* the fields above are stored before the magic */
+    put32(record, (uint32_t)message->size);
+    put32(record + 4, (uint32_t)MAGIC_V1);
+}
+
+typedef struct {
+    uint8_t *buffer;
+    int64_t slot_num, index_num, begin_timestamp, end_timestamp, begin_phys, end_phys;
+    int32_t slot_count, index_count;
+} Index;
+
+/* IndexFile.put for one record whose keys all fit: entries, then the header, then slots */
+static void index_record(Index *index, const int32_t *hashes, Py_ssize_t count, int64_t phys,
+                         int64_t store_time, int64_t *slot_ats) {
+    int32_t first = index->index_count;
+    if (index->begin_timestamp <= 0) {
+        index->begin_timestamp = store_time;
+        index->begin_phys = phys;
+    }
+    int64_t elapsed = store_time - index->begin_timestamp;
+    int64_t time_diff = elapsed < 0 ? 0 : elapsed / 1000;
+    if (time_diff > 0x7FFFFFFF) time_diff = 0x7FFFFFFF;
+    int64_t entries_at = INDEX_HEADER + index->slot_num * INDEX_SLOT;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        int64_t slot_at = INDEX_HEADER + (int64_t)hashes[i] % index->slot_num * INDEX_SLOT;
+        int32_t previous = -1;
+        for (Py_ssize_t j = i - 1; j >= 0; j--) {
+            if (slot_ats[j] == slot_at) { /* an earlier key of this record: chain to it */
+                previous = first + (int32_t)j;
+                break;
+            }
+        }
+        if (previous < 0) {
+            previous = get32(index->buffer + slot_at);
+            if (previous <= 0 || previous >= first) {
+                previous = 0;
+                index->slot_count++;
+            }
+        }
+        uint8_t *entry = index->buffer + entries_at + (int64_t)index->index_count * INDEX_ENTRY;
+        put32(entry, (uint32_t)hashes[i]);
+        put64(entry + 4, (uint64_t)phys);
+        put32(entry + 12, (uint32_t)time_diff);
+        put32(entry + 16, (uint32_t)previous);
+        slot_ats[i] = slot_at;
+        index->index_count++;
+    }
+    index->end_timestamp = store_time;
+    index->end_phys = phys;
+    uint8_t *header = index->buffer;
+    put64(header, (uint64_t)index->begin_timestamp);
+    put64(header + 8, (uint64_t)index->end_timestamp);
+    put64(header + 16, (uint64_t)index->begin_phys);
+    put64(header + 24, (uint64_t)index->end_phys);
+    put32(header + 32, (uint32_t)index->slot_count);
+    put32(header + 36, (uint32_t)index->index_count);
+    __asm__ __volatile__("" ::: "memory"); /* a kill here orphans entries, cuts no chain */
+    for (Py_ssize_t i = 0; i < count; i++)
+        put32(index->buffer + slot_ats[i], (uint32_t)(first + (int32_t)i));
+}
+
+static int writable(PyObject *object, Py_buffer *view) {
+    if (object == Py_None) {
+        view->obj = NULL;
+        return 1;
+    }
+    return PyObject_GetBuffer(object, view, PyBUF_WRITABLE) == 0;
+}
+
+static void release_view(Py_buffer *view) {
+    if (view->obj) PyBuffer_Release(view);
+}
+
+/* the index file's header, when all ``keys`` more entries fit; 0 when they do not */
+static int open_index(Index *index, const Py_buffer *view, int64_t slot_num, int64_t index_num,
+                      Py_ssize_t keys) {
+    index->buffer = view->buf;
+    index->slot_num = slot_num;
+    index->index_num = index_num;
+    if (slot_num <= 0 || view->len < INDEX_HEADER + slot_num * INDEX_SLOT + index_num * INDEX_ENTRY)
+        return 0;
+    index->begin_timestamp = get64(index->buffer);
+    index->end_timestamp = get64(index->buffer + 8);
+    index->begin_phys = get64(index->buffer + 16);
+    index->end_phys = get64(index->buffer + 24);
+    index->slot_count = get32(index->buffer + 32);
+    index->index_count = get32(index->buffer + 36);
+    if (index->index_count == 0) index->index_count = 1; /* entry 0 ends every chain */
+    return index->index_count > 0 && index->index_count + keys <= index_num;
+}
+
+enum {
+    A_MESSAGES, A_TOPIC, A_ENCODED_TOPIC, A_QUEUE_ID, A_QUEUE_OFFSET, A_COMMIT_LOG,
+    A_POSITION, A_FILE_START, A_STORE_TIME, A_STORE_HOST, A_MAX_BODY, A_CONSUME_QUEUE,
+    A_ENTRY_POSITION, A_INDEX, A_SLOT_NUM, A_INDEX_NUM, A_TOPIC_CRC, A_TAGS_CODE_OF,
+    ARGUMENTS
+};
+
+PyDoc_STRVAR(append_doc,
+"append(messages, topic, encoded_topic, queue_id, queue_offset, commit_log, position,\n"
+"       file_start, store_time, store_host, max_body, consume_queue, entry_position,\n"
+"       index, slot_num, index_num, topic_crc, tags_code_of)\n"
+"--\n\n"
+"Write ``messages`` (a list, one topic and queue) as records from ``position`` of the\n"
+"CommitLog file mapping ``commit_log``, whose first byte is global offset ``file_start``,\n"
+"with queue offsets from ``queue_offset``; their consume-queue entries from\n"
+"``entry_position`` of the mapping ``consume_queue``; and their keys into the index file\n"
+"mapping ``index`` (``topic_crc``: the CRC of ``topic#``). Either mapping may be None.\n"
+"``tags_code_of`` gives the tags code of a TAGS value that is not ASCII.\n\n"
+"Returns (CommitLog offsets, position after the last record, index entries added); or\n"
+"None, with nothing written, when a message or the room left is not the usual case.");
+
+static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != ARGUMENTS) {
+        PyErr_Format(PyExc_TypeError, "append() takes %d arguments (%zd given)", ARGUMENTS,
+                     nargs);
+        return NULL;
+    }
+    PyObject *messages = args[A_MESSAGES], *topic = args[A_TOPIC];
+    PyObject *encoded_topic = args[A_ENCODED_TOPIC], *store_host = args[A_STORE_HOST];
+    PyObject *tags_code_of = args[A_TAGS_CODE_OF];
+    if (!PyList_Check(messages) || !PyUnicode_Check(topic) || !PyBytes_Check(encoded_topic) ||
+        !PyBytes_Check(store_host) || !PyCallable_Check(tags_code_of)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append(): messages is a list, topic a str, encoded_topic and"
+                        " store_host bytes, tags_code_of a callable");
+        return NULL;
+    }
+    int64_t queue_id = PyLong_AsLongLong(args[A_QUEUE_ID]);
+    int64_t queue_offset = PyLong_AsLongLong(args[A_QUEUE_OFFSET]);
+    Py_ssize_t position = PyLong_AsSsize_t(args[A_POSITION]);
+    int64_t file_start = PyLong_AsLongLong(args[A_FILE_START]);
+    int64_t store_time = PyLong_AsLongLong(args[A_STORE_TIME]);
+    Py_ssize_t max_body = PyLong_AsSsize_t(args[A_MAX_BODY]);
+    Py_ssize_t entry_position = PyLong_AsSsize_t(args[A_ENTRY_POSITION]);
+    int64_t slot_num = PyLong_AsLongLong(args[A_SLOT_NUM]);
+    int64_t index_num = PyLong_AsLongLong(args[A_INDEX_NUM]);
+    uint32_t topic_crc = (uint32_t)PyLong_AsUnsignedLongMask(args[A_TOPIC_CRC]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(messages);
+    Py_ssize_t topic_length = PyBytes_GET_SIZE(encoded_topic);
+    if (count == 0 || topic_length == 0 || topic_length > MAX_V1_TOPIC ||
+        PyBytes_GET_SIZE(store_host) != 8 || position < 0 || entry_position < 0)
+        Py_RETURN_NONE;
+
+    Py_buffer commit_log, consume_queue, index_view;
+    consume_queue.obj = index_view.obj = NULL;
+    if (PyObject_GetBuffer(args[A_COMMIT_LOG], &commit_log, PyBUF_WRITABLE) != 0) return NULL;
+    PyObject *result = NULL;
+    Message *taken = NULL;
+    int32_t *hashes = NULL;
+    int64_t *slot_ats = NULL;
+    if (!writable(args[A_CONSUME_QUEUE], &consume_queue) ||
+        !writable(args[A_INDEX], &index_view))
+        goto done;
+    taken = PyMem_Calloc((size_t)count, sizeof(Message));
+    if (taken == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+
+    /* every message read and checked, and the room counted, before the first write */
+    Py_ssize_t total = 0, keys_total = 0, most_keys = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!take(PyList_GET_ITEM(messages, i), topic, queue_id, topic_length, max_body,
+                  tags_code_of, &taken[i]))
+            goto not_usual;
+        total += taken[i].size;
+        if (index_view.obj) {
+            Py_ssize_t keys = key_count(&taken[i]);
+            keys_total += keys;
+            if (keys > most_keys) most_keys = keys;
+        }
+    }
+    if (position + total + BLANK_SIZE > commit_log.len) goto not_usual; /* the file rolls */
+    if (consume_queue.obj && entry_position + count * CQ_ENTRY > consume_queue.len)
+        goto not_usual; /* the queue's file rolls */
+    Index index = {0};
+    if (index_view.obj && keys_total) {
+        if (!open_index(&index, &index_view, slot_num, index_num, keys_total))
+            goto not_usual; /* a new index file is due */
+        hashes = PyMem_Malloc((size_t)most_keys * sizeof(int32_t));
+        slot_ats = PyMem_Malloc((size_t)most_keys * sizeof(int64_t));
+        if (hashes == NULL || slot_ats == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    PyObject *offsets = PyList_New(count);
+    if (offsets == NULL) goto done;
+
+    const uint8_t *topic_bytes = (const uint8_t *)PyBytes_AS_STRING(encoded_topic);
+    const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(store_host);
+    uint8_t *entry = consume_queue.obj ? (uint8_t *)consume_queue.buf + entry_position : NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Message *message = &taken[i];
+        int64_t phys = file_start + position;
+        PyObject *offset = PyLong_FromLongLong(phys);
+        if (offset == NULL) { /* nothing of this message written yet; earlier ones are */
+            Py_DECREF(offsets);
+            goto done;
+        }
+        PyList_SET_ITEM(offsets, i, offset);
+        write_record((uint8_t *)commit_log.buf + position, message, topic_bytes, topic_length,
+                     queue_id, queue_offset + i, phys, store_time, host);
+        if (entry) {
+            put64(entry, (uint64_t)phys);
+            put32(entry + 8, (uint32_t)message->size);
+            put64(entry + 12, (uint64_t)message->tags_code);
+            entry += CQ_ENTRY;
+        }
+        if (index.buffer && (message->uniq || message->keys)) {
+            Py_ssize_t keys = key_hashes(message, topic_crc, hashes);
+            if (keys) index_record(&index, hashes, keys, phys, store_time, slot_ats);
+        }
+        position += message->size;
+    }
+    result = Py_BuildValue("(Nnn)", offsets, position, keys_total);
+    goto done;
+
+not_usual:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(hashes);
+    PyMem_Free(slot_ats);
+    if (taken) release(taken, count);
+    PyBuffer_Release(&commit_log);
+    release_view(&consume_queue);
+    release_view(&index_view);
+    return result;
+}
+
+PyDoc_STRVAR(crc32_doc, "crc32(data, value=0)\n--\n\nzlib.crc32, as this module computes it.");
+
+static PyObject *crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32() takes data and an optional start value");
+        return NULL;
+    }
+    uint32_t start = nargs == 2 ? (uint32_t)PyLong_AsUnsignedLongMask(args[1]) : 0;
+    if (PyErr_Occurred()) return NULL;
+    Py_buffer data;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_SIMPLE) != 0) return NULL;
+    uint32_t crc = crc32_continue(start, data.buf, data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyMethodDef methods[] = {
+    {"append", (PyCFunction)(void (*)(void))append, METH_FASTCALL, append_doc},
+    {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_definition = {
+    PyModuleDef_HEAD_INIT, "_append",
+    "The mmap store's append, compiled (the store's Python path is the reference).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__append(void) {
+    crc_init();
+#define INTERN(name) if ((s_##name = PyUnicode_InternFromString(#name)) == NULL) return NULL
+    INTERN(topic);
+    INTERN(queue_id);
+    INTERN(body);
+    INTERN(properties);
+    INTERN(flag);
+    INTERN(sys_flag);
+    INTERN(born_timestamp);
+    INTERN(born_host);
+    INTERN(reconsume_times);
+    INTERN(prepared_transaction_offset);
+    INTERN(tags_code);
+#undef INTERN
+    return PyModule_Create(&module_definition);
+}

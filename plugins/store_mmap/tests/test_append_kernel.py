@@ -1,0 +1,207 @@
+"""The compiled append writes what the Python path writes, byte for byte.
+
+Two stores take the same puts at the same store times, one with the kernel and one
+with ``kernel = None`` (the Python path, the reference), and must end with the same
+files and answer the same results. The puts cover the usual case and every way out of
+it: new queues, files that roll, long and non-ASCII topics, IPv6 hosts, transactions,
+a given tags code, odd properties and refusals.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+
+import anyio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rocketmq_store_mmap import store as mmap_store
+
+from rocketmq_core.protocol.message import TRANSACTION_COMMIT, TRANSACTION_PREPARED, pack_host
+from rocketmq_core.store.api import MessageToStore, StoreConfig
+from rocketmq_core.store.common import StoreClock
+from rocketmq_core.store.loader import create_store
+from tests.missing import missing
+
+STAMP = 1_700_000_000_000
+V4_HOST = pack_host("10.1.2.3", 5000)
+V6_HOST = pack_host("fe80::1", 5000)
+
+
+def kernel():
+    if mmap_store.append_kernel is None:
+        missing("rocketmq_store_mmap._append is not built: reinstall the plugin with a C compiler")
+    return mmap_store.append_kernel
+
+
+class SetClock(StoreClock):
+    """The store time a test chose for the next put."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at = STAMP
+
+    def next(self) -> int:
+        return max(self.last, self.at)
+
+
+def test_the_kernel_is_built():
+    assert callable(kernel())
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=300), start=st.integers(0, 2**32 - 1))
+def test_its_crc32_is_zlibs(data, start):
+    from rocketmq_store_mmap._append import crc32
+
+    kernel()
+    assert crc32(data, start) == zlib.crc32(data, start)
+    assert crc32(data) == zlib.crc32(data)
+
+
+# --- messages --------------------------------------------------------------------------
+
+# mostly the usual case, which the kernel takes; each way out of it now and then
+TOPICS = st.sampled_from(["Orders"] * 5 + ["Ünïcode-Topic", "T" * 130, "Other"])
+NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "a", ""])
+VALUES = st.sampled_from(
+    ["", "TagA", "标签", "k1", "k1 k2", " k1  k2 ", "order-7 order-8 order-9", "x" * 40]
+)
+
+
+@st.composite
+def properties(draw) -> bytes:
+    pairs = draw(st.lists(st.tuples(NAMES, VALUES), max_size=5))
+    text = "\x02".join(f"{name}\x01{value}" for name, value in pairs)
+    if draw(st.booleans()) and text:
+        text += "\x02tail-without-value"
+    return text.encode()
+
+
+@st.composite
+def messages(draw, topic: str, queue_id: int) -> MessageToStore:
+    return MessageToStore(
+        topic,
+        queue_id,
+        draw(st.binary(max_size=600)),
+        draw(properties()),
+        flag=draw(st.sampled_from([0, 1, -5, 2**31 - 1])),
+        sys_flag=draw(st.sampled_from([0] * 6 + [1, TRANSACTION_COMMIT, TRANSACTION_PREPARED])),
+        born_timestamp=draw(st.sampled_from([0, STAMP - 5])),
+        born_host=draw(st.sampled_from([V4_HOST] * 6 + [V6_HOST])),
+        reconsume_times=draw(st.sampled_from([0, 3])),
+        tags_code=draw(st.sampled_from([None, None, None, 42, STAMP + 10_000])),
+    )
+
+
+@st.composite
+def puts(draw) -> tuple[int, list[MessageToStore]]:
+    """(time step, messages): one message for a put, several for a batch."""
+    topic = draw(TOPICS)
+    queue_id = draw(st.sampled_from([0, 1, 2]))
+    count = draw(st.sampled_from([1, 1, 2, 5]))
+    batch = [draw(messages(topic, queue_id)) for _ in range(count)]
+    if draw(st.integers(0, 29)) == 0:  # refused: too big
+        batch[-1] = MessageToStore(topic, queue_id, b"x" * 5000, b"TAGS\x01A")
+    return draw(st.sampled_from([0, 1, 999, 1500])), batch
+
+
+def config(root: Path) -> StoreConfig:
+    # small files, so that CommitLog, consume-queue and index files roll mid-run
+    return StoreConfig(
+        root_dir=str(root),
+        commit_log_file_size=32 * 1024,
+        consume_queue_file_size=20 * 7,
+        max_hash_slot_num=16,
+        max_index_num=24,
+        max_message_size=4096,
+    )
+
+
+def run(root: Path, script: list[tuple[int, list[MessageToStore]]], compiled: bool) -> list:
+    async def main() -> list:
+        store = create_store("mmap", config(root))
+        if not compiled:
+            store.kernel = None
+        clock = store.clock = SetClock()
+        await store.open()
+        answers = []
+        try:
+            for step, batch in script:
+                clock.at += step
+                if len(batch) == 1:
+                    answers.append(await store.put(batch[0]))
+                else:
+                    answers.append(await store.put_batch(batch))
+            answers.append(store.stats().get("puts"))
+        finally:
+            await store.close()
+        return answers
+
+    return anyio.run(main)
+
+
+def contents(root: Path) -> dict[str, bytes]:
+    """Every file of the store by path; index files (named by the wall clock) by rank."""
+    found = {}
+    for directory, _, names in os.walk(root):
+        for name in sorted(names):
+            path = Path(directory) / name
+            relative = path.relative_to(root)
+            if relative.parts[0] == "index":
+                relative = Path("index", str(sorted(os.listdir(path.parent)).index(name)))
+            if relative.parts[0] != "lock":
+                found[str(relative)] = path.read_bytes()
+    return found
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(script=st.lists(puts(), min_size=5, max_size=60))
+def test_the_kernel_writes_what_the_python_path_writes(tmp_path_factory, script):
+    kernel()
+    compiled_root = tmp_path_factory.mktemp("compiled")
+    python_root = tmp_path_factory.mktemp("python")
+    assert run(compiled_root, script, True) == run(python_root, script, False)
+    compiled, python = contents(compiled_root), contents(python_root)
+    assert compiled.keys() == python.keys()
+    for name in compiled:
+        assert compiled[name] == python[name], name
+
+
+def test_usual_puts_go_through_the_kernel(tmp_path):
+    """The figures of benchmarks/store_append.py depend on it: after a queue's first
+    put, a usual put or batch takes the kernel, not the Python path."""
+    kernel()
+
+    async def main() -> None:
+        store = create_store("mmap", config(tmp_path))
+        await store.open()
+        calls = []
+
+        def counted(*args):
+            calls.append(len(args[0]))
+            return mmap_store.append_kernel(*args)
+
+        store.kernel = counted
+        message = MessageToStore("Orders", 0, b"body", b"TAGS\x01A\x02KEYS\x01k1 k2")
+        try:
+            await store.put(message)  # the queue's first put: its files are made
+            calls.clear()
+            assert (await store.put(message)).ok
+            assert (await store.put_batch([message] * 3)).ok
+            assert calls == [1, 3]
+            found = await store.get("Orders", 0, 0, 10)
+            assert len(found.records) == 5
+            keyed = await store.query_by_key("Orders", "k2", 10, 0, 2**62)
+            assert len(keyed.records) == 5
+        finally:
+            await store.close()
+
+    anyio.run(main)
