@@ -41,9 +41,11 @@ class Flusher:
         self._clock = clock
         self._last_flush = clock()
         # puts waiting share one event per flush (no timer or event per put: they cost
-        # more than the put); the loop wakes them at flushes and at their deadlines
+        # more than the put); the loop wakes them at flushes and at their deadlines.
+        # (end, deadline) of each waiting put, in arrival order: both ascend, so a flush
+        # takes its covered puts off the front, and the front has the next deadline
         self._waiting = 0
-        self._deadlines: deque[float] = deque()
+        self._pending: deque[tuple[int, float]] = deque()
         self._flushed_event: anyio.Event | None = None
         self._deadline_added: anyio.Event | None = None
         self._wakeup: anyio.Event | None = None
@@ -84,6 +86,9 @@ class Flusher:
                 self.failure = None
                 self.flushed = target
                 self.flushes += 1
+                pending = self._pending
+                while pending and pending[0][0] <= target:
+                    pending.popleft()  # durable: its deadline is no longer anyone's
             self._last_flush = self._clock()
             self._wake_waiters()
 
@@ -93,26 +98,31 @@ class Flusher:
             self._flushed_event = None
 
     async def _expire_deadlines(self) -> None:
-        """Wake waiters when their deadlines pass (deadlines come in order)."""
+        """Wake waiters when the deadline of one not yet durable passes."""
+        pending = self._pending
         while True:
-            if not self._deadlines:
+            if not pending:
                 self._deadline_added = anyio.Event()
                 await self._deadline_added.wait()
                 continue
-            await anyio.sleep(max(0.0, self._deadlines[0] - self._clock()))
+            # a flush meanwhile only takes puts off the front: later deadlines come later
+            await anyio.sleep(max(0.0, pending[0][1] - self._clock()))
             now = self._clock()
-            while self._deadlines and self._deadlines[0] <= now:
-                self._deadlines.popleft()
-            self._wake_waiters()  # they look at the clock and give up
+            expired = False
+            while pending and pending[0][1] <= now:
+                pending.popleft()
+                expired = True
+            if expired:
+                self._wake_waiters()  # they look at the clock and give up
 
     async def wait_durable(self, end: int) -> bool:
         """Wait until bytes below ``end`` are durable; False after the policy's timeout."""
         if end <= self.flushed:
             return True
         deadline = self._clock() + self.policy.timeout
-        self._deadlines.append(deadline)
-        if self._deadline_added is not None:
+        if not self._pending and self._deadline_added is not None:
             self._deadline_added.set()
+        self._pending.append((end, deadline))
         self._waiting += 1
         try:
             if self._wakeup is not None:

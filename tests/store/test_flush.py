@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import anyio
 import pytest
@@ -172,6 +173,32 @@ async def test_slow_sync_times_the_waiter_out():
         assert await flusher.wait_durable(100)
         task_group.cancel_scope.cancel()
     assert log.calls == [100]
+
+
+async def test_deadlines_of_durable_puts_wake_nothing():
+    # a sustained sync load: each put's deadline passes long after its flush, and must
+    # not wake the flusher, nor every waiter, once per put
+    log = FakeLog()
+    clock_reads = 0
+
+    def clock() -> float:
+        nonlocal clock_reads
+        clock_reads += 1
+        return time.monotonic()
+
+    policy = SyncFlush(timeout=0.05, idle_interval=60.0)
+    flusher = Flusher(policy, written=lambda: log.written, sync=log.sync, clock=clock)
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        for number in range(1, 101):
+            log.written = number * 10
+            with anyio.fail_after(5):
+                assert await flusher.wait_durable(number * 10)
+            await anyio.sleep(0.001)  # deadlines 1 ms apart: a timer for each would fire
+        reads_before = clock_reads
+        await anyio.sleep(0.2)  # every deadline passes
+        assert clock_reads - reads_before <= 10
+        task_group.cancel_scope.cancel()
 
 
 async def test_failing_sync_times_waiters_out_and_a_later_sync_succeeds():
