@@ -156,8 +156,9 @@ def summary(inflight: int, done: int, elapsed: float, latencies: list[float]) ->
     }
 
 
-def pinned(command: list[str], core: int | None) -> list[str]:
-    """``command`` run under ``taskset -c core`` (PERF.md: unpinned runs vary 10x)."""
+def pinned(command: list[str], core: int | str | None) -> list[str]:
+    """``command`` run under ``taskset -c core`` (PERF.md: unpinned runs vary 10x);
+    ``core`` may be a list for taskset, such as ``"1,0"``."""
     if core is None or shutil.which("taskset") is None:
         return command
     return ["taskset", "-c", str(core), *command]

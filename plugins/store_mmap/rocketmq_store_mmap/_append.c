@@ -500,8 +500,20 @@ static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t narg
             goto done;
         }
     }
+    /* the answer is made before the first write: a failure past here cannot happen */
     PyObject *offsets = PyList_New(count);
     if (offsets == NULL) goto done;
+    for (Py_ssize_t i = 0, at = position; i < count; at += taken[i].size, i++) {
+        PyObject *offset = PyLong_FromLongLong(file_start + at);
+        if (offset == NULL) {
+            Py_DECREF(offsets);
+            goto done;
+        }
+        PyList_SET_ITEM(offsets, i, offset);
+    }
+    PyObject *answer = Py_BuildValue("(Onn)", offsets, position + total, keys_total);
+    Py_DECREF(offsets);
+    if (answer == NULL) goto done;
 
     const uint8_t *topic_bytes = (const uint8_t *)PyBytes_AS_STRING(encoded_topic);
     const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(store_host);
@@ -509,12 +521,6 @@ static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t narg
     for (Py_ssize_t i = 0; i < count; i++) {
         Message *message = &taken[i];
         int64_t phys = file_start + position;
-        PyObject *offset = PyLong_FromLongLong(phys);
-        if (offset == NULL) { /* nothing of this message written yet; earlier ones are */
-            Py_DECREF(offsets);
-            goto done;
-        }
-        PyList_SET_ITEM(offsets, i, offset);
         write_record((uint8_t *)commit_log.buf + position, message, topic_bytes, topic_length,
                      queue_id, queue_offset + i, phys, store_time, host);
         if (entry) {
@@ -529,7 +535,7 @@ static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t narg
         }
         position += message->size;
     }
-    result = Py_BuildValue("(Nnn)", offsets, position, keys_total);
+    result = answer;
     goto done;
 
 not_usual:
