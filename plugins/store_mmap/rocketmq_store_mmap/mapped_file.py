@@ -13,6 +13,7 @@ import errno
 import logging
 import mmap
 import os
+import threading
 from pathlib import Path
 
 log = logging.getLogger("rocketmq.store.mmap")
@@ -250,3 +251,42 @@ class MappedFileQueue:
         for mapped in self.files:
             mapped.close()
         self.files.clear()
+
+
+class PreToucher:
+    """A thread that keeps the newest file of ``files`` faulted in ``ahead`` bytes past
+    its writer, ``step`` bytes at a time, with no round trip through the event loop
+    between steps: on this VM a fresh page costs 8-10 us to fault in, about as much as
+    the rest of a put, so on a machine with a core to spare this work belongs there.
+
+    Only reads the queue's list (the event loop changes it); ``stop()`` before the
+    files are closed."""
+
+    def __init__(self, files: MappedFileQueue, ahead: int, step: int, idle: float) -> None:
+        self.files = files
+        self.ahead = ahead
+        self.step = step
+        self.idle = idle
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rocketmq-pre-touch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            last = self.files.last
+            behind = last is not None and last.touched - last.wrote < self.ahead
+            if behind and last.touched < last.size:
+                try:
+                    last.pre_touch(self.step)
+                except (OSError, ValueError) as exc:  # unmapped meanwhile: try the next
+                    log.warning("pre-touching %s failed: %s", last.path, exc)
+                    self._stopping.wait(1.0)
+                continue
+            self._stopping.wait(self.idle)

@@ -64,7 +64,7 @@ from .commitlog import PRE_TOUCH_STEP as WRITER_TOUCH_STEP
 from .commitlog import CommitLog
 from .consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .index import IndexService, topic_prefix_crc
-from .mapped_file import FileCreationError
+from .mapped_file import FileCreationError, PreToucher
 from .recovery import TagsCodeRule, recover
 
 try:  # the compiled append (setup.py builds it when a C compiler is there)
@@ -105,6 +105,7 @@ class MmapStore:
         self._writes_index = False
         self._other_dispatchers: list[Dispatcher] = []
         self._flusher: Flusher | None = None
+        self._pre_toucher: PreToucher | None = None
         self._task_group: TaskGroup | None = None
         self._lock_fd: int | None = None
         self._opened = False
@@ -136,7 +137,11 @@ class MmapStore:
         await self._task_group.__aenter__()
         await self._task_group.start(self._flusher.run)
         self._task_group.start_soon(self._flush_logics_periodically)
-        self._task_group.start_soon(self._prepare_ahead)
+        self._task_group.start_soon(self._prepare_next_file)
+        self._pre_toucher = PreToucher(
+            self.commitlog.files, PRE_TOUCH_AHEAD, PRE_TOUCH_STEP, PREPARE_INTERVAL
+        )
+        self._pre_toucher.start()
         self._task_group.start_soon(self._clean_periodically)
 
     def _open_files(self) -> None:
@@ -205,6 +210,10 @@ class MmapStore:
             await self._task_group.__aexit__(None, None, None)
             self._task_group = None
         self._closed = True
+        if self._pre_toucher is not None:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._pre_toucher.stop)
+            self._pre_toucher = None
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._close_files)
 
@@ -700,25 +709,18 @@ class MmapStore:
             except OSError as exc:
                 log.error("flushing consume queues failed: %s", exc)
 
-    async def _prepare_ahead(self) -> None:
-        """Pre-touch the CommitLog ahead of the writer; create the next file early."""
-        behind = False
+    async def _prepare_next_file(self) -> None:
+        """Create the next CommitLog file before the writer needs it."""
         while True:
-            # behind: the next step at once (the loop runs between steps); else rest
-            await anyio.sleep(0 if behind else PREPARE_INTERVAL)
+            await anyio.sleep(PREPARE_INTERVAL)
             last = self.commitlog.files.last
-            behind = False
-            if last is None:
+            if last is None or self.commitlog.next_file is not None or last.wrote * 2 < last.size:
                 continue
             try:
-                if last.touched - last.wrote < PRE_TOUCH_AHEAD and last.touched < last.size:
-                    behind = True
-                    await anyio.to_thread.run_sync(last.pre_touch, PRE_TOUCH_STEP)
-                elif self.commitlog.next_file is None and last.wrote * 2 >= last.size:
-                    # lists of files change only on the event loop; the thread just creates
-                    start = self.commitlog.next_file_start()
-                    mapped = await anyio.to_thread.run_sync(self.commitlog.create_file, start)
-                    self.commitlog.offer_next_file(mapped)
+                # lists of files change only on the event loop; the thread just creates
+                start = self.commitlog.next_file_start()
+                mapped = await anyio.to_thread.run_sync(self.commitlog.create_file, start)
+                self.commitlog.offer_next_file(mapped)
             except OSError as exc:
                 log.warning("preparing the next CommitLog file failed: %s", exc)
                 await anyio.sleep(1)

@@ -6,9 +6,11 @@ import errno
 import os
 import resource
 import struct
+import threading
 import time
 from contextlib import asynccontextmanager, contextmanager
 
+import anyio
 import pytest
 
 from rocketmq_core.errors import ConfigError
@@ -231,3 +233,18 @@ async def test_a_queue_without_a_descriptor_for_its_file_refuses_the_put_and_wri
         for queue_id, count in stored.items():
             found = await store.get("TopicTest", queue_id, 0, 32)
             assert found.status is GetStatus.FOUND and len(found.records) == count
+
+
+async def test_a_thread_faults_the_commitlog_in_ahead_of_the_writer(tmp_path, plugin_host):
+    def pre_touch_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "rocketmq-pre-touch"]
+
+    size = 4 << 20  # smaller than the distance kept ahead: the whole file gets touched
+    async with opened(tmp_path, plugin_host, commit_log_file_size=size) as store:
+        assert (await store.put(message(1))).ok
+        newest = store.commitlog.files.last
+        with anyio.fail_after(10):
+            while newest.touched < size:
+                await anyio.sleep(0.01)
+        assert len(pre_touch_threads()) == 1
+    assert not pre_touch_threads()  # stopped before the files were unmapped
