@@ -301,23 +301,9 @@ class MmapStore:
 
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
-        if self.kernel is not None and self.disk.refusing is None:
-            store_time = self.clock.next()
-            written = self._append_usual([message], store_time)
-            if written is not None:
-                self.clock.last = store_time
-                offsets, queue_offset, end = written
-                self._puts += 1
-                return PutResult(
-                    PutStatus.PUT_OK,
-                    offsets[0],
-                    queue_offset,
-                    offsets,
-                    store_time,
-                    "",
-                    self.config.store_host,
-                    end if self.policy.waits and waits_for_flush(message) else -1,
-                )
+        usual = self._put_usual([message])
+        if usual is not None:
+            return usual
         refused = refusal(message, self.config) or self.disk.refusal()
         if refused is not None:
             return refused
@@ -343,23 +329,9 @@ class MmapStore:
 
     def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
-        if self.kernel is not None and messages and self.disk.refusing is None:
-            store_time = self.clock.next()
-            written = self._append_usual(list(messages), store_time)
-            if written is not None:
-                self.clock.last = store_time
-                offsets, queue_offset, end = written
-                self._puts += len(offsets)
-                return PutResult(
-                    PutStatus.PUT_OK,
-                    offsets[0],
-                    queue_offset,
-                    offsets,
-                    store_time,
-                    "",
-                    self.config.store_host,
-                    end if self.policy.waits and waits_for_flush(messages[0]) else -1,
-                )
+        usual = self._put_usual(list(messages)) if messages else None
+        if usual is not None:
+            return usual
         refused = batch_refusal(messages, self.config)
         if refused is not None:
             return refused
@@ -396,6 +368,29 @@ class MmapStore:
         if self.policy.waits and waits_for_flush(first):
             result.flush_to = end
         return result
+
+    def _put_usual(self, messages: list[MessageToStore]) -> PutResult | None:
+        """The put of ``messages`` (one queue's) when the compiled kernel takes them;
+        None, with nothing written or taken, when the Python path must."""
+        if self.kernel is None or self.disk.refusing is not None:
+            return None
+        store_time = self.clock.next()
+        written = self._append_usual(messages, store_time)
+        if written is None:
+            return None
+        self.clock.last = store_time
+        offsets, queue_offset, end = written
+        self._puts += len(offsets)
+        return PutResult(
+            PutStatus.PUT_OK,
+            offsets[0],
+            queue_offset,
+            offsets,
+            store_time,
+            "",
+            self.config.store_host,
+            end if self.policy.waits and waits_for_flush(messages[0]) else -1,
+        )
 
     def _append_usual(
         self, messages: list[MessageToStore], store_time: int
