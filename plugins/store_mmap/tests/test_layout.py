@@ -236,9 +236,11 @@ async def test_a_queue_without_a_descriptor_for_its_file_refuses_the_put_and_wri
 
 
 async def test_a_thread_faults_the_commitlog_in_ahead_of_the_writer(tmp_path, plugin_host):
-    def pre_touch_threads() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name == "rocketmq-pre-touch"]
+    def pre_touch_threads() -> set[threading.Thread]:
+        # other tests' stores left open (killed on purpose) keep theirs: count ours only
+        return {t for t in threading.enumerate() if t.name == "rocketmq-pre-touch"}
 
+    others = pre_touch_threads()
     size = 4 << 20  # smaller than the distance kept ahead: the whole file gets touched
     async with opened(tmp_path, plugin_host, commit_log_file_size=size) as store:
         assert (await store.put(message(1))).ok
@@ -246,5 +248,5 @@ async def test_a_thread_faults_the_commitlog_in_ahead_of_the_writer(tmp_path, pl
         with anyio.fail_after(10):
             while newest.touched < size:
                 await anyio.sleep(0.01)
-        assert len(pre_touch_threads()) == 1
-    assert not pre_touch_threads()  # stopped before the files were unmapped
+        assert len(pre_touch_threads() - others) == 1
+    assert not pre_touch_threads() - others  # stopped before the files were unmapped
