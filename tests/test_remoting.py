@@ -17,6 +17,7 @@ from rocketmq_core.protocol.codec import encode_command
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.remoting.connection import FRAMES_PER_TURN
 from rocketmq_core.remoting.processor import ProcessorTable
 from rocketmq_core.remoting.transport import Endpoint, parse_address, parse_endpoint
 from rocketmq_core.testing.transport import read_commands, serving
@@ -236,8 +237,12 @@ async def test_rpc_hooks_on_both_sides(tcp):
             assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "bad signature")
 
 
-async def test_responses_ready_in_one_turn_leave_in_one_write(tcp):
-    sends = []
+async def test_a_burst_is_answered_in_writes_of_a_turn_each_the_first_before_the_last_is_handled(
+    tcp,
+):
+    burst = 3 * FRAMES_PER_TURN + 4
+    handled = 0
+    sends = []  # (responses in the write, requests handled when it was made)
 
     class CountingTransport:
         name = "counting"
@@ -247,7 +252,7 @@ async def test_responses_ready_in_one_turn_leave_in_one_write(tcp):
                 original = stream.send
 
                 async def send(data):
-                    sends.append(data.count(b'"flag":1'))
+                    sends.append((data.count(b'"flag":1'), handled))
                     await original(data)
 
                 stream.send = send
@@ -258,21 +263,30 @@ async def test_responses_ready_in_one_turn_leave_in_one_write(tcp):
         async def connect(self, host, port, *, tls=None):
             return await tcp.connect(host, port, tls=tls)
 
+    def echo(ctx, req):
+        nonlocal handled
+        handled += 1
+        return req.response(body=req.body)
+
     table = ProcessorTable()
-    table.register(1, lambda ctx, req: req.response(body=req.body))
+    table.register(1, echo)
     async with serving(CountingTransport(), table) as (_server, address):
         stream = await tcp.connect(*parse_address(address))
         async with stream:
             frames = []
-            for opaque in range(50):
+            for opaque in range(burst):
                 command = request(1, b"x" * 20)
                 command.opaque = opaque
                 frames.append(encode_command(command))
             await stream.send(b"".join(frames))
-            responses = await read_commands(stream, 50)
-    assert [r.opaque for r in responses] == list(range(50))
-    assert sum(sends) == 50
-    assert len(sends) <= 2  # one write per chunk read (two if TCP split the request burst)
+            responses = await read_commands(stream, burst)
+    assert [r.opaque for r in responses] == list(range(burst))
+    assert sum(count for count, _ in sends) == burst
+    # answers leave a turn's worth at a time, never all at the end of the burst...
+    assert all(count <= FRAMES_PER_TURN for count, _ in sends)
+    assert sends[0][1] < burst
+    # ...and a turn's answers leave together, in one write (more if TCP split the burst)
+    assert len(sends) <= 2 * (burst // FRAMES_PER_TURN + 1)
 
 
 async def test_oneway_invocation_and_cpp_style_flag_zero(tcp):

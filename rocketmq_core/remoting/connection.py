@@ -4,7 +4,9 @@ Requests flow both ways on a connection (a broker calls producers back), so both
 sides run the same loop: read a chunk, decode every frame in it, complete the
 pending invocations its responses answer, hand its requests to the processor
 table, and queue the answers. A single writer task sends everything queued in one
-``send``: the responses ready in one loop turn leave in one write.
+``send``: the responses ready in one loop turn leave in one write. A long chunk
+takes several turns of ``FRAMES_PER_TURN`` frames, so that its first answers are
+on their way while the rest are worked out.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ WRITE_HIGH_WATER = 8 * 1024 * 1024
 # other forever); a peer that leaves this much unread is disconnected instead.
 UNREAD_LIMIT = 64 * 1024 * 1024
 BUSY_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+# A long chunk is handled this many frames per loop turn, the writer sending their
+# answers in between: a peer with 64 in flight works on the first half while we
+# handle the second, instead of both sides taking turns (measured: 10.5k -> 17-23k
+# sends/s from the SDK on two cores; 16 and fewer cost more in writes than they gain).
+FRAMES_PER_TURN = 32
 
 
 class _Pending:
@@ -170,11 +177,13 @@ class Connection:
             except RemoteProtocolError as exc:
                 await self._refuse_stream(exc)
                 return
-            for command in commands:
+            for index, command in enumerate(commands, 1):
                 if command.flag & FLAG_RESPONSE:
                     self._complete(command)
                 else:
                     self._dispatch(command, task_group)
+                if index % FRAMES_PER_TURN == 0 and index < len(commands):
+                    await self._let_writer_send()
             if self._out:
                 self._wakeup.set()
                 if self._out_bytes > UNREAD_LIMIT:
@@ -184,6 +193,16 @@ class Connection:
                         self._out_bytes,
                     )
                     return
+
+    async def _let_writer_send(self) -> None:
+        """Give the writer a turn with what is queued (either task may resume first;
+        then we yield again, a few times at most: a writer held up by a slow peer
+        is not waited for)."""
+        for _ in range(3):
+            if not self._out or self._closed:
+                return
+            self._wakeup.set()
+            await anyio.lowlevel.checkpoint()
 
     async def _write_loop(self) -> None:
         send = self._stream.send
