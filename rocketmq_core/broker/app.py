@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import zlib
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
@@ -117,46 +117,75 @@ class Broker:
         self._register_now = anyio.Event()
         self._stop_requested = anyio.Event()
         self._stopped = anyio.Event()
-        async with anyio.create_task_group() as task_group:
-            self._task_group = task_group
-            # bind first: with port 0 the store must know the real port (its store host)
-            serve = partial(self.server.serve, extra=self.config.listeners(transports))
-            bound = await task_group.start(serve, "0.0.0.0", self.config.listen_port)
-            self.config.listen_port = int(bound.rsplit(":", 1)[1])
-            self.address = self.config.broker_addr
-            self.endpoints = [
-                advertised(address, self.config.broker_ip1)
-                for address in self.server.extra_addresses
-            ]
-            if transport.name != "tcp":  # brokerAddr itself is not tcp: say what it is
-                self.endpoints.insert(0, f"{transport.name}://{self.address}")
-            self.topics.load()
-            self.offsets.load()
-            self.groups.load()
-            self.store = create_store(self.config.store, self.config.store_config(), self.host)
-            self.store.add_dispatcher(self.pulls.on_dispatch)
-            await self.store.open()
-            self.put_hooks = list(self._built(self.host.registry.put_hooks).values())
-            self.services = self._built(self.host.registry.broker_services)
-            await task_group.start(self._run_services)
-            await self.topics.persist()
-            self.topics.on_change(self.request_registration)
-            dial = self.config.client_transports(transports)
-            self._namesrv_client = RemotingClient(dial(self.config.transport), transports=dial)
-            await self._namesrv_client.__aenter__()
-            self.ready = True
-            await self._register_all()
-            task_group.start_soon(self._register_periodically)
-            task_group.start_soon(self._housekeeping)
-            self.host.hook.rocketmq_broker_started(broker=self, address=self.address)
-            task_status.started(self.address)
-            # the store and the name-server client entered task groups in this task and
-            # scope: they are left here too, in reverse order, with no scope in between
-            await self._stop_requested.wait()
-            await self._shut_down()
-            task_group.cancel_scope.cancel()
-        self._task_group = None
-        self._stopped.set()
+        self._failure: Exception | None = None
+        self._started = False
+        # a run that ends by an error still lets stop() return (it waits, shielded, for
+        # _stopped; the error then reaches whoever started the broker)
+        try:
+            async with anyio.create_task_group() as task_group:
+                self._task_group = task_group
+                # bind first: with port 0 the store must know the real port (its store host)
+                serve = partial(self.server.serve, extra=self.config.listeners(transports))
+                bound = await task_group.start(
+                    self._stopping_on_failure(serve), "0.0.0.0", self.config.listen_port
+                )
+                self.config.listen_port = int(bound.rsplit(":", 1)[1])
+                self.address = self.config.broker_addr
+                self.endpoints = [
+                    advertised(address, self.config.broker_ip1)
+                    for address in self.server.extra_addresses
+                ]
+                if transport.name != "tcp":  # brokerAddr itself is not tcp: say what it is
+                    self.endpoints.insert(0, f"{transport.name}://{self.address}")
+                self.topics.load()
+                self.offsets.load()
+                self.groups.load()
+                self.store = create_store(self.config.store, self.config.store_config(), self.host)
+                self.store.add_dispatcher(self.pulls.on_dispatch)
+                await self.store.open()
+                self.put_hooks = list(self._built(self.host.registry.put_hooks).values())
+                self.services = self._built(self.host.registry.broker_services)
+                await task_group.start(self._stopping_on_failure(self._run_services))
+                await self.topics.persist()
+                self.topics.on_change(self.request_registration)
+                dial = self.config.client_transports(transports)
+                self._namesrv_client = RemotingClient(dial(self.config.transport), transports=dial)
+                await self._namesrv_client.__aenter__()
+                self.ready = True
+                await self._register_all()
+                task_group.start_soon(self._stopping_on_failure(self._register_periodically))
+                task_group.start_soon(self._stopping_on_failure(self._housekeeping))
+                self.host.hook.rocketmq_broker_started(broker=self, address=self.address)
+                self._started = True
+                task_status.started(self.address)
+                # the store and the name-server client entered task groups in this task and
+                # scope: they are left here too, in reverse order, with no scope in between
+                await self._stop_requested.wait()
+                await self._shut_down()
+                task_group.cancel_scope.cancel()
+        finally:
+            self._task_group = None
+            self._stopped.set()
+        if self._failure is not None:
+            raise self._failure
+
+    def _stopping_on_failure(self, function: Callable[..., Awaitable[Any]]) -> Any:
+        """``function`` as a broker task whose failure stops the broker gracefully (the
+        store and the name-server client are left in order) and is then raised by run;
+        a failure left to the task group would cancel run past its shutdown."""
+
+        async def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                await function(*args, **kwargs)
+            except Exception as exc:
+                if not self._started:  # a port in use...: run raises it as it is
+                    raise
+                log.error("stopping the broker: a broker task failed", exc_info=exc)
+                if self._failure is None:
+                    self._failure = exc
+                self._stop_requested.set()
+
+        return guarded
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, unregister, answer held pulls, persist, close the store."""
