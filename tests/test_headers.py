@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rocketmq_core.errors import HeaderError
@@ -9,6 +11,7 @@ from rocketmq_core.protocol.codec import FrameDecoder
 from rocketmq_core.protocol.codes import RequestCode
 from rocketmq_core.protocol.headers import (
     SEND_V2_NAMES,
+    CustomHeader,
     PullMessageRequestHeader,
     ResetOffsetRequestHeader,
     SendMessageRequestHeader,
@@ -124,3 +127,37 @@ def test_headers_are_slotted():
     header = SendMessageResponseHeader(msg_id="x", queue_id=0, queue_offset=0)
     with pytest.raises(AttributeError):
         header.not_a_field = 1
+
+
+def _every_header_class():
+    import rocketmq_core.protocol.headers as module
+
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, CustomHeader) and value._fields
+    ]
+
+
+@pytest.mark.parametrize("header_class", _every_header_class(), ids=lambda cls: cls.__name__)
+def test_every_header_round_trips_through_its_compiled_codec(header_class):
+    samples = {str: "text \u00e9", int: -(2**40), bool: True}
+    full = header_class(
+        **{
+            attribute: samples[{0: str, 1: int, 2: bool}[kind]]
+            for attribute, _wire, kind, _required in header_class._fields
+        }
+    )
+    fields = full.to_ext_fields()
+    assert all(type(value) is str for value in fields.values())
+    assert header_class.from_ext_fields(fields) == full
+    # only the required fields: the others come back as their defaults
+    required = {
+        wire: fields[wire] for _attribute, wire, _kind, needed in header_class._fields if needed
+    }
+    sparse = header_class.from_ext_fields(required)
+    for attribute, _wire, _kind, needed in header_class._fields:
+        if not needed:
+            default = dataclasses.fields(header_class)
+            expected = next(field.default for field in default if field.name == attribute)
+            assert getattr(sparse, attribute) == expected

@@ -8,6 +8,7 @@ registrations, and is persisted atomically with the previous file kept as ``.bak
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -52,6 +53,7 @@ NOT_SENDABLE = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=4096)  # asked on every send; a producer reuses its topics
 def topic_problem(topic: str) -> str | None:
     """Why ``topic`` is not a valid topic name (Java TopicValidator's words), or None."""
     if not topic or not topic.strip():

@@ -37,7 +37,7 @@ class CustomHeader:
 
     __slots__ = ()
     # (attribute, wire name, kind, required), filled in by @custom_header
-    _fields: ClassVar[tuple[tuple[str, str, int, bool], ...]] = ()
+    _fields: ClassVar[tuple[_WireField, ...]] = ()
 
     @classmethod
     def from_ext_fields(
@@ -47,61 +47,93 @@ class CustomHeader:
 
         Raises HeaderError naming the field that is missing or malformed.
         """
-        values: dict[str, Any] = {}
-        get = ext_fields.get
-        for attribute, wire_name, kind, required in cls._wire_fields(names):
-            raw = get(wire_name)
-            if raw is None:
-                if required:
-                    raise HeaderError(f"the custom field <{wire_name}> is null")
-                continue
-            if kind == _STR:
-                values[attribute] = raw
-            elif kind == _INT:
-                try:
-                    values[attribute] = int(raw)
-                except ValueError:
-                    raise HeaderError(
-                        f"the custom field <{wire_name}> is not an integer: {raw!r}"
-                    ) from None
-            else:
-                values[attribute] = _parse_bool(raw)
-        return cls(**values)
-
-    @classmethod
-    def _wire_fields(
-        cls, names: Mapping[str, str] | None
-    ) -> tuple[tuple[str, str, int, bool], ...]:
-        """``_fields`` with ``names`` applied; cached per mapping (they are module constants)."""
-        if names is None:
-            return cls._fields
-        cached = _RENAMED.get((cls, id(names)))
-        if cached is not None and cached[0] is names:  # the very mapping, not a reused id
-            return cached[1]
-        fields = tuple(
-            (attribute, names.get(attribute, wire_name), kind, required)
-            for attribute, wire_name, kind, required in cls._fields
-        )
-        _RENAMED[(cls, id(names))] = (names, fields)
-        return fields
+        return cls._codec(names).decode(ext_fields)
 
     def to_ext_fields(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
         """The header as extFields, every value a string."""
-        result: dict[str, str] = {}
-        for attribute, wire_name, kind, _required in self._wire_fields(names):
-            value = getattr(self, attribute)
-            if value is None:
-                continue
-            if kind == _BOOL:
-                result[wire_name] = "true" if value else "false"
+        return self._codec(names).encode(self)
+
+    @classmethod
+    def _codec(cls, names: Mapping[str, str] | None) -> _Codec:
+        """The compiled codec for ``names``; cached per mapping (they are module constants)."""
+        cached = _CODECS.get((cls, id(names)))
+        if cached is not None and cached.names is names:  # the very mapping, not a reused id
+            return cached
+        fields = tuple(
+            (attribute, (names or {}).get(attribute, wire_name), kind, required)
+            for attribute, wire_name, kind, required in cls._fields
+        )
+        codec = _CODECS[(cls, id(names))] = _Codec(cls, names, fields)
+        return codec
+
+
+class _Codec:
+    """A header class's decode and encode for one set of wire names, compiled to straight
+    Python (as dataclasses compiles ``__init__``): a send pays for every header twice,
+    and a loop over field descriptions cost it ~3x more."""
+
+    __slots__ = ("decode", "encode", "names")
+
+    def __init__(
+        self, cls: type, names: Mapping[str, str] | None, fields: tuple[_WireField, ...]
+    ) -> None:
+        self.names = names
+        scope: dict[str, Any] = {
+            "cls": cls,
+            "new": object.__new__,
+            "HeaderError": HeaderError,
+            "parse_bool": _parse_bool,
+        }
+        defaults = {field.name: field for field in dataclasses.fields(cls)}
+        decode = ["def decode(ext_fields):", "    get = ext_fields.get", "    header = new(cls)"]
+        encode = ["def encode(header):", "    result = {}"]
+        for attribute, wire_name, kind, required in fields:
+            target = f"header.{attribute}"
+            decode.append(f"    raw = get({wire_name!r})")
+            if required:
+                message = f"the custom field <{wire_name}> is null"
+                decode.append(f"    if raw is None: raise HeaderError({message!r})")
             else:
-                result[wire_name] = value if kind == _STR else str(value)
-        return result
+                decode.append("    if raw is None:")
+                decode.append(f"        {target} = {_default(defaults[attribute], scope)}")
+                decode.append("    else:")
+            indent = "    " if required else "        "
+            if kind == _INT:
+                message = f"the custom field <{wire_name}> is not an integer: "
+                decode.append(f"{indent}try: {target} = int(raw)")
+                decode.append(f"{indent}except ValueError:")
+                decode.append(f"{indent}    raise HeaderError({message!r} + repr(raw)) from None")
+            elif kind == _BOOL:
+                decode.append(f"{indent}{target} = parse_bool(raw)")
+            else:
+                decode.append(f"{indent}{target} = raw")
+            encode.append(f"    value = header.{attribute}")
+            text = {_STR: "value", _INT: "str(value)", _BOOL: "'true' if value else 'false'"}
+            encode.append(f"    if value is not None: result[{wire_name!r}] = {text[kind]}")
+        decode.append("    return header")
+        encode.append("    return result")
+        # our own text, compiled as dataclasses compiles __init__; named for tracebacks
+        where = f"<{cls.__name__} codec>"
+        exec(compile("\n".join(decode), where, "exec"), scope)
+        exec(compile("\n".join(encode), where, "exec"), scope)
+        self.decode = scope["decode"]
+        self.encode = scope["encode"]
 
 
-# (header class, id of a names mapping) -> (that mapping, its fields)
-_WireFields = tuple[tuple[str, str, int, bool], ...]
-_RENAMED: dict[tuple[type, int], tuple[Mapping[str, str], _WireFields]] = {}
+def _default(field: dataclasses.Field, scope: dict[str, Any]) -> str:
+    """The expression giving ``field``'s default inside a compiled decoder."""
+    name = f"default_{field.name}"
+    if field.default_factory is not dataclasses.MISSING:
+        scope[name] = field.default_factory
+        return f"{name}()"
+    scope[name] = None if field.default is dataclasses.MISSING else field.default
+    return name
+
+
+# (attribute, wire name, kind, required)
+_WireField = tuple[str, str, int, bool]
+# (header class, id of a names mapping) -> its compiled codec
+_CODECS: dict[tuple[type, int], _Codec] = {}
 
 
 def _parse_bool(raw: str) -> bool:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ...errors import ResponseError
 from ...protocol.codes import ResponseCode
 from ...protocol.command import RemotingCommand
-from ...protocol.constants import Perm
+from ...protocol.constants import PERM_READ
 from ...protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ...protocol.heartbeat import SubscriptionData
 from ...store.api import GetResult, GetStatus
@@ -48,7 +48,7 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
             ResponseCode.TOPIC_NOT_EXIST,
             f"topic[{header.topic}] not exist, apply first please!{FAQ}",
         )
-    if not topic.perm & Perm.READ:
+    if not topic.perm & PERM_READ:
         raise ResponseError(
             ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
         )

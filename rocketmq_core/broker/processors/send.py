@@ -11,7 +11,7 @@ from ...errors import BodyError, ConfigError, ResponseError
 from ...protocol.bodies import TopicConfig
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
-from ...protocol.constants import RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC, Perm
+from ...protocol.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
 from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader, SendMessageResponseHeader
 from ...protocol.message import (
     COMPRESSED,
@@ -158,7 +158,7 @@ def _writable_topic(broker: Broker, header: SendMessageRequestHeader) -> TopicCo
         raise ResponseError(
             ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}"
         )
-    if not config.perm & Perm.WRITE:
+    if not config.perm & PERM_WRITE:
         raise ResponseError(
             ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
         )
