@@ -377,3 +377,36 @@ def test_an_address_names_its_transport_or_none(address, endpoint):
 def test_a_bad_address_is_a_config_error_naming_it(address, message):
     with pytest.raises(ConfigError, match=re.escape(f"bad address {address!r}: {message}")):
         parse_endpoint(address)
+
+
+async def test_a_client_closed_while_connecting_fails_that_request_with_connection_closed(tcp):
+    connecting, release = anyio.Event(), anyio.Event()
+
+    class SlowTransport:
+        name = "tcp"
+
+        async def listen(self, host, port, handler, *, tls=None, task_status):
+            await tcp.listen(host, port, handler, tls=tls, task_status=task_status)
+
+        async def connect(self, host, port, *, tls=None):
+            connecting.set()
+            await release.wait()
+            return await tcp.connect(host, port, tls=tls)
+
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response())
+    outcome: list[BaseException] = []
+    async with serving(tcp, table) as (_server, address), anyio.create_task_group() as group:
+        async with RemotingClient(SlowTransport()) as client:
+
+            async def invoke() -> None:
+                try:
+                    await client.invoke(address, request(1), timeout=5)
+                except Exception as exc:
+                    outcome.append(exc)
+
+            group.start_soon(invoke)
+            await connecting.wait()
+        release.set()  # the connection is made after the client closed
+    assert len(outcome) == 1 and isinstance(outcome[0], ConnectionClosedError), outcome
+    assert "closed while connecting" in str(outcome[0])

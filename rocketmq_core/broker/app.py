@@ -119,6 +119,7 @@ class Broker:
         self._stopped = anyio.Event()
         self._failure: Exception | None = None
         self._started = False
+        self._routine = anyio.CancelScope()
         # a run that ends by an error still lets stop() return (it waits, shielded, for
         # _stopped; the error then reaches whoever started the broker)
         try:
@@ -153,8 +154,7 @@ class Broker:
                 await self._namesrv_client.__aenter__()
                 self.ready = True
                 await self._register_all()
-                task_group.start_soon(self._stopping_on_failure(self._register_periodically))
-                task_group.start_soon(self._stopping_on_failure(self._housekeeping))
+                task_group.start_soon(self._stopping_on_failure(self._routine_work))
                 self.host.hook.rocketmq_broker_started(broker=self, address=self.address)
                 self._started = True
                 task_status.started(self.address)
@@ -195,9 +195,18 @@ class Broker:
         self._stop_requested.set()
         await self._stopped.wait()
 
+    async def _routine_work(self) -> None:
+        """Registration every 30 s and housekeeping, until the shutdown begins."""
+        with self._routine:
+            async with anyio.create_task_group() as routine:
+                routine.start_soon(self._register_periodically)
+                routine.start_soon(self._housekeeping)
+
     async def _shut_down(self) -> None:
         self.host.hook.rocketmq_broker_stopping(broker=self)
         self.ready = False
+        # no registration may follow the unregistration, nor use the closing client
+        self._routine.cancel()
         await self._unregister_all()
         if self._namesrv_client is not None:
             await self._namesrv_client.__aexit__(None, None, None)

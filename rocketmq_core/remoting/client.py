@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..errors import ConfigError, RemotingConnectError, RemotingError
+from ..errors import ConfigError, ConnectionClosedError, RemotingConnectError, RemotingError
 from ..protocol.codec import MAX_FRAME_LENGTH
 from ..protocol.command import OpaqueSequence, RemotingCommand
 from .connection import Connection
@@ -105,6 +105,9 @@ class RemotingClient:
                 peer_address=address,  # dialable again, scheme and all
             )
             connection.on_close(lambda closed: self._forget(address, closed))
+            if self._task_group is None:  # the client closed while we were connecting
+                await anyio.aclose_forcefully(stream)
+                raise ConnectionClosedError(f"the client closed while connecting to {address}")
             await self._task_group.start(connection.run)
             self._connections[address] = connection
             return connection
