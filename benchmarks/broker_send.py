@@ -13,7 +13,8 @@ store in a temp dir); the C++ client (rocketmq==0.4.4) runs here, pinned to the 
   server routes to a listener that answers every send at once): the C++ client's own
   ceiling on this machine, the most any broker could show in those rows;
 * e2e: sends paced at ``--rate`` msg/s to a push consumer; latency from just before
-  the send to the consumer's callback (both ends in this process, one clock).
+  the send to the consumer's callback (both ends in this process, one clock), and the
+  CPU share of this process and of the broker meanwhile.
 
 Each row warms up first, then counts for ``--duration`` seconds. Prints a table and
 writes JSON.
@@ -33,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from loadgen import machine, measure_pipelined, pinned, run_backend, write_results
+from loadgen import CpuMeter, machine, measure_pipelined, pinned, run_backend, write_results
 
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
@@ -257,7 +258,9 @@ def raw_row(broker: str, topic: str, inflight: int, warmup: float, duration: flo
     }
 
 
-def e2e_row(client, namesrv: str, topic: str, rate: int, warmup: float, duration: float) -> dict:
+def e2e_row(
+    client, namesrv: str, topic: str, rate: int, warmup: float, duration: float, server_pid: int
+) -> dict:
     sent_at: dict[bytes, float] = {}
     latencies: list[float] = []
     measure_from = [float("inf")]
@@ -289,7 +292,12 @@ def e2e_row(client, namesrv: str, topic: str, rate: int, warmup: float, duration
         stop_at = measure_from[0] + duration
         number = 0
         next_send = start
+        # the CPU both ends spend in the measured window (the C++ client's may fill its core)
+        meter, metering = CpuMeter(server_pid), False
         while next_send < stop_at:
+            if not metering and next_send >= measure_from[0]:
+                meter.start()
+                metering = True
             now = time.perf_counter()
             if now < next_send:
                 # sleep, never spin: a spinning sender holds the GIL and the consumer's
@@ -303,6 +311,7 @@ def e2e_row(client, namesrv: str, topic: str, rate: int, warmup: float, duration
             producer.send_oneway(built)
             number += 1
             next_send += interval
+        cpu = meter.stop(number)
         time.sleep(1.0)  # the last ones arrive
     finally:
         producer.shutdown()
@@ -311,6 +320,7 @@ def e2e_row(client, namesrv: str, topic: str, rate: int, warmup: float, duration
     result = row("e2e", 1, len(latencies), duration, latencies)
     result["rate"] = rate
     result["delivered"] = f"{len(latencies)}/{expected}"
+    result.update(cpu)
     return result
 
 
@@ -372,7 +382,15 @@ def main() -> int:
                     )
             if "e2e" in wanted:
                 results.append(
-                    e2e_row(client, namesrv, "BenchE2E", args.rate, args.warmup, args.duration)
+                    e2e_row(
+                        client,
+                        namesrv,
+                        "BenchE2E",
+                        args.rate,
+                        args.warmup,
+                        args.duration,
+                        process.pid,
+                    )
                 )
         finally:
             process.terminate()
@@ -406,7 +424,10 @@ def main() -> int:
     print(f"{'row':>12}  {'in flight':>9}  {'msg/s':>9}  {'p50 us':>8}  {'p99 us':>8}  extra")
     for result in results:
         extra = (
-            f"rate {result['rate']}/s, delivered {result['delivered']}" if "rate" in result else ""
+            f"rate {result['rate']}/s, delivered {result['delivered']},"
+            f" cpu client {result['client_cpu_pct']}% server {result['server_cpu_pct']}%"
+            if "rate" in result
+            else ""
         )
         print(
             f"{result['row']:>12}  {result['inflight']:>9}  {result['messages_per_s']:>9,}"

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import anyio
 from broker_send import start_null_broker, start_standalone
-from loadgen import machine, run_backend, write_results
+from loadgen import CpuMeter, machine, run_backend, write_results
 
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import Producer
@@ -50,61 +50,6 @@ BATCH = 32
 TOPICS = {"send-async64": "BenchSdkAsync", "send-batch32": "BenchSdkBatch"}
 NULL_TOPICS = {"send-async64": "BenchSync", "send-batch32": "BenchBatch"}
 MAX_LATENCIES = 500_000
-
-
-def _jiffies_of(pid: int | str) -> int:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0
-    return int(fields[11]) + int(fields[12])  # utime + stime
-
-
-def _busy_jiffies() -> int:
-    """Non-idle jiffies of every core since boot."""
-    try:
-        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    except OSError:
-        return 0
-    values = [int(value) for value in first[1:]]
-    return sum(values) - values[3] - values[4]  # minus idle and iowait
-
-
-class CpuMeter:
-    """CPU spent over a window by this process, the server, and everything else
-    (PERF.md: a machine shared with other work skews figures; this says by how much)."""
-
-    def __init__(self, server_pid: int | None) -> None:
-        self.server_pid = server_pid
-        self._start: tuple[float, float, int, int] | None = None
-        self.result: dict = {}
-
-    def _sample(self) -> tuple[float, float, int, int]:
-        server = _jiffies_of(self.server_pid) if self.server_pid else 0
-        return time.perf_counter(), time.process_time(), server, _busy_jiffies()
-
-    def start(self) -> None:
-        self._start = self._sample()
-
-    def stop(self, messages: int) -> dict:
-        if self._start is None:
-            return {}
-        wall0, client0, server0, busy0 = self._start
-        wall1, client1, server1, busy1 = self._sample()
-        tick = os.sysconf("SC_CLK_TCK")
-        wall = max(wall1 - wall0, 1e-9)
-        client = client1 - client0
-        server = (server1 - server0) / tick
-        others = max(0.0, (busy1 - busy0) / tick - client - server)
-        per = 1e6 / messages if messages else float("nan")
-        self.result = {
-            "client_cpu_pct": round(100 * client / wall),
-            "server_cpu_pct": round(100 * server / wall) if self.server_pid else None,
-            "client_cpu_us_per_msg": round(client * per, 1),
-            "server_cpu_us_per_msg": round(server * per, 1) if self.server_pid else None,
-            "others_cpu_pct": round(100 * others / wall),  # of one core, all cores summed
-        }
-        return self.result
 
 
 def percentile_us(sorted_values: list[float], fraction: float) -> int | None:
