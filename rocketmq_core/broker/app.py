@@ -94,6 +94,9 @@ class Broker:
         self._stop_requested: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._grace = 5.0
+        self._started = False  # serving: a failing broker task now stops the broker
+        self._failure: Exception | None = None  # the first such failure, raised by run
+        self._routine = anyio.CancelScope()  # registration and housekeeping (one per run)
 
     def now(self) -> float:
         """Milliseconds on the liveness clock."""
@@ -117,9 +120,7 @@ class Broker:
         self._register_now = anyio.Event()
         self._stop_requested = anyio.Event()
         self._stopped = anyio.Event()
-        self._failure: Exception | None = None
-        self._started = False
-        self._routine = anyio.CancelScope()
+        self._failure, self._started, self._routine = None, False, anyio.CancelScope()
         # a run that ends by an error still lets stop() return (it waits, shielded, for
         # _stopped; the error then reaches whoever started the broker)
         try:
