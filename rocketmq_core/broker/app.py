@@ -96,7 +96,8 @@ class Broker:
         self._grace = 5.0
         self._started = False  # serving: a failing broker task now stops the broker
         self._failure: Exception | None = None  # the first such failure, raised by run
-        self._routine = anyio.CancelScope()  # registration and housekeeping (one per run)
+        # registration and housekeeping, made by each run (a scope needs the event loop)
+        self._routine: anyio.CancelScope | None = None
 
     def now(self) -> float:
         """Milliseconds on the liveness clock."""
@@ -198,6 +199,7 @@ class Broker:
 
     async def _routine_work(self) -> None:
         """Registration every 30 s and housekeeping, until the shutdown begins."""
+        assert self._routine is not None
         with self._routine:
             async with anyio.create_task_group() as routine:
                 routine.start_soon(self._register_periodically)
@@ -207,7 +209,8 @@ class Broker:
         self.host.hook.rocketmq_broker_stopping(broker=self)
         self.ready = False
         # no registration may follow the unregistration, nor use the closing client
-        self._routine.cancel()
+        if self._routine is not None:
+            self._routine.cancel()
         await self._unregister_all()
         if self._namesrv_client is not None:
             await self._namesrv_client.__aexit__(None, None, None)
