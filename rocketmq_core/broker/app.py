@@ -94,10 +94,6 @@ class Broker:
         self._stop_requested: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._grace = 5.0
-        self._started = False  # serving: a failing broker task now stops the broker
-        self._failure: Exception | None = None  # the first such failure, raised by run
-        # registration and housekeeping, made by each run (a scope needs the event loop)
-        self._routine: anyio.CancelScope | None = None
 
     def now(self) -> float:
         """Milliseconds on the liveness clock."""
@@ -121,7 +117,9 @@ class Broker:
         self._register_now = anyio.Event()
         self._stop_requested = anyio.Event()
         self._stopped = anyio.Event()
-        self._failure, self._started, self._routine = None, False, anyio.CancelScope()
+        self._failure: Exception | None = None
+        self._started = False
+        self._routine = anyio.CancelScope()
         # a run that ends by an error still lets stop() return (it waits, shielded, for
         # _stopped; the error then reaches whoever started the broker)
         try:
@@ -199,7 +197,6 @@ class Broker:
 
     async def _routine_work(self) -> None:
         """Registration every 30 s and housekeeping, until the shutdown begins."""
-        assert self._routine is not None
         with self._routine:
             async with anyio.create_task_group() as routine:
                 routine.start_soon(self._register_periodically)
@@ -209,8 +206,7 @@ class Broker:
         self.host.hook.rocketmq_broker_stopping(broker=self)
         self.ready = False
         # no registration may follow the unregistration, nor use the closing client
-        if self._routine is not None:
-            self._routine.cancel()
+        self._routine.cancel()
         await self._unregister_all()
         if self._namesrv_client is not None:
             await self._namesrv_client.__aexit__(None, None, None)
