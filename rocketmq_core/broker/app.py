@@ -142,7 +142,7 @@ class Broker:
                 self.offsets.load()
                 self.groups.load()
                 self.store = create_store(self.config.store, self.config.store_config(), self.host)
-                self.store.add_dispatcher(self.pulls.on_dispatch)
+                self.store.add_dispatcher(self.pulls)  # wakes held pulls
                 await self.store.open()
                 self.put_hooks = list(self._built(self.host.registry.put_hooks).values())
                 self.services = self._built(self.host.registry.broker_services)

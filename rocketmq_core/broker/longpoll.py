@@ -64,7 +64,11 @@ class PullHoldService:
                     by_holder.setdefault(held.holder, set()).add(queue_id)
         return by_holder
 
-    def on_dispatch(self, request: DispatchRequest) -> None:
+    def wants(self, topic: str, queue_id: int) -> bool:
+        """Only the queues with a pull held need to hear of new records."""
+        return (topic, queue_id) in self._held
+
+    def __call__(self, request: DispatchRequest) -> None:
         """A store dispatcher: wake the pulls this record answers."""
         waiters = self._held.get((request.topic, request.queue_id))
         if not waiters or not enters_consume_queue(request.sys_flag):

@@ -200,6 +200,10 @@ class DispatchRequest:
 
 
 Dispatcher = Callable[[DispatchRequest], None]
+# A dispatcher may also have a ``wants`` QueueFilter (the long-polling service only needs
+# the queues with a pull held): a store may then leave the records of the queues it does
+# not want untold, and skip building their requests.
+QueueFilter = Callable[[str, int], bool]  # (topic, queue_id) -> wanted
 
 
 @dataclass
@@ -241,7 +245,8 @@ class MessageStore(Protocol):
         """Flush, persist and release everything; later calls raise ``StoreClosedError``."""
 
     def add_dispatcher(self, dispatcher: Dispatcher) -> None:
-        """``dispatcher(request)`` after each appended record, in log order, once."""
+        """``dispatcher(request)`` after each appended record, in log order, once; with
+        a ``wants`` predicate, records of the queues it does not want may be skipped."""
 
     async def put(self, message: MessageToStore) -> PutResult:
         """Append one message; with the ``sync`` policy, return once it is on disk."""

@@ -439,6 +439,7 @@ class StoreConformance:
 
     persistent: bool = True  # False: reopening gives an empty store (and the tests assert it)
     torn_tail_loss: int = 3  # newest messages a torn tail may cost
+    skips_unwanted_records: bool = False  # True: a dispatcher's ``wants`` is honoured
     config_defaults: dict[str, Any] = {"store_host": STORE_HOST, **SMALL_FILES}
     model_settings: settings = MODEL_SETTINGS  # of the stateful comparison with the model
 
@@ -1071,6 +1072,42 @@ class StoreConformance:
         assert [request.queue_offset for request in seen] == [0, 1, 0, 2, 0, 1]
         assert [request.keys for request in seen] == ["k1 k2", None, None, None, "k3", "k3"]
         assert seen[0].uniq_key == "U1" and seen[2].sys_flag == TRANSACTION_PREPARED
+
+    async def test_dispatcher_with_wants_hears_every_record_of_the_queues_it_wants(
+        self, store_factory, tmp_path
+    ):
+        everything: list[DispatchRequest] = []
+        wanted_heard: list[DispatchRequest] = []
+        wanted = {("W", 0)}
+
+        class QueueWatcher:  # as the long-polling service: only queues with a pull held
+            def wants(self, topic: str, queue_id: int) -> bool:
+                return (topic, queue_id) in wanted
+
+            def __call__(self, request: DispatchRequest) -> None:
+                wanted_heard.append(request)
+
+        store = store_factory(tmp_path / "store", **self.config_defaults)
+        store.add_dispatcher(everything.append)
+        store.add_dispatcher(QueueWatcher())
+        await store.open()
+        try:
+            await store.put(make_message("W", 0, b"a"))
+            await store.put(make_message("W", 1, b"b"))
+            await store.put_batch([make_message("X", 0, b"c") for _ in range(2)])
+            wanted.add(("X", 0))  # a pull held there now: its next records are wanted
+            await store.put_batch([make_message("X", 0, b"d") for _ in range(2)])
+            await store.put(make_message("W", 0, b"e"))
+            wanted.clear()
+            await store.put(make_message("W", 0, b"f"))
+        finally:
+            await store.close()
+        assert len(everything) == 8
+        must_hear = [everything[index] for index in (0, 4, 5, 6)]
+        if self.skips_unwanted_records:
+            assert wanted_heard == must_hear
+        else:
+            assert [request for request in wanted_heard if request in must_hear] == must_hear
 
     # --- message_at -------------------------------------------------------------------------
 

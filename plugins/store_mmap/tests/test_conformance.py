@@ -11,6 +11,7 @@ from rocketmq_core.testing.store import StoreConformance
 
 class TestMmapStoreConformance(StoreConformance):
     persistent = True
+    skips_unwanted_records = True
 
     @pytest.fixture
     def store_factory(self, plugin_host):
