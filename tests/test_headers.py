@@ -123,6 +123,14 @@ def test_explicit_wire_names_and_strings_out():
     assert parsed.client_id == "c1" and parsed.consumer_group == "CG"
 
 
+def test_wire_name_is_the_key_the_codec_writes():
+    assert SendMessageResponseHeader.wire_name("queue_offset") == "queueOffset"
+    assert SendMessageResponseHeader.wire_name("region_id") == "MSG_REGION"
+    assert UnregisterClientRequestHeader.wire_name("client_id") == "clientID"
+    with pytest.raises(AttributeError, match="no field 'topic'"):
+        SendMessageResponseHeader.wire_name("topic")
+
+
 def test_headers_are_slotted():
     header = SendMessageResponseHeader(msg_id="x", queue_id=0, queue_offset=0)
     with pytest.raises(AttributeError):

@@ -54,6 +54,14 @@ class CustomHeader:
         return self._codec(names).encode(self)
 
     @classmethod
+    def wire_name(cls, attribute: str) -> str:
+        """The extFields key of ``attribute`` (for hot paths that fill a template)."""
+        for name, wire_name, _, _ in cls._fields:
+            if name == attribute:
+                return wire_name
+        raise AttributeError(f"{cls.__name__} has no field {attribute!r}")
+
+    @classmethod
     def _codec(cls, names: Mapping[str, str] | None) -> _Codec:
         """The compiled codec for ``names``; cached per mapping (they are module constants)."""
         cached = _CODECS.get((cls, id(names)))

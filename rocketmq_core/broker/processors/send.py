@@ -124,18 +124,30 @@ def _answer(
 ) -> RemotingCommand:
     if not result.status.stored:
         raise ResponseError(result.status.response_code, result.remark or result.status.name)
-    reply = SendMessageResponseHeader(
-        msg_id=",".join(result.msg_ids),
-        queue_id=queue_id,
-        queue_offset=result.queue_offset,
-        transaction_id=uniq.decode() if uniq else None,
-        recall_handle=recall,
-        region_id=broker.config.region_id,
-        trace_on=broker.config.trace_on,
-    )
-    return request.response(
-        result.status.response_code, result.remark or None, reply.to_ext_fields()
-    )
+    # the SendMessageResponseHeader filled in place: a header object costs ~1 us a send
+    fields = _answer_template(broker.config.region_id, broker.config.trace_on).copy()
+    fields[_MSG_ID] = ",".join(result.msg_ids)
+    fields[_QUEUE_ID] = str(queue_id)
+    fields[_QUEUE_OFFSET] = str(result.queue_offset)
+    if uniq:
+        fields[_TRANSACTION_ID] = uniq.decode()
+    if recall is not None:
+        fields[_RECALL_HANDLE] = recall
+    return request.response(result.status.response_code, result.remark or None, fields)
+
+
+_MSG_ID, _QUEUE_ID, _QUEUE_OFFSET, _TRANSACTION_ID, _RECALL_HANDLE = map(
+    SendMessageResponseHeader.wire_name,
+    ("msg_id", "queue_id", "queue_offset", "transaction_id", "recall_handle"),
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _answer_template(region_id: str, trace_on: bool) -> dict[str, str]:
+    """The answer's fields that are the same for every send of a broker."""
+    return SendMessageResponseHeader(
+        msg_id="", queue_id=0, queue_offset=0, region_id=region_id, trace_on=trace_on
+    ).to_ext_fields()
 
 
 def _writable_topic(broker: Broker, header: SendMessageRequestHeader) -> TopicConfig:
