@@ -18,7 +18,7 @@ import anyio
 
 from ..errors import RemotingError, ResponseError
 from ..protocol.bodies import TopicRouteData
-from ..protocol.codes import FLAG_ONEWAY, RequestCode, ResponseCode
+from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.compression import CompressionType, compress
 from ..protocol.constants import DEFAULT_TOPIC, NAME_PATTERN, TOPIC_MAX_LENGTH, Perm
@@ -439,7 +439,8 @@ class Producer:
         fields[_SYS_FLAG] = str(sys_flag)
         fields[_BORN_TIMESTAMP] = str(now_ms)
         fields[_PROPERTIES] = properties
-        return self.instance.request(code, fields, body)
+        # the fields are this request's own copy already: no second one
+        return RemotingCommand(code, ext_fields=fields, body=body, language=LanguageCode.PYTHON)
 
     def _header_fields(self, topic: str, flag: int, batch: bool) -> dict[str, str]:
         """A fresh copy of the request header's fields for sends to ``topic``: the
@@ -481,27 +482,25 @@ class Producer:
             address = self.instance.master_address(queue.broker_name)
             if address is None:
                 raise MQClientError(f"broker {queue.broker_name!r} has no master to send to")
-        # one copy of the fields per attempt (RemotingCommand.request would copy again)
-        fields = request.ext_fields.copy()
+        # each attempt re-aims the request itself: an earlier attempt's frame is encoded
+        # already, and its late answer, if any, is dropped by its opaque
+        fields = request.ext_fields
         fields[_QUEUE_ID] = str(queue.queue_id)
         fields[_BROKER_NAME] = queue.broker_name
-        attempt = RemotingCommand(
-            request.code,
-            flag=FLAG_ONEWAY if oneway else 0,
-            ext_fields=fields,
-            body=request.body,
-            language=request.language,
-        )
         if oneway:
-            await self.instance.invoke_command_oneway(address, attempt)
+            await self.instance.invoke_command_oneway(address, request)
             return None
         response = await self.instance.invoke_command(
-            address, attempt, timeout=timeout, accept=_SEND_ACCEPT
+            address, request, timeout=timeout, accept=_SEND_ACCEPT
         )
         header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
         status = _STORE_NOT_OK.get(response.code, SendStatus.SEND_OK)
-        # frozen: one queue serves every result of a batch
-        answered = MessageQueue(queue.topic, queue.broker_name, header.queue_id)
+        # frozen: one queue serves every result of a batch (and usually the one asked)
+        answered = (
+            queue
+            if header.queue_id == queue.queue_id
+            else MessageQueue(queue.topic, queue.broker_name, header.queue_id)
+        )
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
             offset_ids = header.msg_id.split(",")
             return [
