@@ -31,6 +31,7 @@ from ..errors import (
 from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_into
 from ..protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
 from ..protocol.command import OpaqueSequence, RemotingCommand
+from .deadlines import Deadlines
 from .processor import ProcessorRoute, ProcessorTable, RequestContext, RpcHook
 from .transport import format_address
 
@@ -81,6 +82,9 @@ class Connection:
         self._max_frame_length = max_frame_length
         self._pending: dict[int, Any] = {}  # opaque -> _Pending, or a future on asyncio
         self._loop = _running_asyncio_loop()
+        self._deadlines = (
+            Deadlines(self._loop, self._pending, _expire) if self._loop is not None else None
+        )
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._wakeup = anyio.Event()  # set: the writer has something to send
@@ -131,6 +135,8 @@ class Connection:
         finally:
             self._closed = True
             self._fail_pending(ConnectionClosedError(f"connection to {self.peer_address} closed"))
+            if self._deadlines is not None:
+                self._deadlines.close()
             self._flushed.set()
             with anyio.CancelScope(shield=True):
                 await self._stream.aclose()
@@ -362,18 +368,17 @@ class Connection:
     async def _wait_asyncio(
         self, request: RemotingCommand, opaque: int, timeout: float
     ) -> RemotingCommand | None:
-        # A bare future and one timer handle cost a fraction of anyio's Event plus
-        # cancel scope, and the client's per-request cost bounds request rates.
-        loop = self._loop
-        waiter = self._pending[opaque] = loop.create_future()
-        timer = loop.call_later(timeout, _expire, waiter)
+        # A bare future and the connection's shared timer cost a fraction of anyio's
+        # Event plus cancel scope, and the client's per-request cost bounds request rates.
+        waiter = self._pending[opaque] = self._loop.create_future()
+        self._deadlines.add(opaque, timeout)
         try:
             self._out_bytes += encode_into(request, self._out, self._max_frame_length)
             self._wakeup.set()
             return await waiter
         finally:
-            timer.cancel()
             del self._pending[opaque]
+            self._deadlines.discard(opaque)
 
     async def _wait_portable(
         self, request: RemotingCommand, opaque: int, timeout: float
