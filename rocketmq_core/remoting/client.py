@@ -121,13 +121,20 @@ class RemotingClient:
             )
         return self._transports(scheme)
 
-    async def invoke(
+    def invoke(
         self, address: str, request: RemotingCommand, timeout: float = 3.0
-    ) -> RemotingCommand:
-        """Send ``request`` to ``address`` and return the response."""
+    ) -> Awaitable[RemotingCommand]:
+        """Send ``request`` to ``address``; await the response. (The connection's own
+        coroutine when it is open: a coroutine less per request.)"""
         connection = self._connections.get(address)
         if connection is None or connection.closed:
-            connection = await self.connection(address)
+            return self._connect_and_invoke(address, request, timeout)
+        return connection.invoke(request, timeout)
+
+    async def _connect_and_invoke(
+        self, address: str, request: RemotingCommand, timeout: float
+    ) -> RemotingCommand:
+        connection = await self.connection(address)
         return await connection.invoke(request, timeout)
 
     async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:

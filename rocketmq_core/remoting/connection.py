@@ -352,8 +352,19 @@ class Connection:
                     f"{_request_name(request.code)} to {self.peer_address} not sent within"
                     f" {timeout:g} s: the peer is not reading"
                 )
-        if self._loop is not None:
-            response = await self._wait_asyncio(request, opaque, timeout)
+        if self._deadlines is not None:
+            # A bare future and the connection's shared timer cost a fraction of anyio's
+            # Event plus cancel scope, and the client's per-request cost bounds request
+            # rates (so does a coroutine more per request: this one waits itself).
+            waiter = self._pending[opaque] = self._loop.create_future()
+            self._deadlines.add(opaque, timeout)
+            try:
+                self._out_bytes += encode_into(request, self._out, self._max_frame_length)
+                self._wakeup.set()
+                response = await waiter
+            finally:
+                del self._pending[opaque]
+                self._deadlines.discard(opaque)
         else:
             response = await self._wait_portable(request, opaque, timeout)
         if response is None:
@@ -364,21 +375,6 @@ class Connection:
         for hook in self._hooks:
             hook.after_response(self.context, request, response)
         return response
-
-    async def _wait_asyncio(
-        self, request: RemotingCommand, opaque: int, timeout: float
-    ) -> RemotingCommand | None:
-        # A bare future and the connection's shared timer cost a fraction of anyio's
-        # Event plus cancel scope, and the client's per-request cost bounds request rates.
-        waiter = self._pending[opaque] = self._loop.create_future()
-        self._deadlines.add(opaque, timeout)
-        try:
-            self._out_bytes += encode_into(request, self._out, self._max_frame_length)
-            self._wakeup.set()
-            return await waiter
-        finally:
-            del self._pending[opaque]
-            self._deadlines.discard(opaque)
 
     async def _wait_portable(
         self, request: RemotingCommand, opaque: int, timeout: float
