@@ -46,6 +46,7 @@ from .groups import SubscriptionGroupManager
 from .locks import QueueLockTable
 from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
+from .put_hooks import PutHooks
 from .topics import TopicConfigManager
 
 log = logging.getLogger("rocketmq.broker")
@@ -77,7 +78,7 @@ class Broker:
         self.queue_locks = QueueLockTable()
         self.store: Any = None
         # the plugins' put hooks, built from their factories when the broker starts
-        self.put_hooks: list[Callable[[MessageToStore], MessageToStore]] = []
+        self.put_hooks = PutHooks()
         self.services: dict[str, Any] = {}  # the running broker services by name
         self._services_group: TaskGroup | None = None
         self._services_done: anyio.Event | None = None
@@ -144,7 +145,7 @@ class Broker:
                 self.store = create_store(self.config.store, self.config.store_config(), self.host)
                 self.store.add_dispatcher(self.pulls)  # wakes held pulls
                 await self.store.open()
-                self.put_hooks = list(self._built(self.host.registry.put_hooks).values())
+                self.put_hooks = PutHooks(self._built(self.host.registry.put_hooks).values())
                 self.services = self._built(self.host.registry.broker_services)
                 await task_group.start(self._stopping_on_failure(self._run_services))
                 await self.topics.persist()
@@ -236,9 +237,7 @@ class Broker:
         """``message`` as the put hooks leave it (a delayed message moved to
         SCHEDULE_TOPIC_XXXX, a half message to the half topic); a hook rejects a
         message by raising ResponseError."""
-        for hook in self.put_hooks:
-            message = hook(message)
-        return message
+        return self.put_hooks.prepare(message)
 
     async def _run_services(self, *, task_status: TaskStatus[None]) -> None:
         self._services_done = anyio.Event()

@@ -75,6 +75,8 @@ def now_ms() -> int:
 class HalfMessageHook:
     """Parks a transaction's message in the half topic until the producer decides."""
 
+    markers = (b"TRAN_MSG\x01",)  # messages without it are not shown to the hook
+
     def __init__(self, broker: Broker) -> None:
         self.config = broker.config
 

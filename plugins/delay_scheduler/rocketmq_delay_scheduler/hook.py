@@ -39,6 +39,8 @@ _NOT_DELIVERABLE = frozenset({TRANSACTION_PREPARED, TRANSACTION_ROLLBACK})
 
 
 class DelayPutHook:
+    markers = (b"DELAY\x01", b"TIMER_")  # messages without them are not shown to the hook
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.levels_ms = delay_levels(broker.config)

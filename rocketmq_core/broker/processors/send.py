@@ -69,7 +69,7 @@ def send_message(
         messages = _batch_messages(
             request.body, header, topic, queue_id, sys_flag, born_host, properties
         )
-        if broker.put_hooks:
+        if broker.put_hooks.act_on(b"\x02".join(message.properties for message in messages)):
             messages = _prepared_batch(broker, messages)
         result = store.append_batch(messages)
         uniq = None
@@ -85,7 +85,7 @@ def send_message(
             born_host,
             header.reconsume_times or 0,
         )
-        if broker.put_hooks:
+        if broker.put_hooks.act_on(message.properties):
             message = broker.prepare(message)
         result = store.append(message)
         uniq = property_value(message.properties, b"UNIQ_KEY")
