@@ -452,21 +452,24 @@ class BatchItem:
 def iter_batch(data: bytes) -> Iterator[BatchItem]:
     """The records of a SEND_BATCH_MESSAGE body (MESSAGE.md §6); RecordError if malformed."""
     position = 0
-    view = memoryview(data)
-    while position < len(data):
-        if position + _BATCH_HEAD.size > len(data):
+    size = len(data)
+    head_size = _BATCH_HEAD.size
+    unpack_head = _BATCH_HEAD.unpack_from
+    unpack_short = _SHORT.unpack_from
+    while position < size:
+        if position + head_size > size:
             raise RecordError(f"batch record at {position} is cut short")
-        total, _magic, _crc, flag, body_length = _BATCH_HEAD.unpack_from(data, position)
-        at = position + _BATCH_HEAD.size
-        if body_length < 0 or at + body_length + 2 > len(data):
+        total, _magic, _crc, flag, body_length = unpack_head(data, position)
+        at = position + head_size
+        if body_length < 0 or at + body_length + 2 > size:
             raise RecordError(f"batch record at {position}: body length {body_length} overruns")
-        body = bytes(view[at : at + body_length])
+        body = data[at : at + body_length]  # a slice of bytes is bytes: one copy
         at += body_length
-        (properties_length,) = _SHORT.unpack_from(data, at)
+        (properties_length,) = unpack_short(data, at)
         at += 2
-        if properties_length < 0 or at + properties_length > len(data):
+        if properties_length < 0 or at + properties_length > size:
             raise RecordError(f"batch record at {position}: properties overrun the body")
-        properties = bytes(view[at : at + properties_length])
+        properties = data[at : at + properties_length]
         at += properties_length
         if total != at - position:
             raise RecordError(f"batch record at {position}: total size {total} is wrong")
