@@ -8,7 +8,7 @@ and a batch asks once for all its records: ~1.5 us less per batched message.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 
 from ..store.api import MessageToStore
 
@@ -31,9 +31,6 @@ class PutHooks:
 
     def __bool__(self) -> bool:
         return bool(self._hooks)
-
-    def __iter__(self) -> Iterator[PutHook]:
-        return iter(self._hooks)
 
     def act_on(self, properties: bytes) -> bool:
         """Whether a hook may change or refuse a message with these encoded properties
