@@ -112,7 +112,7 @@ class ConsumeQueue:
         if mapped is None or mapped.free < ENTRY_SIZE:
             self.reserve(1)  # recovery's writes come here unreserved
             mapped = self.spares.pop(0)
-            self.files.files.append(mapped)
+            self.files.append(mapped)
         position = mapped.wrote
         mapped.buffer[position : position + ENTRY_SIZE] = entry
         mapped.wrote = position + ENTRY_SIZE

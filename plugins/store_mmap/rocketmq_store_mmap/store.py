@@ -61,8 +61,7 @@ from rocketmq_core.store.retention import DiskGuard
 
 from . import retention
 from .checkpoint import Checkpoint
-from .commitlog import PRE_TOUCH_STEP as WRITER_TOUCH_STEP
-from .commitlog import CommitLog
+from .commitlog import WRITER_TOUCH_STEP, CommitLog
 from .consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .index import IndexService, topic_prefix_crc
 from .mapped_file import FileCreationError, PreToucher

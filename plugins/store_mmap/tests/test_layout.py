@@ -248,5 +248,46 @@ async def test_a_thread_faults_the_commitlog_in_ahead_of_the_writer(tmp_path, pl
         with anyio.fail_after(10):
             while newest.touched < size:
                 await anyio.sleep(0.01)
-        assert len(pre_touch_threads() - others) == 1
+        (ours,) = pre_touch_threads() - others
+        # it only takes a core the broker leaves idle (the writer faults pages itself)
+        assert os.sched_getscheduler(ours.native_id) == os.SCHED_IDLE
     assert not pre_touch_threads() - others  # stopped before the files were unmapped
+
+
+def read_ahead_by_range(path) -> list[tuple[int, int, bool]]:
+    """(start, end, read-ahead on) of each of this process's mappings of ``path``:
+    the kernel lists ``rr`` in VmFlags where MADV_RANDOM turned read-ahead off."""
+    ranges = []
+    current = None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if line.startswith("VmFlags:"):
+                if current is not None:
+                    ranges.append((*current, "rr" not in line.split()))
+                current = None
+            elif "-" in line.split(" ", 1)[0] and line.rstrip().endswith(str(path)):
+                low, high = line.split(" ", 1)[0].split("-")
+                current = (int(low, 16), int(high, 16))
+    return sorted(ranges)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
+async def test_the_writers_part_of_a_file_is_read_without_read_ahead(tmp_path, plugin_host):
+    # a fault there would read (zero) up to read_ahead_kb of pages in one long stall
+    first, second = (tmp_path / "commitlog" / f"{n * FILE_SIZE:020d}" for n in (0, 1))
+    async with opened(tmp_path, plugin_host) as store:
+        assert (await store.put(message(1))).ok
+        assert [ahead for *_, ahead in read_ahead_by_range(first)] == [False]
+        while store.commitlog.max_offset < FILE_SIZE:
+            assert (await store.put(message(2))).ok
+        # full: read-ahead again, for readers catching up from disk
+        assert [ahead for *_, ahead in read_ahead_by_range(first)] == [True]
+        assert [ahead for *_, ahead in read_ahead_by_range(second)] == [False]
+        while store.commitlog.max_offset < FILE_SIZE + 6000:  # past its first page
+            assert (await store.put(message(3))).ok
+        written = store.commitlog.files.last.wrote
+    async with opened(tmp_path, plugin_host) as store:
+        assert [ahead for *_, ahead in read_ahead_by_range(first)] == [True]
+        (low, middle, written_part), (_, high, writers_part) = read_ahead_by_range(second)
+        assert written_part and not writers_part
+        assert middle - low == written & ~(4096 - 1) and high - low == FILE_SIZE
