@@ -27,8 +27,12 @@ class FlushPolicy(Protocol):
 
 @dataclass(frozen=True)
 class AsyncFlush:
-    """Flush in the background: every ``interval`` once ``least_bytes`` are dirty, and
-    whatever is dirty every ``thorough_interval``. Puts return after the append."""
+    """Flush in the background, as Java's flush service does with flushCommitLogTimed
+    (the default since 4.9): a look every ``interval``, a flush when ``least_bytes`` are
+    dirty at a look, and whatever is dirty once ``thorough_interval`` has passed. Puts
+    return after the append. At most one flush an interval: under load, flushing each
+    time a few pages are dirty costs a worker-thread round trip and an fdatasync every
+    few puts (~2 us a put on one core), and makes no byte durable much sooner."""
 
     interval: float = 0.5
     least_bytes: int = 4 * PAGE_SIZE
@@ -40,9 +44,9 @@ class AsyncFlush:
     def delay(self, dirty_bytes: int, since_last_flush: float, waiters: int) -> float:
         if dirty_bytes <= 0:
             return self.interval
-        if dirty_bytes >= self.least_bytes or since_last_flush >= self.thorough_interval:
-            return 0.0
-        return min(self.interval, self.thorough_interval - since_last_flush)
+        if dirty_bytes >= self.least_bytes:
+            return max(0.0, self.interval - since_last_flush)
+        return min(self.interval, max(0.0, self.thorough_interval - since_last_flush))
 
     @classmethod
     def from_config(cls, config: StoreConfig) -> AsyncFlush:

@@ -23,9 +23,11 @@ def test_async_waits_an_interval_when_nothing_is_dirty():
     assert ASYNC.delay(0, 60.0, 0) == 0.5
 
 
-def test_async_flushes_now_once_enough_pages_are_dirty():
-    assert ASYNC.delay(4 * PAGE_SIZE, 0.0, 0) == 0.0
-    assert ASYNC.delay(4 * PAGE_SIZE - 1, 0.0, 0) == 0.5
+def test_async_flushes_enough_dirty_pages_an_interval_after_the_last_flush():
+    assert ASYNC.delay(4 * PAGE_SIZE, 0.5, 0) == 0.0
+    assert ASYNC.delay(4 * PAGE_SIZE, 0.2, 0) == pytest.approx(0.3)
+    # fewer: looked at again an interval later
+    assert ASYNC.delay(4 * PAGE_SIZE - 1, 0.5, 0) == 0.5
 
 
 def test_async_flushes_any_dirty_bytes_after_the_thorough_interval():
