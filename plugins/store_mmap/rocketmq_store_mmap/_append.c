@@ -402,24 +402,29 @@ static int open_index(Index *index, const Py_buffer *view, int64_t slot_num, int
     return index->index_count > 0 && index->index_count + keys <= index_num;
 }
 
+/* the fixed part of a queue's appends: one tuple, made once per queue */
 enum {
-    A_MESSAGES, A_TOPIC, A_ENCODED_TOPIC, A_QUEUE_ID, A_QUEUE_OFFSET, A_COMMIT_LOG,
-    A_POSITION, A_FILE_START, A_STORE_TIME, A_STORE_HOST, A_MAX_BODY, A_CONSUME_QUEUE,
-    A_ENTRY_POSITION, A_INDEX, A_SLOT_NUM, A_INDEX_NUM, A_TOPIC_CRC, A_TAGS_CODE_OF,
-    ARGUMENTS
+    Q_TOPIC, Q_ENCODED_TOPIC, Q_QUEUE_ID, Q_TOPIC_CRC, Q_STORE_HOST, Q_MAX_BODY, Q_SLOT_NUM,
+    Q_INDEX_NUM, Q_TAGS_CODE_OF, QUEUE_FIELDS
+};
+
+enum {
+    A_QUEUE, A_MESSAGES, A_QUEUE_OFFSET, A_COMMIT_LOG, A_POSITION, A_FILE_START,
+    A_STORE_TIME, A_CONSUME_QUEUE, A_ENTRY_POSITION, A_INDEX, ARGUMENTS
 };
 
 PyDoc_STRVAR(append_doc,
-"append(messages, topic, encoded_topic, queue_id, queue_offset, commit_log, position,\n"
-"       file_start, store_time, store_host, max_body, consume_queue, entry_position,\n"
-"       index, slot_num, index_num, topic_crc, tags_code_of)\n"
+"append(queue, messages, queue_offset, commit_log, position, file_start, store_time,\n"
+"       consume_queue, entry_position, index)\n"
 "--\n\n"
-"Write ``messages`` (a list, one topic and queue) as records from ``position`` of the\n"
+"Write ``messages`` (a list, all of one queue) as records from ``position`` of the\n"
 "CommitLog file mapping ``commit_log``, whose first byte is global offset ``file_start``,\n"
 "with queue offsets from ``queue_offset``; their consume-queue entries from\n"
 "``entry_position`` of the mapping ``consume_queue``; and their keys into the index file\n"
-"mapping ``index`` (``topic_crc``: the CRC of ``topic#``). Either mapping may be None.\n"
-"``tags_code_of`` gives the tags code of a TAGS value that is not ASCII.\n\n"
+"mapping ``index``. Either mapping may be None. ``queue`` is the tuple (topic,\n"
+"encoded_topic, queue_id, topic_crc, store_host, max_body, slot_num, index_num,\n"
+"tags_code_of): ``topic_crc`` is the CRC of ``topic#``, ``tags_code_of`` gives the tags\n"
+"code of a TAGS value that is not ASCII.\n\n"
 "Returns (CommitLog offsets, position after the last record, index entries added); or\n"
 "None, with nothing written, when a message or the room left is not the usual case.");
 
@@ -430,9 +435,15 @@ static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t narg
                      nargs);
         return NULL;
     }
-    PyObject *messages = args[A_MESSAGES], *topic = args[A_TOPIC];
-    PyObject *encoded_topic = args[A_ENCODED_TOPIC], *store_host = args[A_STORE_HOST];
-    PyObject *tags_code_of = args[A_TAGS_CODE_OF];
+    PyObject *queue = args[A_QUEUE], *messages = args[A_MESSAGES];
+    if (!PyTuple_Check(queue) || PyTuple_GET_SIZE(queue) != QUEUE_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "append(): queue is a tuple of %d fields", QUEUE_FIELDS);
+        return NULL;
+    }
+    PyObject *topic = PyTuple_GET_ITEM(queue, Q_TOPIC);
+    PyObject *encoded_topic = PyTuple_GET_ITEM(queue, Q_ENCODED_TOPIC);
+    PyObject *store_host = PyTuple_GET_ITEM(queue, Q_STORE_HOST);
+    PyObject *tags_code_of = PyTuple_GET_ITEM(queue, Q_TAGS_CODE_OF);
     if (!PyList_Check(messages) || !PyUnicode_Check(topic) || !PyBytes_Check(encoded_topic) ||
         !PyBytes_Check(store_host) || !PyCallable_Check(tags_code_of)) {
         PyErr_SetString(PyExc_TypeError,
@@ -440,16 +451,17 @@ static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t narg
                         " store_host bytes, tags_code_of a callable");
         return NULL;
     }
-    int64_t queue_id = PyLong_AsLongLong(args[A_QUEUE_ID]);
+    int64_t queue_id = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_QUEUE_ID));
     int64_t queue_offset = PyLong_AsLongLong(args[A_QUEUE_OFFSET]);
     Py_ssize_t position = PyLong_AsSsize_t(args[A_POSITION]);
     int64_t file_start = PyLong_AsLongLong(args[A_FILE_START]);
     int64_t store_time = PyLong_AsLongLong(args[A_STORE_TIME]);
-    Py_ssize_t max_body = PyLong_AsSsize_t(args[A_MAX_BODY]);
+    Py_ssize_t max_body = PyLong_AsSsize_t(PyTuple_GET_ITEM(queue, Q_MAX_BODY));
     Py_ssize_t entry_position = PyLong_AsSsize_t(args[A_ENTRY_POSITION]);
-    int64_t slot_num = PyLong_AsLongLong(args[A_SLOT_NUM]);
-    int64_t index_num = PyLong_AsLongLong(args[A_INDEX_NUM]);
-    uint32_t topic_crc = (uint32_t)PyLong_AsUnsignedLongMask(args[A_TOPIC_CRC]);
+    int64_t slot_num = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_SLOT_NUM));
+    int64_t index_num = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_INDEX_NUM));
+    uint32_t topic_crc =
+        (uint32_t)PyLong_AsUnsignedLongMask(PyTuple_GET_ITEM(queue, Q_TOPIC_CRC));
     if (PyErr_Occurred()) return NULL;
     Py_ssize_t count = PyList_GET_SIZE(messages);
     Py_ssize_t topic_length = PyBytes_GET_SIZE(encoded_topic);

@@ -15,6 +15,7 @@ _BLANK_ENTRY = ENTRY.pack(0, 0x7FFFFFFF, 0)  # a hole before the first real entr
 
 class ConsumeQueue:
     __slots__ = (
+        "append_context",
         "encoded_topic",
         "files",
         "min_offset",
@@ -35,6 +36,8 @@ class ConsumeQueue:
         self.files = MappedFileQueue(root / topic / str(queue_id), file_size, reserve=False)
         self.min_offset = 0
         self.spares: list[MappedFile] = []  # created by reserve(), used as the queue rolls
+        # the store's: what its compiled append needs of this queue, made at the first one
+        self.append_context: tuple | None = None
 
     @property
     def max_offset(self) -> int:

@@ -429,24 +429,16 @@ class MmapStore:
             index_file = self.index.files[-1]
         assert self.kernel is not None
         written = self.kernel(
+            queue.append_context or self._append_context(queue),
             messages,
-            topic,
-            queue.encoded_topic,
-            first.queue_id,
             queue_offset,
             mapped.buffer,
             mapped.wrote,
             mapped.start,
             store_time,
-            self.config.store_host,
-            self.config.max_message_size,
             entries.buffer if entries is not None else None,
             entry_position or 0,
             index_file.buffer if index_file is not None else None,
-            self.index.slot_num,
-            self.index.index_num,
-            topic_prefix_crc(topic),
-            tags_code_of,
         )
         if written is None:
             return None
@@ -475,6 +467,21 @@ class MmapStore:
                     raw_dispatch_fields(message),
                 )
         return offsets, queue_offset, end
+
+    def _append_context(self, queue: ConsumeQueue) -> tuple:
+        """The compiled append's fixed arguments for ``queue`` (its ``queue`` tuple)."""
+        queue.append_context = (
+            queue.topic,
+            queue.encoded_topic,
+            queue.queue_id,
+            topic_prefix_crc(queue.topic),
+            self.config.store_host,
+            self.config.max_message_size,
+            self.index.slot_num,
+            self.index.index_num,
+            tags_code_of,
+        )
+        return queue.append_context
 
     def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int, int]:
         """Append one record and dispatch it: the consume-queue entry and the index keys

@@ -186,7 +186,7 @@ def test_usual_puts_go_through_the_kernel(tmp_path):
         calls = []
 
         def counted(*args):
-            calls.append(len(args[0]))
+            calls.append(len(args[1]))  # (queue, messages, ...)
             return mmap_store.append_kernel(*args)
 
         store.kernel = counted
