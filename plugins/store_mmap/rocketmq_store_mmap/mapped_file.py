@@ -138,9 +138,11 @@ class MappedFile:
         end = min(self.size, start + length)
         if end <= start:
             return
+        # claimed before the work: a writer that catches up faults these pages in one by
+        # one as it writes, instead of walking the same range again (two threads, one lock)
+        self.touched = end
         # on an older kernel this fails and pages fault in on first write instead
         _madvise(self.address + start, end - start, MADV_POPULATE_WRITE)
-        self.touched = end
 
     def no_read_ahead(self, position: int = 0) -> None:
         """Fault pages in one by one from ``position`` on, for the writer's part of a
