@@ -606,5 +606,11 @@ PyMODINIT_FUNC PyInit__append(void) {
     INTERN(prepared_transaction_offset);
     INTERN(tags_code);
 #undef INTERN
-    return PyModule_Create(&module_definition);
+    PyObject *module = PyModule_Create(&module_definition);
+    /* the calling convention of append(): the store uses a build only if it matches */
+    if (module != NULL && PyModule_AddIntConstant(module, "INTERFACE", 2) != 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -48,7 +48,7 @@ _V1_V4_OVERHEAD = record_size(0, 0, 0, False, False)  # a V1 record with IPv4 ho
 
 class CommitLog:
     def __init__(self, directory: Path, file_size: int, store_host: bytes) -> None:
-        self.files = MappedFileQueue(directory, file_size, reserve=True)
+        self.files = MappedFileQueue(directory, file_size, reserve=True, read_written_ahead=True)
         self.store_host = store_host
         self.store_v6 = host_is_v6(store_host)
         self.next_file: MappedFile | None = None  # made ahead of need, off the hot path

@@ -33,10 +33,12 @@ class ConsumeQueue:
         self.queue_id = queue_id
         # the queue offset the next record gets (the writer's; entries may lag in recovery)
         self.next_offset = 0
-        self.files = MappedFileQueue(root / topic / str(queue_id), file_size, reserve=False)
+        self.files = MappedFileQueue(
+            root / topic / str(queue_id), file_size, reserve=False, read_written_ahead=False
+        )
         self.min_offset = 0
         self.spares: list[MappedFile] = []  # created by reserve(), used as the queue rolls
-        # the store's: what its compiled append needs of this queue, made at the first one
+        # the store's: the compiled append's fixed arguments for this queue, made once
         self.append_context: tuple | None = None
 
     @property

@@ -58,7 +58,7 @@ class IndexFile:
         self.entries_at = HEADER_SIZE + slot_num * SLOT_SIZE
         size = self.entries_at + index_num * INDEX_ENTRY_SIZE
         self.file = MappedFile(path, 0, size, reserve=False)
-        self.file.no_read_ahead()  # keys hash to slots all over the file
+        self.file.disable_read_ahead()  # keys hash to slots all over the file
         self.buffer = self.file.buffer
         self.read_header()
         self.dirty = False

@@ -19,6 +19,7 @@ from pathlib import Path
 log = logging.getLogger("rocketmq.store.mmap")
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault pages in writable, without I/O
+MADV_NORMAL, MADV_RANDOM = 0, 1  # Linux's values (the mmap module has them on Linux only)
 
 # libc's madvise through ctypes releases the GIL, so a worker thread can pre-touch
 # pages on the other core while the event loop goes on (mmap.madvise holds the GIL)
@@ -56,6 +57,7 @@ class MappedFile:
         "flushed",
         "mapping",
         "path",
+        "read_ahead_from",
         "size",
         "start",
         "touched",
@@ -106,8 +108,9 @@ class MappedFile:
         self.wrote = 0
         self.flushed = 0
         self.touched = 0
+        self.read_ahead_from = size  # read-ahead is off from here on (size: nowhere)
         if not exists:
-            self.no_read_ahead()
+            self.disable_read_ahead()
 
     @property
     def end(self) -> int:
@@ -144,19 +147,25 @@ class MappedFile:
         # on an older kernel this fails and pages fault in on first write instead
         _madvise(self.address + start, end - start, MADV_POPULATE_WRITE)
 
-    def no_read_ahead(self, position: int = 0) -> None:
+    def disable_read_ahead(self, position: int = 0) -> None:
         """Fault pages in one by one from ``position`` on, for the writer's part of a
         file. With read-ahead, the first fault past a read-ahead window reads (zeroes)
         up to read_ahead_kb of pages in one call that nothing preempts: 8 MiB and ~15 ms
-        on this VM, every 8 MiB written, a stall for every put meanwhile."""
+        on this VM, every 8 MiB written, a stall for every put meanwhile. A hint: a
+        kernel that refuses it changes nothing else."""
         start = position & ~(mmap.PAGESIZE - 1)
-        if start < self.size:
-            self.mapping.madvise(mmap.MADV_RANDOM, start, self.size - start)
+        if start < self.read_ahead_from:
+            # through ctypes: the GIL is released while the kernel waits for the
+            # mapping's lock (a pre-touch may hold it for a step)
+            _madvise(self.address + start, self.size - start, MADV_RANDOM)
+            self.read_ahead_from = start
 
-    def read_ahead(self) -> None:
+    def enable_read_ahead(self) -> None:
         """Read-ahead again over the whole file, once written: for readers catching up
         from disk."""
-        self.mapping.madvise(mmap.MADV_NORMAL)
+        if self.read_ahead_from < self.size:
+            _madvise(self.address, self.size, MADV_NORMAL)
+            self.read_ahead_from = self.size
 
     def zero_from(self, position: int) -> None:
         """Erase everything after ``position``: old bytes there must never look like records.
@@ -186,10 +195,15 @@ class MappedFile:
 class MappedFileQueue:
     """Files of ``file_size`` bytes in ``directory``, addressed by global offset."""
 
-    def __init__(self, directory: Path, file_size: int, *, reserve: bool) -> None:
+    def __init__(
+        self, directory: Path, file_size: int, *, reserve: bool, read_written_ahead: bool
+    ) -> None:
         self.directory = directory
         self.file_size = file_size
         self.reserve = reserve
+        # the written part of the file being written keeps read-ahead: one more mapping
+        # for the file (worth it for a CommitLog; a store has thousands of queue files)
+        self.read_written_ahead = read_written_ahead
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
@@ -230,8 +244,12 @@ class MappedFileQueue:
     def append(self, mapped: MappedFile) -> None:
         """``mapped`` becomes the file written; the one before is full."""
         if self.files:
-            self.files[-1].read_ahead()
+            self.files[-1].enable_read_ahead()
+        self._disable_read_ahead_ahead_of_writer(mapped)
         self.files.append(mapped)
+
+    def _disable_read_ahead_ahead_of_writer(self, mapped: MappedFile) -> None:
+        mapped.disable_read_ahead(mapped.wrote if self.read_written_ahead else 0)
 
     def find(self, offset: int) -> MappedFile | None:
         """The file holding global ``offset``."""
@@ -259,7 +277,7 @@ class MappedFileQueue:
         if kept:
             last = kept[-1]
             last.wrote = last.flushed = max(0, min(last.size, offset - last.start))
-            last.no_read_ahead(last.wrote)  # the writer goes on from here
+            self._disable_read_ahead_ahead_of_writer(last)  # the writer goes on from here
             if zero:
                 last.zero_from(last.wrote)
 
@@ -304,7 +322,7 @@ class PreToucher:
             self._thread.join()
 
     def _run(self) -> None:
-        _yield_to_every_other_thread()
+        _run_only_when_idle()
         while not self._stopping.is_set():
             last = self.files.last
             behind = last is not None and last.touched - last.wrote < self.ahead
@@ -318,12 +336,14 @@ class PreToucher:
             self._stopping.wait(self.idle)
 
 
-def _yield_to_every_other_thread() -> None:
+def _run_only_when_idle() -> None:
     """The calling thread runs only when its core has nothing else to run (SCHED_IDLE).
 
     Pre-touching is work ahead of need: when the broker shares one core with it, a
     pre-touch must never hold back the event loop or the network's softirqs (the
-    writer faults its pages in itself when the pre-toucher falls behind)."""
+    writer faults its pages in itself when the pre-toucher falls behind). The cost: if
+    a busy process on that core preempts it between two steps, while it holds the
+    GIL, the event loop waits for the GIL until that core has a moment to spare."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError) as exc:  # not Linux, or not allowed here

@@ -67,12 +67,22 @@ from .index import IndexService, topic_prefix_crc
 from .mapped_file import FileCreationError, PreToucher
 from .recovery import TagsCodeRule, recover
 
+log = logging.getLogger("rocketmq.store.mmap")
+
+KERNEL_INTERFACE = 2  # the append() calling convention this module speaks
 try:  # the compiled append (setup.py builds it when a C compiler is there)
-    from ._append import append as append_kernel
+    from . import _append
 except ImportError:
     append_kernel = None
-
-log = logging.getLogger("rocketmq.store.mmap")
+else:
+    append_kernel = _append.append
+    if getattr(_append, "INTERFACE", 1) != KERNEL_INTERFACE:
+        log.warning(
+            "%s is an older build of the compiled append: every put takes the Python"
+            " path until it is rebuilt (pip install -e plugins/store_mmap)",
+            _append.__file__,
+        )
+        append_kernel = None
 
 SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 bytes in Java)
 LOGICS_FLUSH_INTERVAL = 1.0  # flushIntervalConsumeQueue

@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import anyio
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocketmq_store_mmap import store as mmap_store
@@ -50,6 +51,15 @@ class SetClock(StoreClock):
 
 def test_the_kernel_is_built():
     assert callable(kernel())
+
+
+def test_a_call_with_the_wrong_queue_arguments_is_a_type_error_not_a_crash():
+    buffer = bytearray(4096)
+    rest = ([], 0, buffer, 0, 0, 0, None, 0, None)
+    with pytest.raises(TypeError, match="tuple of 9"):
+        kernel()(("Orders", b"Orders"), *rest)
+    with pytest.raises(TypeError, match="topic a str"):
+        kernel()((b"Orders", b"Orders", 0, 0, V4_HOST, 1024, 8, 8, len), *rest)
 
 
 @settings(max_examples=200, deadline=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import resource
 import struct
@@ -290,4 +291,19 @@ async def test_the_writers_part_of_a_file_is_read_without_read_ahead(tmp_path, p
         assert [ahead for *_, ahead in read_ahead_by_range(first)] == [True]
         (low, middle, written_part), (_, high, writers_part) = read_ahead_by_range(second)
         assert written_part and not writers_part
-        assert middle - low == written & ~(4096 - 1) and high - low == FILE_SIZE
+        assert middle - low == written & ~(mmap.PAGESIZE - 1) and high - low == FILE_SIZE
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
+async def test_a_queue_file_keeps_one_mapping_with_read_ahead_off_after_a_restart(
+    tmp_path, plugin_host
+):
+    # thousands of queues: splitting each last file in two could reach vm.max_map_count
+    sizes = dict(consume_queue_file_size=20 * 1000, commit_log_file_size=1 << 20)
+    queue_file = tmp_path / "consumequeue" / "TopicTest" / "0" / f"{0:020d}"
+    async with opened(tmp_path, plugin_host, **sizes) as store:
+        for number in range(300):  # 6,000 bytes of entries: past the file's first page
+            assert (await store.put(message(number, size=100))).ok
+    async with opened(tmp_path, plugin_host, **sizes) as store:
+        assert store.queues()["TopicTest"] == [0]
+        assert [ahead for *_, ahead in read_ahead_by_range(queue_file)] == [False]
