@@ -28,11 +28,11 @@ class FlushPolicy(Protocol):
 @dataclass(frozen=True)
 class AsyncFlush:
     """Flush in the background, as Java's flush service does with flushCommitLogTimed
-    (the default since 4.9): a look every ``interval``, a flush when ``least_bytes`` are
-    dirty at a look, and whatever is dirty once ``thorough_interval`` has passed. Puts
-    return after the append. At most one flush an interval: under load, flushing each
-    time a few pages are dirty costs a worker-thread round trip and an fdatasync every
-    few puts (~2 us a put on one core), and makes no byte durable much sooner."""
+    (the default since 4.9): at most once an ``interval``, when ``least_bytes`` are
+    dirty, and whatever is dirty once ``thorough_interval`` has passed since the last
+    flush. Puts return after the append. Flushing each time a few pages are dirty would
+    cost a worker-thread round trip and an fdatasync every few puts under load (~2 us a
+    put on one core) and make no byte durable much sooner."""
 
     interval: float = 0.5
     least_bytes: int = 4 * PAGE_SIZE

@@ -245,10 +245,10 @@ class MappedFileQueue:
         """``mapped`` becomes the file written; the one before is full."""
         if self.files:
             self.files[-1].enable_read_ahead()
-        self._disable_read_ahead_ahead_of_writer(mapped)
+        self._prepare_for_the_writer(mapped)
         self.files.append(mapped)
 
-    def _disable_read_ahead_ahead_of_writer(self, mapped: MappedFile) -> None:
+    def _prepare_for_the_writer(self, mapped: MappedFile) -> None:
         mapped.disable_read_ahead(mapped.wrote if self.read_written_ahead else 0)
 
     def find(self, offset: int) -> MappedFile | None:
@@ -277,7 +277,7 @@ class MappedFileQueue:
         if kept:
             last = kept[-1]
             last.wrote = last.flushed = max(0, min(last.size, offset - last.start))
-            self._disable_read_ahead_ahead_of_writer(last)  # the writer goes on from here
+            self._prepare_for_the_writer(last)  # the writer goes on from here
             if zero:
                 last.zero_from(last.wrote)
 
