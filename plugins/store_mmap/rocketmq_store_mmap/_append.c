@@ -39,23 +39,72 @@ static void crc_init(void) {
             crc_tables[t][n] = (crc_tables[t - 1][n] >> 8) ^ crc_tables[0][crc_tables[t - 1][n] & 0xff];
 }
 
-/* crc32(data, value) of zlib: ``crc`` is the CRC of what came before */
-static uint32_t crc32_continue(uint32_t crc, const uint8_t *p, Py_ssize_t n) {
-    crc = ~crc;
+/* The table CRC: ``reg`` is the bare register (not inverted), eight bytes a step */
+static uint32_t crc_table_run(uint32_t reg, const uint8_t *p, Py_ssize_t n) {
     while (n >= 8) {
-        uint32_t low = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+        uint32_t low = reg ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
                               (uint32_t)p[3] << 24);
         uint32_t high = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
                         (uint32_t)p[7] << 24;
-        crc = crc_tables[7][low & 0xff] ^ crc_tables[6][(low >> 8) & 0xff] ^
+        reg = crc_tables[7][low & 0xff] ^ crc_tables[6][(low >> 8) & 0xff] ^
               crc_tables[5][(low >> 16) & 0xff] ^ crc_tables[4][low >> 24] ^
               crc_tables[3][high & 0xff] ^ crc_tables[2][(high >> 8) & 0xff] ^
               crc_tables[1][(high >> 16) & 0xff] ^ crc_tables[0][high >> 24];
         p += 8;
         n -= 8;
     }
-    while (n-- > 0) crc = crc_tables[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-    return ~crc;
+    while (n-- > 0) reg = crc_tables[0][(reg ^ *p++) & 0xff] ^ (reg >> 8);
+    return reg;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_CARRYLESS 1
+
+/* Carry-less folding (Intel's "Fast CRC Computation Using PCLMULQDQ"): 64 bytes a step
+ * instead of 8. The folded 16 bytes are congruent to all the data before them modulo the
+ * polynomial, so the table finishes on those 16 bytes and the tail: no Barrett step.
+ * The constants are x^(512+32), x^(512-32), x^(128+32), x^(128-32) mod P, bit-reflected. */
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i
+fold(__m128i value, __m128i constants, __m128i next) {
+    return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(value, constants, 0x00),
+                                       _mm_clmulepi64_si128(value, constants, 0x11)),
+                         next);
+}
+
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+crc_carryless_run(uint32_t reg, const uint8_t *p, Py_ssize_t n) {
+    const __m128i by_four = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
+    const __m128i by_one = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
+    __m128i x0 = _mm_loadu_si128((const __m128i *)p);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 48));
+    x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)reg)); /* the register enters the data */
+    p += 64;
+    n -= 64;
+    for (; n >= 64; p += 64, n -= 64) {
+        x0 = fold(x0, by_four, _mm_loadu_si128((const __m128i *)p));
+        x1 = fold(x1, by_four, _mm_loadu_si128((const __m128i *)(p + 16)));
+        x2 = fold(x2, by_four, _mm_loadu_si128((const __m128i *)(p + 32)));
+        x3 = fold(x3, by_four, _mm_loadu_si128((const __m128i *)(p + 48)));
+    }
+    x0 = fold(fold(fold(x0, by_one, x1), by_one, x2), by_one, x3);
+    for (; n >= 16; p += 16, n -= 16) x0 = fold(x0, by_one, _mm_loadu_si128((const __m128i *)p));
+    uint8_t folded[16];
+    _mm_storeu_si128((__m128i *)folded, x0);
+    return crc_table_run(crc_table_run(0, folded, 16), p, n);
+}
+
+static int carryless = 0; /* set at import when the CPU has PCLMULQDQ */
+#endif
+
+/* crc32(data, value) of zlib: ``crc`` is the CRC of what came before */
+static uint32_t crc32_continue(uint32_t crc, const uint8_t *p, Py_ssize_t n) {
+#ifdef HAVE_CARRYLESS
+    if (carryless && n >= 64) return ~crc_carryless_run(~crc, p, n);
+#endif
+    return ~crc_table_run(~crc, p, n);
 }
 
 /* --- big-endian fields ------------------------------------------------------------- */
@@ -593,6 +642,10 @@ static struct PyModuleDef module_definition = {
 
 PyMODINIT_FUNC PyInit__append(void) {
     crc_init();
+#ifdef HAVE_CARRYLESS
+    __builtin_cpu_init();
+    carryless = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
 #define INTERN(name) if ((s_##name = PyUnicode_InternFromString(#name)) == NULL) return NULL
     INTERN(topic);
     INTERN(queue_id);

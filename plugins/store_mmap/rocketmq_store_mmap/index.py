@@ -25,6 +25,8 @@ log = logging.getLogger("rocketmq.store.mmap")
 
 HEADER = struct.Struct(">qqqqii")  # begin/end timestamp, begin/end phys offset, slots, count
 HEADER_SIZE = HEADER.size  # 40
+BEGIN_TIMESTAMP = END_TIMESTAMP = END_PHY_OFFSET = struct.Struct(">q")  # at 0, 8, 24
+SLOT_COUNT = INDEX_COUNT = struct.Struct(">i")  # at 32, 36
 SLOT = struct.Struct(">i")
 SLOT_SIZE = SLOT.size  # 4
 INDEX_ENTRY = struct.Struct(">iqii")  # key hash, phys offset, time diff (s), previous entry
@@ -60,34 +62,43 @@ class IndexFile:
         self.file = MappedFile(path, 0, size, reserve=False)
         self.file.disable_read_ahead()  # keys hash to slots all over the file
         self.buffer = self.file.buffer
-        self.read_header()
         self.dirty = False
 
-    def read_header(self) -> None:
-        """The header's fields, as the file has them (the compiled append writes the
-        file's header itself; this file object then reads it back)."""
-        (
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.slot_count,
-            self.index_count,
-        ) = HEADER.unpack_from(self.buffer, 0)
-        if self.index_count == 0:
-            self.index_count = 1  # entry 0 means "end of chain"
+    # The header lives in the mapped file only: the compiled append writes it there with
+    # each record, and a copy in this object would need reading back after every put.
+    @property
+    def begin_timestamp(self) -> int:
+        return BEGIN_TIMESTAMP.unpack_from(self.buffer, 0)[0]
+
+    @property
+    def end_timestamp(self) -> int:
+        return END_TIMESTAMP.unpack_from(self.buffer, 8)[0]
+
+    @property
+    def end_phy_offset(self) -> int:
+        return END_PHY_OFFSET.unpack_from(self.buffer, 24)[0]
+
+    @property
+    def slot_count(self) -> int:
+        return SLOT_COUNT.unpack_from(self.buffer, 32)[0]
+
+    @property
+    def index_count(self) -> int:
+        """Entries used, counting entry 0, which means "end of chain"."""
+        return max(1, INDEX_COUNT.unpack_from(self.buffer, 36)[0])
 
     def put(self, hashes: list[int], phys: int, store_timestamp: int) -> int:
         """Add a record's keys, as many as fit; returns how many."""
-        first = count = self.index_count
+        buffer, slot_num, entries_at = self.buffer, self.slot_num, self.entries_at
+        begin_timestamp, _, begin_phy_offset, _, slot_count, count = HEADER.unpack_from(buffer, 0)
+        first = count = max(1, count)
         if len(hashes) > self.index_num - count:
             hashes = hashes[: self.index_num - count]
             if not hashes:
                 return 0
-        if self.begin_timestamp <= 0:
-            self.begin_timestamp, self.begin_phy_offset = store_timestamp, phys
-        time_diff = max(0, min(0x7FFFFFFF, (store_timestamp - self.begin_timestamp) // 1000))
-        buffer, slot_num, entries_at = self.buffer, self.slot_num, self.entries_at
+        if begin_timestamp <= 0:
+            begin_timestamp, begin_phy_offset = store_timestamp, phys
+        time_diff = max(0, min(0x7FFFFFFF, (store_timestamp - begin_timestamp) // 1000))
         slot_ats: list[int] = []
         for hash_value in hashes:
             slot_at = HEADER_SIZE + (hash_value % slot_num) * SLOT_SIZE
@@ -98,48 +109,40 @@ class IndexFile:
                 (previous,) = SLOT.unpack_from(buffer, slot_at)
                 if previous <= 0 or previous >= first:
                     previous = 0
-                    self.slot_count += 1
+                    slot_count += 1
             INDEX_ENTRY.pack_into(
                 buffer, entries_at + count * INDEX_ENTRY_SIZE, hash_value, phys, time_diff, previous
             )
             slot_ats.append(slot_at)
             count += 1
-        self.index_count = count
-        self.end_timestamp, self.end_phy_offset = store_timestamp, phys
         # the header with each record (a kill -9 keeps the page cache, and a stale count
         # cuts chains at reload), and before the slots: a kill in between orphans these
         # entries instead of cutting their chains
-        self.write_header()
+        HEADER.pack_into(
+            buffer, 0, begin_timestamp, store_timestamp, begin_phy_offset, phys, slot_count, count
+        )
         for number, slot_at in enumerate(slot_ats, first):
             SLOT.pack_into(buffer, slot_at, number)
         self.dirty = True
         return len(hashes)
-
-    def write_header(self) -> None:
-        HEADER.pack_into(
-            self.buffer,
-            0,
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.slot_count,
-            self.index_count,
-        )
 
     def query(self, hash_value: int, begin: int, end: int, limit: int) -> list[int]:
         """CommitLog offsets of entries with ``hash_value`` stored in [begin, end], newest first."""
         found: list[int] = []
         slot_at = HEADER_SIZE + (hash_value % self.slot_num) * SLOT_SIZE
         (number,) = SLOT.unpack_from(self.buffer, slot_at)
-        entries_at = self.entries_at
+        entries_at, index_count, begin_timestamp = (
+            self.entries_at,
+            self.index_count,
+            self.begin_timestamp,
+        )
         seen = 0
-        while 0 < number < self.index_count and len(found) < limit and seen < self.index_count:
+        while 0 < number < index_count and len(found) < limit and seen < index_count:
             seen += 1
             entry_hash, phys, time_diff, previous = INDEX_ENTRY.unpack_from(
                 self.buffer, entries_at + number * INDEX_ENTRY_SIZE
             )
-            stored = self.begin_timestamp + time_diff * 1000
+            stored = begin_timestamp + time_diff * 1000
             if stored < begin - 999:  # chains run newest to oldest; times are whole seconds
                 break
             if entry_hash == hash_value and begin - 999 <= stored <= end:
@@ -149,17 +152,13 @@ class IndexFile:
 
     def sync(self) -> None:
         """Everything to disk; the checkpoint vouches for it afterwards. Runs in a worker
-        thread while the event loop puts: it must not write the header itself, or a header
-        packed from half-old fields can land after a put and, if the process dies then,
-        cut the chains that the put's slot points into."""
+        thread while the event loop puts, and writes nothing itself."""
         if self.dirty:
             self.dirty = False
             self.file.wrote = self.file.size
             self.file.sync()
 
     def close(self) -> None:
-        if self.dirty:
-            self.write_header()
         self.file.close()
 
 

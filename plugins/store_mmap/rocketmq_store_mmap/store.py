@@ -460,7 +460,6 @@ class MmapStore:
         if entries is not None:
             entries.wrote = entry_position + len(messages) * ENTRY_SIZE
         if keys and index_file is not None:
-            index_file.read_header()
             index_file.dirty = True
         end = mapped.start + position
         if self._others_told(topic, first.queue_id):

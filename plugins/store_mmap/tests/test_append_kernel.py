@@ -72,6 +72,20 @@ def test_its_crc32_is_zlibs(data, start):
     assert crc32(data) == zlib.crc32(data)
 
 
+def test_its_crc32_is_zlibs_at_every_length_and_alignment():
+    """Lengths around the 64- and 16-byte steps of the carry-less path (used from 64
+    bytes when the CPU has it) and unaligned starts, as records sit in a mapped file."""
+    from rocketmq_store_mmap._append import crc32
+
+    kernel()
+    data = bytes((number * 131 + 7) & 0xFF for number in range(5000))
+    for length in [*range(200), 1023, 1024, 1025, 4096, 4999]:
+        for skip in (0, 1, 3, 15):
+            piece = memoryview(data)[skip : skip + length]
+            assert crc32(piece, 0x1234ABCD) == zlib.crc32(piece, 0x1234ABCD), (length, skip)
+            assert crc32(piece) == zlib.crc32(piece), (length, skip)
+
+
 # --- messages --------------------------------------------------------------------------
 
 # mostly the usual case, which the kernel takes; each way out of it now and then

@@ -4,7 +4,7 @@ every byte written into the mapping, up to the instruction the process died at).
 from __future__ import annotations
 
 import pytest
-from rocketmq_store_mmap.index import IndexService
+from rocketmq_store_mmap.index import HEADER_SIZE, INDEX_COUNT, IndexService
 
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.store.api import DispatchRequest
@@ -44,16 +44,20 @@ def test_a_record_whose_keys_were_half_indexed_is_indexed_again_after_reload(tmp
     assert found(again, "b0") == [0]
 
 
-def test_sync_from_a_worker_thread_never_rewrites_the_header(tmp_path):
-    # a header packed in another thread from fields read half before a put could land
-    # after it: the put's slot would point past the count and a reload cut its chain
+def test_the_header_has_no_copy_to_go_stale(tmp_path):
+    # the compiled append writes the header in the file; the object must read that, and a
+    # sync from a worker thread must not write an older header over a newer put's
     service = IndexService(tmp_path, 64, 1000)
     service.load()
     service.put(request(0, "k0"))
     newest = service.files[-1]
-    newest.index_count -= 1  # what a sync reading the fields before the put would see
+    assert newest.index_count == 2 and newest.end_phy_offset == 0
+    INDEX_COUNT.pack_into(newest.buffer, 36, 1)  # as if another writer rewound the count
+    assert newest.index_count == 1
+    INDEX_COUNT.pack_into(newest.buffer, 36, 2)
+    header = bytes(newest.buffer[:HEADER_SIZE])
     service.sync()
-    newest.index_count += 1
+    assert bytes(newest.buffer[:HEADER_SIZE]) == header
     assert found(reopened(service), "k0") == [0]
 
 
