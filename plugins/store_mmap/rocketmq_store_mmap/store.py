@@ -421,9 +421,10 @@ class MmapStore:
         first = messages[0]
         topic = first.topic
         queue = self._queues.get((topic, first.queue_id))
-        mapped = self.commitlog.files.last
-        if queue is None or mapped is None:
+        logs = self.commitlog.files.files
+        if queue is None or not logs:
             return None
+        mapped = logs[-1]
         queue_offset = queue.next_offset
         entries = entry_position = None
         if self._writes_positions:
@@ -462,7 +463,7 @@ class MmapStore:
         if keys and index_file is not None:
             index_file.dirty = True
         end = mapped.start + position
-        if self._others_told(topic, first.queue_id):
+        if self._other_dispatchers and self._others_told(topic, first.queue_id):
             ends = [*offsets[1:], end]
             for number, message in enumerate(messages):
                 phys = offsets[number]
