@@ -25,8 +25,7 @@ log = logging.getLogger("rocketmq.store.mmap")
 
 HEADER = struct.Struct(">qqqqii")  # begin/end timestamp, begin/end phys offset, slots, count
 HEADER_SIZE = HEADER.size  # 40
-BEGIN_TIMESTAMP = END_TIMESTAMP = END_PHY_OFFSET = struct.Struct(">q")  # at 0, 8, 24
-SLOT_COUNT = INDEX_COUNT = struct.Struct(">i")  # at 32, 36
+LONG, INT = struct.Struct(">q"), struct.Struct(">i")  # one header field
 SLOT = struct.Struct(">i")
 SLOT_SIZE = SLOT.size  # 4
 INDEX_ENTRY = struct.Struct(">iqii")  # key hash, phys offset, time diff (s), previous entry
@@ -52,6 +51,11 @@ def key_hash(topic: str, key: str) -> int:
     return zlib.crc32(key.encode(), topic_prefix_crc(topic)) & 0x7FFFFFFF
 
 
+def _header_field(layout: struct.Struct, offset: int) -> property:
+    """A header field of an IndexFile, read from its mapped file at ``offset``."""
+    return property(lambda index_file: layout.unpack_from(index_file.buffer, offset)[0])
+
+
 class IndexFile:
     def __init__(self, path: Path, slot_num: int, index_num: int) -> None:
         self.path = path
@@ -66,26 +70,15 @@ class IndexFile:
 
     # The header lives in the mapped file only: the compiled append writes it there with
     # each record, and a copy in this object would need reading back after every put.
-    @property
-    def begin_timestamp(self) -> int:
-        return BEGIN_TIMESTAMP.unpack_from(self.buffer, 0)[0]
-
-    @property
-    def end_timestamp(self) -> int:
-        return END_TIMESTAMP.unpack_from(self.buffer, 8)[0]
-
-    @property
-    def end_phy_offset(self) -> int:
-        return END_PHY_OFFSET.unpack_from(self.buffer, 24)[0]
-
-    @property
-    def slot_count(self) -> int:
-        return SLOT_COUNT.unpack_from(self.buffer, 32)[0]
+    begin_timestamp = _header_field(LONG, 0)
+    end_timestamp = _header_field(LONG, 8)
+    end_phy_offset = _header_field(LONG, 24)
+    slot_count = _header_field(INT, 32)
 
     @property
     def index_count(self) -> int:
         """Entries used, counting entry 0, which means "end of chain"."""
-        return max(1, INDEX_COUNT.unpack_from(self.buffer, 36)[0])
+        return max(1, INT.unpack_from(self.buffer, 36)[0])
 
     def put(self, hashes: list[int], phys: int, store_timestamp: int) -> int:
         """Add a record's keys, as many as fit; returns how many."""

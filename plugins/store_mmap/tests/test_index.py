@@ -4,7 +4,7 @@ every byte written into the mapping, up to the instruction the process died at).
 from __future__ import annotations
 
 import pytest
-from rocketmq_store_mmap.index import HEADER_SIZE, INDEX_COUNT, IndexService
+from rocketmq_store_mmap.index import HEADER_SIZE, INT, IndexService
 
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.store.api import DispatchRequest
@@ -52,9 +52,9 @@ def test_the_header_has_no_copy_to_go_stale(tmp_path):
     service.put(request(0, "k0"))
     newest = service.files[-1]
     assert newest.index_count == 2 and newest.end_phy_offset == 0
-    INDEX_COUNT.pack_into(newest.buffer, 36, 1)  # as if another writer rewound the count
+    INT.pack_into(newest.buffer, 36, 1)  # as if another writer rewound the count
     assert newest.index_count == 1
-    INDEX_COUNT.pack_into(newest.buffer, 36, 2)
+    INT.pack_into(newest.buffer, 36, 2)
     header = bytes(newest.buffer[:HEADER_SIZE])
     service.sync()
     assert bytes(newest.buffer[:HEADER_SIZE]) == header
