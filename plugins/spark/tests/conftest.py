@@ -7,6 +7,8 @@ import itertools
 import os
 import shutil
 import sys
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,37 @@ from rocketmq_core.testing.cluster import EmbeddedCluster
 from tests.missing import missing
 
 _names = itertools.count()
+
+
+def stale_installed_files() -> list[str]:
+    """The plugin's files that differ from, or are missing in, the installed wheel (which
+    Spark's workers and these tests import): empty for an editable install."""
+    try:
+        installed = distribution("rocketmq-spark").files or []
+    except PackageNotFoundError:
+        return []
+    tree = Path(__file__).parents[1]
+    copies = {str(file): file for file in installed if file.suffix in (".py", ".pth")}
+    if not any(name.startswith("rocketmq_spark/") for name in copies):
+        return []  # editable: the tree itself is imported
+    ours = [tree / "pyspark_rocketmq.py", tree / "rocketmq_spark_startup.py"]
+    ours += [tree / "rocketmq_spark_startup.pth", *(tree / "rocketmq_spark").glob("*.py")]
+    stale = []
+    for path in ours:
+        copy = copies.get(path.relative_to(tree).as_posix())
+        if copy is None or Path(copy.locate()).read_bytes() != path.read_bytes():
+            stale.append(path.relative_to(tree).as_posix())
+    return stale
+
+
+@pytest.fixture(scope="session", autouse=True)
+def installed_plugin_is_current():
+    stale = stale_installed_files()
+    if stale:
+        pytest.fail(
+            f"plugins/spark changed since it was installed ({', '.join(stale)}): the tests "
+            "and Spark's workers would run the old code; pip install ./plugins/spark again"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -12,37 +12,63 @@ import pytest
 import rocketmq_spark_startup
 
 
-def fake_pyspark(site: Path) -> str:
+def fake_pyspark(site: Path, package_file: bool = True) -> str:
     """A pyspark package with its zip inside, as pip installs it; the zip's path."""
     lib = site / "pyspark" / "python" / "lib"
     lib.mkdir(parents=True)
-    (site / "pyspark" / "__init__.py").write_text("")
+    if package_file:
+        (site / "pyspark" / "__init__.py").write_text("")
     (lib / "pyspark.zip").write_bytes(b"")
     return str(lib / "pyspark.zip")
+
+
+def hooked(path: list[str], monkeypatch) -> list[str]:
+    monkeypatch.setattr(sys, "path", list(path))
+    monkeypatch.setattr(sys, "path_importer_cache", {})
+    rocketmq_spark_startup.prefer_compiled_pyspark()
+    return sys.path
 
 
 def test_the_zip_of_the_installed_package_leaves_the_path(tmp_path, monkeypatch):
     site = tmp_path / "site-packages"
     zip_path = fake_pyspark(site)
-    monkeypatch.setattr(sys, "path", [zip_path, "/elsewhere", str(site)])
-    rocketmq_spark_startup.prefer_compiled_pyspark()
-    assert sys.path == ["/elsewhere", str(site)]
+    assert hooked([zip_path, "/elsewhere", str(site)], monkeypatch) == ["/elsewhere", str(site)]
 
 
-@pytest.mark.parametrize("case", ["package not on the path", "a Spark distribution's zip"])
+def test_paths_through_a_symlink_are_the_same_package(tmp_path, monkeypatch):
+    site = tmp_path / "real" / "site-packages"
+    fake_pyspark(site)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    linked = tmp_path / "link" / "site-packages"
+    zip_path = str(linked / "pyspark" / "python" / "lib" / "pyspark.zip")
+    assert hooked([zip_path, str(linked)], monkeypatch) == [str(linked)]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "package not on the path",
+        "another pyspark comes first",
+        "no package file beside the zip",
+        "a Spark distribution's zip",
+    ],
+)
 def test_any_other_zip_stays(tmp_path, monkeypatch, case):
     site = tmp_path / "site-packages"
-    zip_path = fake_pyspark(site)
+    zip_path = fake_pyspark(site, package_file=case != "no package file beside the zip")
+    path = [zip_path, str(site)]
     if case == "package not on the path":
         path = [zip_path, "/elsewhere"]
-    else:  # $SPARK_HOME/python/lib/pyspark.zip of a downloaded Spark: no package beside it
+    elif case == "another pyspark comes first":  # e.g. a user's PYTHONPATH: Spark puts it next
+        other = tmp_path / "other"
+        (other / "pyspark").mkdir(parents=True)
+        (other / "pyspark" / "__init__.py").write_text("")
+        path = [zip_path, str(other), str(site)]
+    elif case == "a Spark distribution's zip":  # $SPARK_HOME/python/lib: no package beside it
         spark_home = tmp_path / "spark-4.3.0-bin-hadoop3"
         (spark_home / "python" / "lib").mkdir(parents=True)
-        zip_path = str(spark_home / "python" / "lib" / "pyspark.zip")
-        path = [zip_path, str(tmp_path)]
-    monkeypatch.setattr(sys, "path", list(path))
-    rocketmq_spark_startup.prefer_compiled_pyspark()
-    assert sys.path == path
+        path = [str(spark_home / "python" / "lib" / "pyspark.zip"), str(site)]
+    assert hooked(path, monkeypatch) == path
 
 
 def test_a_python_process_started_as_spark_starts_it_imports_the_installed_pyspark():

@@ -65,14 +65,14 @@ static uint32_t crc_table_run(uint32_t reg, const uint8_t *p, Py_ssize_t n) {
  * instead of 8. The folded 16 bytes are congruent to all the data before them modulo the
  * polynomial, so the table finishes on those 16 bytes and the tail: no Barrett step.
  * The constants are x^(512+32), x^(512-32), x^(128+32), x^(128-32) mod P, bit-reflected. */
-__attribute__((target("pclmul,sse4.1"))) static inline __m128i
+__attribute__((target("pclmul"))) static inline __m128i
 fold(__m128i value, __m128i constants, __m128i next) {
     return _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(value, constants, 0x00),
                                        _mm_clmulepi64_si128(value, constants, 0x11)),
                          next);
 }
 
-__attribute__((target("pclmul,sse4.1"))) static uint32_t
+__attribute__((target("pclmul"))) static uint32_t
 crc_carryless_run(uint32_t reg, const uint8_t *p, Py_ssize_t n) {
     const __m128i by_four = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
     const __m128i by_one = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
@@ -644,7 +644,7 @@ PyMODINIT_FUNC PyInit__append(void) {
     crc_init();
 #ifdef HAVE_CARRYLESS
     __builtin_cpu_init();
-    carryless = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    carryless = __builtin_cpu_supports("pclmul");
 #endif
 #define INTERN(name) if ((s_##name = PyUnicode_InternFromString(#name)) == NULL) return NULL
     INTERN(topic);
