@@ -34,11 +34,12 @@ class SparkCommand:
         if args.spark_action != "check":
             print("usage: rocketmq spark check [-n ADDR --topic TOPIC]", file=sys.stderr)
             return 2
-        checks = [_java(), _pyspark(), _discoverable()]
+        pyspark = _pyspark()
+        checks = [_java(), pyspark, _discoverable()]
         passed = all(ok for ok, _ in checks)
         for ok, line in checks:
             print(f"{'ok  ' if ok else 'FAIL'} {line}")
-        if checks[1][0]:
+        if pyspark[0]:  # pyspark 4 is there: how Spark's processes will import it
             hooked, line = _compiled_pyspark()
             print(f"{'ok  ' if hooked else 'note'} {line}")
         if passed and args.topic:
