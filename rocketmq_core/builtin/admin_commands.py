@@ -1,5 +1,5 @@
 """The built-in admin commands of ``rocketmq`` (consume, topic, cluster, group, message,
-offset, send); they live in ``client/commands.py`` and are imported when registered."""
+offset, send); they live in ``rocketmq_core/admin_cli/`` and are imported when registered."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from ..client import commands
+    from ..admin_cli import cluster, consume, group, message, offset, send, topic
 
-    register("consume", commands.ConsumeCommand())
-    register("topic", commands.TopicCommand())
-    register("cluster", commands.ClusterCommand())
-    register("group", commands.GroupCommand())
-    register("message", commands.MessageCommand())
-    register("offset", commands.OffsetCommand())
-    register("send", commands.SendCommand())
+    register("consume", consume.ConsumeCommand())
+    register("topic", topic.TopicCommand())
+    register("cluster", cluster.ClusterCommand())
+    register("group", group.GroupCommand())
+    register("message", message.MessageCommand())
+    register("offset", offset.OffsetCommand())
+    register("send", send.SendCommand())

@@ -9,9 +9,10 @@ from datetime import datetime
 import orjson
 import pytest
 
+from rocketmq_core.admin_cli.base import CommandError
+from rocketmq_core.admin_cli.offset import parse_timestamp
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.cli import main
-from rocketmq_core.client.commands import CommandError, parse_timestamp
 from rocketmq_core.client.render import table, timestamp
 
 
