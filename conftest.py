@@ -1,4 +1,4 @@
-"""Every async test runs on both anyio backends (DESIGN.md rule 10)."""
+"""Every async test runs on both anyio backends (docs/design.md rule 10)."""
 
 import pytest
 

@@ -157,7 +157,7 @@ def summary(inflight: int, done: int, elapsed: float, latencies: list[float]) ->
 
 
 def pinned(command: list[str], core: int | str | None) -> list[str]:
-    """``command`` run under ``taskset -c core`` (PERF.md: unpinned runs vary 10x);
+    """``command`` run under ``taskset -c core`` (docs/perf.md: unpinned runs vary 10x);
     ``core`` may be a list for taskset, such as ``"1,0"``."""
     if core is None or shutil.which("taskset") is None:
         return command
@@ -219,7 +219,7 @@ def _busy_jiffies() -> int:
 
 class CpuMeter:
     """CPU spent over a window by this process, the server, and everything else
-    (PERF.md: a machine shared with other work skews figures; this says by how much)."""
+    (docs/perf.md: a machine shared with other work skews figures; this says by how much)."""
 
     def __init__(self, server_pid: int | None) -> None:
         self.server_pid = server_pid

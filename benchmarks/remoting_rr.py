@@ -3,7 +3,7 @@
 A RemotingServer (ProcessorTable, Connection read loop, coalesced writes) serving an
 echo processor runs in one process; a RemotingClient keeps 1 or 64 requests in
 flight from another. Both are pinned with taskset: "split" puts them on different
-cores, "same" on one (PERF.md explains why that matters on this VM). Bodies are
+cores, "same" on one (docs/perf.md explains why that matters on this VM). Bodies are
 100 bytes. Every workload runs once per transport, each against a fresh server:
 TCP in plaintext, QUIC (aioquic, pure Python) always under TLS 1.3 with a throwaway
 certificate made for the run (trustme). Prints tcp and quic side by side and writes
@@ -164,7 +164,7 @@ def print_side_by_side(title: str, transports: list[str], results: list[dict]) -
     by_workload: dict[tuple[str, int], dict[str, dict]] = {}
     for row in results:
         by_workload.setdefault((row["client"], row["inflight"]), {})[row["transport"]] = row
-    compare = transports == ["tcp", "quic"]  # PERF.md: quote ratios measured in one run
+    compare = transports == ["tcp", "quic"]  # docs/perf.md: quote ratios measured in one run
     group = f"  {'responses/s':>12}  {'p50 us':>8}  {'p99 us':>8}"
     width = max(len("client"), *(len(kind) for kind, _ in by_workload))
     print(title)

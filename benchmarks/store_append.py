@@ -17,7 +17,7 @@ created in the first round); it reports the time, the files the store created, R
 disk use, and the time to open the store again. A store that cannot take them all, or
 not within ``--many-topics-budget`` seconds, reports how far it got and why.
 
-Each store is measured in its own process, pinned with taskset to one core (PERF.md),
+Each store is measured in its own process, pinned with taskset to one core (docs/perf.md),
 on asyncio + uvloop. With ``--threads-core`` the event loop's thread stays on ``--core``
 and the threads the store starts (pre-touching CommitLog pages, fdatasync) run on the
 other core, as they do on a machine with cores to spare: here a first touch of a page

@@ -4,8 +4,8 @@
  * It takes only the usual case (V1 records with IPv4 hosts, everything fitting the
  * current files) and answers None, having written nothing, for anything else; the
  * store's Python path then does the same work, and is the reference this code is
- * tested against byte for byte (tests/test_append_kernel.py). Layouts: spec/STORE.md
- * and spec/MESSAGE.md; the index rules are IndexFile.put's in index.py.
+ * tested against byte for byte (tests/test_append_kernel.py). Layouts: docs/spec/STORE.md
+ * and docs/spec/MESSAGE.md; the index rules are IndexFile.put's in index.py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -88,7 +88,7 @@ SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 byte
 LOGICS_FLUSH_INTERVAL = 1.0  # flushIntervalConsumeQueue
 CLEANUP_INTERVAL = 10.0  # cleanResourceInterval
 PRE_TOUCH_AHEAD = 32 << 20  # keep this much of the CommitLog faulted in ahead of the writer
-# small steps: a first touch stalls the whole vCPU (2-60 us per page here, PERF.md), and
+# small steps: a first touch stalls the whole vCPU (2-60 us per page here, docs/perf.md), and
 # a broker pinned to one core runs its event loop there too
 PRE_TOUCH_STEP = 1 << 20
 PREPARE_INTERVAL = 0.01  # the writer can go through ~1 MiB in this time

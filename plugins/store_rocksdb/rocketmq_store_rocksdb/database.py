@@ -1,7 +1,7 @@
 """Opening the RocksDB that holds a store, and the RocksDB facts the store relies on.
 
 Everything rocksdict-specific lives here; rocksdict is imported when a store opens, not
-when the plugin is listed (DESIGN.md rule 9).
+when the plugin is listed (docs/design.md rule 9).
 
 - Each put is one WriteBatch: the record, its consume-queue entry and its index entries
   land together or not at all, so any prefix RocksDB recovers is consistent.
