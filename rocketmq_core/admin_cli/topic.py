@@ -6,9 +6,10 @@ import argparse
 from typing import Any
 
 from ..client.admin import Admin
+from ..client.admin_types import TopicExistsError
 from ..client.render import table, timestamp
 from ..protocol.constants import PERM_RW, Perm
-from .base import AdminCommand, Output, add_target_options, add_topic_option
+from .base import AdminCommand, CommandError, Output, add_target_options, add_topic_option
 
 
 class TopicCommand(AdminCommand):
@@ -31,19 +32,29 @@ class TopicCommand(AdminCommand):
             parser.add_argument("-r", "--read-queues", type=int, help="read queues (default -q)")
             parser.add_argument("-w", "--write-queues", type=int, help="write queues (default -q)")
             parser.add_argument(
-                "-p", "--perm", type=int, default=int(PERM_RW), help="2 W, 4 R, 6 RW (default 6)"
+                "-p",
+                "--perm",
+                type=topic_perm,
+                default=int(PERM_RW),
+                help="who may use it: 2 W (write only), 4 R (read only), 6 RW (default),"
+                " 0 nobody; add 1 (X) to make it an auto-create template: 0-7 as Java accepts",
             )
             parser.add_argument("-o", "--order", action="store_true", help="an orderly topic")
         if action == "delete":
             parser.add_argument("-c", "--cluster", help="only the masters of this cluster")
 
     async def do_create(self, admin: Admin, args: argparse.Namespace) -> Output:
-        return await self._write(admin, args, "created")
+        try:
+            return await self._write(admin, args, "created", exist_ok=False)
+        except TopicExistsError as exc:
+            raise CommandError(f"{exc}: use `rocketmq topic update` to change it") from None
 
     async def do_update(self, admin: Admin, args: argparse.Namespace) -> Output:
-        return await self._write(admin, args, "updated")
+        return await self._write(admin, args, "updated", exist_ok=True)
 
-    async def _write(self, admin: Admin, args: argparse.Namespace, verb: str) -> Output:
+    async def _write(
+        self, admin: Admin, args: argparse.Namespace, verb: str, *, exist_ok: bool
+    ) -> Output:
         addresses = await admin.create_topic(
             args.topic,
             args.queues,
@@ -53,6 +64,7 @@ class TopicCommand(AdminCommand):
             order=args.order,
             read_queues=args.read_queues,
             write_queues=args.write_queues,
+            exist_ok=exist_ok,
         )
         route = await admin.topic_route(args.topic)
         document = {"topic": args.topic, "brokers": addresses, "route": route.to_json()}
@@ -88,6 +100,20 @@ class TopicCommand(AdminCommand):
         headers = ["BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "MESSAGES", "LAST UPDATED"]
         text = table(headers, rows) + f"\n{stats.total_messages} messages in {args.topic}"
         return Output(stats, text)
+
+
+def topic_perm(text: str) -> int:
+    """``-p``: a topic permission as PermName accepts it (0-7: read 4, write 2, inherit 1)."""
+    try:
+        perm = int(text)
+    except ValueError:
+        perm = -1
+    if not 0 <= perm <= 7:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a topic permission: use 2 (W), 4 (R) or 6 (RW), 0 for none,"
+            " plus 1 for an auto-create template (0-7)"
+        )
+    return perm
 
 
 def _route_table(route: Any) -> str:

@@ -8,9 +8,7 @@ registrations, and is persisted atomically with the previous file kept as ``.bak
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
 import time
 from collections.abc import Callable
 
@@ -20,62 +18,21 @@ from ..protocol.bodies import TopicConfig, TopicConfigWrapper
 from ..protocol.constants import (
     BENCHMARK_TOPIC,
     DEFAULT_TOPIC,
-    DLQ_GROUP_TOPIC_PREFIX,
     OFFSET_MOVED_EVENT,
     PERM_RW,
-    RETRY_GROUP_TOPIC_PREFIX,
+    REPLY_TOPIC_SUFFIX,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
     TIMER_TOPIC,
-    TOPIC_MAX_LENGTH,
-    TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     Perm,
 )
+from ..protocol.topic_validation import broker_system_topics
 from .config import BrokerConfig
 from .config_files import VersionedConfigFile
 
 log = logging.getLogger("rocketmq.broker")
-
-_LEGAL = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
-RETRY_TOPIC_MAX_LENGTH = 255  # 5.x: %RETRY% and %DLQ% topics may be longer
-NOT_SENDABLE = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-        TIMER_TOPIC,
-    }
-)
-
-
-@functools.lru_cache(maxsize=4096)  # asked on every send; a producer reuses its topics
-def topic_problem(topic: str) -> str | None:
-    """Why ``topic`` is not a valid topic name (Java TopicValidator's words), or None."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not _LEGAL.match(topic):
-        return (
-            f"The specified topic[{topic}] contains illegal characters,"
-            " allowing only ^[%|a-zA-Z0-9_-]+$"
-        )
-    limit = (
-        RETRY_TOPIC_MAX_LENGTH
-        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))
-        else TOPIC_MAX_LENGTH
-    )
-    if len(topic) > limit:
-        return f"The specified topic is longer than topic max length {limit}."
-    return None
-
-
-def send_forbidden(topic: str) -> bool:
-    """System topics clients may not send to (NO_PERMISSION)."""
-    return topic in NOT_SENDABLE
 
 
 class TopicConfigManager(VersionedConfigFile):
@@ -111,7 +68,7 @@ class TopicConfigManager(VersionedConfigFile):
             ),
             (OFFSET_MOVED_EVENT, 1, int(PERM_RW)),
             (SCHEDULE_TOPIC, len(config.message_delay_level.split()), int(PERM_RW)),
-            (f"{config.broker_cluster_name}_REPLY_TOPIC", 1, int(PERM_RW)),
+            (config.broker_cluster_name + REPLY_TOPIC_SUFFIX, 1, int(PERM_RW)),
             (TRANS_HALF_TOPIC, 1, int(PERM_RW)),
             (TRANS_OP_HALF_TOPIC, 1, int(PERM_RW)),
             (TIMER_TOPIC, 1, int(PERM_RW)),
@@ -131,6 +88,13 @@ class TopicConfigManager(VersionedConfigFile):
             self._dirty = True
         if self._dirty:
             self._bump()
+
+    @property
+    def system_topics(self) -> frozenset[str]:
+        """The topics this broker owns: admin requests may not create, change or delete them."""
+        config = self.config
+        trace = [config.msg_trace_topic_name] if config.trace_topic_enable else []
+        return broker_system_topics(config.broker_cluster_name, config.broker_name, trace)
 
     # --- changes ---------------------------------------------------------------------------
 

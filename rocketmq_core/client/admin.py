@@ -11,16 +11,18 @@ call, the broker or name server, and the answer (or silence) that made it fail.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
 
+from ..config import format_properties, parse_properties
 from ..errors import RemotingError, ResponseError
 from ..protocol import fastjson
-from ..protocol.bodies import ClusterInfo, KVTable, TopicList, TopicRouteData
+from ..protocol.bodies import ClusterInfo, GroupList, KVTable, TopicList, TopicRouteData
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE, PERM_RW
@@ -34,7 +36,9 @@ from ..protocol.headers import (
     GetKVListByNamespaceRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetRouteInfoRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     KVConfigKeyRequestHeader,
     OffsetResponseHeader,
     PutKVConfigRequestHeader,
@@ -45,8 +49,9 @@ from ..protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from ..protocol.heartbeat import MessageQueue
+from ..protocol.heartbeat import MessageQueue, SubscriptionData
 from ..protocol.message import decode_offset_msg_id, host_address, iter_records, unpack_host
+from ..protocol.topic_validation import is_system_topic
 from .admin_types import (
     AdminError,
     BrokerInfo,
@@ -56,21 +61,29 @@ from .admin_types import (
     ConsumeStats,
     GroupConfig,
     GroupInfo,
+    ProducerConnections,
     QueueOffset,
     QueueProgress,
     QueueStats,
     ResetOffsetResult,
+    TopicExistsError,
     TopicStats,
+    TopicTraffic,
+    TrafficSample,
+    traffic_between,
 )
 from .config import ClientConfig
 from .instance import ClientInstance, Header, decode_reset_offsets
 from .message import ReceivedMessage
+from .pulling import ConsumerError, PullResult, pull_message
 
 log = logging.getLogger("rocketmq.client.admin")
 
 SUCCESS = (ResponseCode.SUCCESS,)
 LATEST = -1  # reset_offset_by_time: to the end of every queue (Java's -1)
+TOOLS_GROUP = "TOOLS_CONSUMER"  # the group mqadmin reads queues as (Java's MixAll)
 _FOREVER = (1 << 63) - 1
+_NOT_STATS = ("%RETRY%", "%DLQ%")  # statsAll skips retry and dead-letter topics
 
 
 class Admin:
@@ -209,13 +222,23 @@ class Admin:
         order: bool = False,
         read_queues: int | None = None,
         write_queues: int | None = None,
+        exist_ok: bool = True,
     ) -> list[str]:
         """UPDATE_AND_CREATE_TOPIC on every master of ``cluster`` (or on one broker), then
-        wait (``route_timeout``) until the name server routes it. Returns the addresses."""
+        wait (``route_timeout``) until the name server routes it. Returns the addresses.
+
+        The request creates or changes; with ``exist_ok=False`` a topic any target has
+        already raises TopicExistsError and nothing is written."""
         read = queues if read_queues is None else read_queues
         write = queues if write_queues is None else write_queues
         what = f"creating topic {topic!r}"
+        if not 0 <= perm <= 7:  # PermName.isValid, as the Java client checks before sending
+            raise AdminError(f"{what}: permission {perm} is invalid: use 2 (W), 4 (R) or 6 (RW)")
         targets = await self._targets(cluster, broker_addr, what=what)
+        if not exist_ok and not is_system_topic(topic):  # the broker says why it refuses those
+            holders = [name for name, address in targets if await self._has_topic(address, topic)]
+            if holders:
+                raise TopicExistsError(topic, holders)
         header = CreateTopicRequestHeader(
             topic=topic,
             default_topic="TBW102",
@@ -238,6 +261,30 @@ class Admin:
         return [address for _, address in targets]
 
     update_topic = create_topic  # the same request changes an existing topic
+
+    async def _has_topic(self, address: str, topic: str) -> bool:
+        """Whether the broker at ``address`` has ``topic`` (GET_TOPIC_CONFIG; the name
+        server's route for a broker older than 5.x, which lacks that request)."""
+        response = await self._broker(
+            address,
+            RequestCode.GET_TOPIC_CONFIG,
+            TopicRequestHeader(topic=topic),
+            what=f"looking for topic {topic!r}",
+            accept=(
+                ResponseCode.SUCCESS,
+                ResponseCode.TOPIC_NOT_EXIST,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            ),
+        )
+        if response.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            return response.code == ResponseCode.SUCCESS
+        try:
+            route = await self.topic_route(topic)
+        except AdminError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                return False
+            raise
+        return any(address in broker.broker_addrs.values() for broker in route.broker_datas)
 
     async def _put_order_conf(
         self, topic: str, broker_names: list[str], queues: int, cluster: str | None
@@ -584,6 +631,39 @@ class Admin:
         broker = summary.broker_at(address)
         return ReceivedMessage.of(records[0], broker.broker_name if broker else "")
 
+    async def pull(
+        self, queue: MessageQueue, offset: int, *, expression: str = "*", max_nums: int = 32
+    ) -> PullResult:
+        """PULL_MESSAGE as TOOLS_GROUP, committing nothing: the messages of ``queue`` from
+        ``offset``, read without joining any consumer group."""
+        await self._queue_address(queue)  # names the topic or broker when either is unknown
+        what = f"reading {_queue_name(queue)} at offset {offset}"
+        subscription = SubscriptionData.of(queue.topic, expression)
+        try:
+            await self.instance.topic_route(queue.topic)  # the pull finds the broker there
+            return await pull_message(
+                self.instance, TOOLS_GROUP, queue, offset, subscription, max_nums=max_nums
+            )
+        except ResponseError as exc:
+            raise AdminError(f"{what} failed: {exc}", code=exc.code) from exc
+        except (RemotingError, ConsumerError, OSError) as exc:
+            raise AdminError(f"{what} failed: {exc}") from exc
+
+    async def message_at(self, queue: MessageQueue, offset: int) -> ReceivedMessage:
+        """The message at ``offset`` of ``queue`` (mqadmin's queryMsgByOffset)."""
+        result = await self.pull(queue, offset, max_nums=1)
+        if result.messages and result.messages[0].queue_offset == offset:
+            return result.messages[0]
+        held = (
+            f"it holds offsets {result.min_offset} to {result.max_offset - 1}"
+            if result.max_offset > result.min_offset
+            else "it holds no message"
+        )
+        raise AdminError(
+            f"no message at offset {offset} of {_queue_name(queue)}: {held}",
+            code=ResponseCode.QUERY_NOT_FOUND,
+        )
+
     # --- offsets -------------------------------------------------------------------------
 
     async def reset_offset_by_time(
@@ -755,6 +835,189 @@ class Admin:
             return {}
         return dict(sorted(KVTable.decode(response.body).table.items()))
 
+    # --- broker members, configuration, producers, traffic ------------------------------
+
+    async def broker_members(
+        self, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[tuple[str, str]]:
+        """(broker name, address) of every member, master and slaves, of ``cluster`` (the
+        only cluster when None), or of the one broker at ``broker_addr``."""
+        if broker_addr is not None:
+            return await self._targets(None, broker_addr, what="reading a broker")
+        summary = await self.cluster_info()
+        if cluster is None:
+            if len(summary.clusters) != 1:
+                known = ", ".join(summary.clusters) or "none registered"
+                raise AdminError(f"name a cluster or a broker address (clusters: {known})")
+            cluster = next(iter(summary.clusters))
+        if cluster not in summary.clusters:
+            known = ", ".join(summary.clusters) or "none"
+            raise AdminError(
+                f"cluster {cluster!r} is not known to the name server (known: {known})"
+            )
+        members = []
+        for name in summary.clusters[cluster]:
+            broker = summary.brokers.get(name)
+            for _, address in sorted(broker.addresses.items() if broker else ()):
+                members.append((name, address))
+        return members
+
+    async def broker_config(self, address: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's effective settings, sorted by key."""
+        response = await self._broker(
+            address, RequestCode.GET_BROKER_CONFIG, what="reading the broker config"
+        )
+        return dict(sorted(parse_properties(bytes(response.body or b"").decode()).items()))
+
+    async def update_broker_config(self, address: str, values: Mapping[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: ``values`` applied to the running broker, all or none;
+        the broker refuses an unknown key, a bad value or a key read at startup only."""
+        for key, value in values.items():
+            if any(c in key or c in value for c in "\r\n") or not key.strip():
+                raise AdminError(f"broker config {key!r}={value!r}: no line breaks, no empty key")
+        await self._broker(
+            address,
+            RequestCode.UPDATE_BROKER_CONFIG,
+            None,
+            format_properties(values).encode(),
+            what=f"updating broker config {', '.join(values)}",
+        )
+
+    async def group_config(self, address: str, group: str) -> GroupConfig | None:
+        """The subscription group ``group`` as the broker at ``address`` holds it; None
+        when it has none (GET_SUBSCRIPTIONGROUP_CONFIG, else the whole table)."""
+        response = await self._broker(
+            address,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG,
+            GetSubscriptionGroupConfigRequestHeader(group=group),
+            what=f"reading subscription group {group!r}",
+            accept=(
+                ResponseCode.SUCCESS,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            ),
+        )
+        if response.code == ResponseCode.SUCCESS:
+            return GroupConfig.from_json(fastjson.loads(response.body))
+        if response.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+            return None
+        # a 4.x broker predates the one-group request: read the table
+        response = await self._broker(
+            address,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+            what=f"reading subscription group {group!r}",
+        )
+        table = fastjson.loads(response.body).get("subscriptionGroupTable") or {}
+        return GroupConfig.from_json(table[group]) if group in table else None
+
+    async def configure_group(
+        self,
+        group: str,
+        changes: Mapping[str, Any],
+        *,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> dict[str, GroupConfig]:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on every master of ``cluster`` (or on one
+        broker): ``changes`` (GroupConfig field names) applied to what each broker holds,
+        the defaults for a new group. Returns the config written, by broker address."""
+        what = f"updating subscription group {group!r}"
+        written: dict[str, GroupConfig] = {}
+        for name, address in await self._targets(cluster, broker_addr, what=what):
+            current = await self.group_config(address, group) or GroupConfig(group)
+            config = dataclasses.replace(current, **changes)
+            await self._broker(
+                address,
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                None,
+                fastjson.dumps(config.to_json()),
+                what=f"{what} on {name}",
+            )
+            written[address] = config
+        return written
+
+    async def producer_connections(self, group: str, topic: str) -> ProducerConnections:
+        """GET_PRODUCER_CONNECTION_LIST from every broker of ``topic``, merged by client
+        id; AdminError when no broker has a producer of ``group``."""
+        result = ProducerConnections(group, topic)
+        seen: set[str] = set()
+        answers: list[str] = []
+        for name, address in await self._route_brokers(topic):
+            response = await self._broker(
+                address,
+                RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                GetProducerConnectionListRequestHeader(producer_group=group),
+                what=f"reading the producers of {group!r} on {name}",
+                accept=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR),
+            )
+            if response.code != ResponseCode.SUCCESS:  # the group has no producer there
+                answers.append(f"{name}: {response.remark or 'none'}")
+                continue
+            for connection in _connection_set(fastjson.loads(response.body)):
+                if connection.client_id not in seen:
+                    seen.add(connection.client_id)
+                    result.connections.append(connection)
+        if not result.connections:
+            raise AdminError(
+                f"producer group {group!r} has no online producer on the brokers of"
+                f" {topic!r} ({'; '.join(answers) or 'no broker'})"
+            )
+        result.connections.sort(key=lambda c: c.client_id)
+        return result
+
+    async def topic_consumers(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on every broker of ``topic``: the groups that
+        subscribe to it or have committed offsets on it."""
+        groups: set[str] = set()
+        for name, address in await self._route_brokers(topic):
+            response = await self._broker(
+                address,
+                RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                TopicRequestHeader(topic=topic),
+                what=f"reading the consumer groups of {topic!r} on {name}",
+            )
+            groups.update(GroupList.decode(response.body).group_list)
+        return sorted(groups)
+
+    async def traffic_sample(self, topic: str) -> TrafficSample:
+        """What ``topic``'s brokers hold now: messages put, and each consumer group's
+        committed offsets and lag (GET_TOPIC_STATS_INFO, GET_CONSUME_STATS)."""
+        stats = await self.topic_stats(topic)
+        sample = TrafficSample(topic, time.monotonic(), sum(q.max_offset for q in stats.queues))
+        for group in await self.topic_consumers(topic):
+            progress = await self.consume_stats(group, topic)
+            sample.consumed[group] = progress.consumer_offset_total
+            sample.lag[group] = progress.total_lag
+        return sample
+
+    async def stats_all(
+        self, topic: str | None = None, *, interval: float = 1.0
+    ) -> list[TopicTraffic]:
+        """``statsAll``: per topic (every routed one but retry and DLQ topics, else
+        ``topic``) and consumer group, the lag and the rates of messages put (in) and of
+        offsets committed (out), measured over ``interval`` seconds (0: no rates)."""
+        if topic is not None:
+            topics = [topic]
+        else:
+            topics = [t for t in await self.list_topics() if not t.startswith(_NOT_STATS)]
+        before: dict[str, TrafficSample] = {}
+        for name in topics:
+            try:
+                before[name] = await self.traffic_sample(name)
+            except AdminError as exc:
+                # a topic deleted meanwhile, or one no broker serves, has no stats
+                if topic is not None or exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+        after: dict[str, TrafficSample] = {}
+        if interval > 0:
+            await anyio.sleep(interval)
+            for name in before:
+                after[name] = await self.traffic_sample(name)
+        rows: list[TopicTraffic] = []
+        for name, sample in before.items():
+            rows += traffic_between(sample, after.get(name))
+        return rows
+
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -778,6 +1041,19 @@ def _queue_table(body: bytes, value: Any = None) -> list[tuple[MessageQueue, dic
         queue = dict(key) if isinstance(key, tuple) else fastjson.loads(key)
         pairs.append((MessageQueue.from_json(queue), entry))
     return pairs
+
+
+def _connection_set(value: Any) -> list[Connection]:
+    """The ``connectionSet`` of a ConsumerConnection or ProducerConnection body."""
+    return [
+        Connection(
+            str(entry.get("clientId", "")),
+            str(entry.get("clientAddr", "")),
+            str(entry.get("language", "")),
+            int(entry.get("version", 0) or 0),
+        )
+        for entry in value.get("connectionSet") or []
+    ]
 
 
 def _offset_id(msg_id: str) -> tuple[str | None, int]:

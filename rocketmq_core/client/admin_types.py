@@ -27,6 +27,15 @@ class AdminError(RocketMQError):
         self.code = code
 
 
+class TopicExistsError(AdminError):
+    """create_topic(exist_ok=False) found the topic on some of its target brokers."""
+
+    def __init__(self, topic: str, brokers: list[str]):
+        super().__init__(f"topic {topic} exists on {', '.join(brokers)}")
+        self.topic = topic
+        self.brokers = brokers
+
+
 # --- clusters ------------------------------------------------------------------------------
 
 
@@ -148,6 +157,61 @@ class ConsumerConnections:
     message_model: str = ""
     consume_from_where: str = ""
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
+
+
+@dataclass(slots=True)
+class ProducerConnections:
+    """GET_PRODUCER_CONNECTION_LIST from the brokers of a topic, merged by client id."""
+
+    group: str
+    topic: str
+    connections: list[Connection] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TrafficSample:
+    """What a topic's brokers hold at one moment (``taken_at``, monotonic seconds): the
+    sum of its queues' max offsets (messages put so far) and, per consumer group, the
+    sum of its committed offsets and its lag."""
+
+    topic: str
+    taken_at: float
+    put_total: int
+    consumed: dict[str, int] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TopicTraffic:
+    """One row of ``statsAll``: a topic and one of its consumer groups (None: no group
+    consumes it). The rates are measured between two samples; None when not measured."""
+
+    topic: str
+    group: str | None
+    accumulation: int
+    in_tps: float | None
+    out_tps: float | None
+
+
+def traffic_between(before: TrafficSample, after: TrafficSample | None) -> list[TopicTraffic]:
+    """The rows of one topic: the lag at ``after`` (else ``before``) and, when there are
+    two samples, the rates of messages put and of offsets committed between them."""
+    last = after or before
+    seconds = (after.taken_at - before.taken_at) if after else 0.0
+
+    def rate(start: int, end: int) -> float | None:
+        return max(0, end - start) / seconds if seconds > 0 else None
+
+    in_tps = rate(before.put_total, last.put_total)
+    if not last.lag:
+        return [TopicTraffic(last.topic, None, 0, in_tps, None)]
+    rows = []
+    for group, lag in sorted(last.lag.items()):
+        consumed = last.consumed.get(group, 0)
+        # a group first seen in the second sample has no rate yet: 0
+        out_tps = rate(before.consumed.get(group, consumed), consumed)
+        rows.append(TopicTraffic(last.topic, group, lag, in_tps, out_tps))
+    return rows
 
 
 @dataclass(slots=True)

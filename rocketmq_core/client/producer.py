@@ -400,14 +400,17 @@ class Producer:
         now_ms, ids = self._now_and_ids()
         unique_id = ids.next(now_ms)
         body = message.body
-        if len(body) >= self.compress_over:
-            body = compress(body, self.compression, self.compress_level)
-            sys_flag |= self.compression.sys_flag
+        # the limit is on the body as given, as Java's and the C++ client check it
         if len(body) > self.max_message_size:
             raise MQClientError(
                 f"the message body is {len(body)} bytes; the limit is {self.max_message_size}"
                 " (maxMessageSize): split it or raise the limit on producer and broker"
             )
+        if len(body) >= self.compress_over:
+            compressed = compress(body, self.compression, self.compress_level)
+            if len(compressed) < len(body):  # incompressible bodies go as they are
+                body = compressed
+                sys_flag |= self.compression.sys_flag
         wire_properties = message.wire_properties(unique_id)
         if extra_properties:
             wire_properties.update(extra_properties)
@@ -532,15 +535,22 @@ class Producer:
         items: list[BatchItem] = []
         unique_ids: list[str] = []
         size = 0
-        for message in messages:
+        for index, message in enumerate(messages):
             unique_id = ids.next(now_ms)
             properties = encode_properties(message.wire_properties(unique_id)).encode()
+            if len(message.body) > self.max_message_size:
+                raise MQClientError(
+                    f"message {index} of the batch has a body of {len(message.body)} bytes;"
+                    f" the limit is {self.max_message_size} (maxMessageSize): split it or"
+                    " raise the limit on producer and broker"
+                )
             item = BatchItem(message.flag, message.body, properties)
             item_size = BATCH_RECORD_OVERHEAD + len(message.body) + len(properties)
-            if item_size > self.max_message_size:
+            if item_size > self.max_message_size:  # the broker checks the whole batch body
                 raise MQClientError(
-                    f"a message of the batch is {item_size} bytes;"
-                    f" the limit is {self.max_message_size}"
+                    f"message {index} of the batch is {item_size} bytes as a batch record"
+                    f" (body, properties, header); a batch body may be {self.max_message_size}"
+                    " at most: send it on its own"
                 )
             if items and size + item_size > self.max_message_size:
                 batches.append((items, unique_ids))

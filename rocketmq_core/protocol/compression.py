@@ -8,6 +8,7 @@ java.util.zip and the C++ client write it.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from enum import IntEnum
 
 import zstandard
@@ -30,6 +31,7 @@ class CompressionType(IntEnum):
 
 
 _ZSTD_DECOMPRESSOR = zstandard.ZstdDecompressor()
+_INFLATE_CHUNK = 256 * 1024
 
 
 def compress(body: bytes, kind: CompressionType, level: int = 5) -> bytes:
@@ -55,3 +57,57 @@ def decompress(body: bytes, sys_flag: int) -> bytes:
     if kind == CompressionType.LZ4:
         raise RemoteProtocolError("an LZ4-compressed body: install the lz4 package to read it")
     raise RemoteProtocolError(f"unknown compression type {kind} in sysFlag {sys_flag:#x}")
+
+
+def inflate_within(
+    body: bytes, sys_flag: int, keep: int, count_to: int
+) -> tuple[int, bytes | None]:
+    """How long ``body`` is as the producer gave it, inflating no further than needed.
+
+    Returns (length, the inflated body when length <= ``keep``, else None); the length
+    stops at ``count_to + 1`` (a small compressed body must not make us inflate
+    gigabytes). An LZ4 body, which this module cannot inflate, gives (-1, None).
+    """
+    if not sys_flag & COMPRESSED:
+        return len(body), body if len(body) <= keep else None
+    kind = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    if kind in (0, CompressionType.ZLIB):
+        chunks = _zlib_chunks(body)
+    elif kind == CompressionType.ZSTD:
+        chunks = _zstd_chunks(body)
+    elif kind == CompressionType.LZ4:
+        return -1, None
+    else:
+        raise RemoteProtocolError(f"unknown compression type {kind} in sysFlag {sys_flag:#x}")
+    kept: list[bytes] = []
+    length = 0
+    try:
+        for chunk in chunks:
+            length += len(chunk)
+            if length > count_to:
+                return count_to + 1, None
+            if length <= keep:
+                kept.append(chunk)
+    except (zlib.error, zstandard.ZstdError) as exc:
+        raise RemoteProtocolError(f"a compressed message body does not inflate: {exc}") from None
+    return length, b"".join(kept) if length <= keep else None
+
+
+def _zlib_chunks(body: bytes) -> Iterator[bytes]:
+    inflater = zlib.decompressobj()
+    pending = body
+    while True:
+        chunk = inflater.decompress(pending, _INFLATE_CHUNK)
+        if chunk:
+            yield chunk
+        pending = inflater.unconsumed_tail
+        if inflater.eof:
+            return
+        if not pending and not chunk:
+            raise zlib.error("the stream ends before its end marker")
+
+
+def _zstd_chunks(body: bytes) -> Iterator[bytes]:
+    with _ZSTD_DECOMPRESSOR.stream_reader(body) as reader:
+        while chunk := reader.read(_INFLATE_CHUNK):
+            yield chunk

@@ -50,10 +50,15 @@ SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 BENCHMARK_TOPIC = "BenchmarkTest"
 
-# TopicValidator's system topic set, as GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists it (5.x
-# adds CHECKPOINT_TOPIC, a RocksDB store's, which this broker has no use for)
+CHECKPOINT_TOPIC = "CHECKPOINT_TOPIC"  # 5.x: a RocksDB store's offsets; reserved here too
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"  # every topic named so belongs to the broker (timer, revive)
+REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"  # <cluster>_REPLY_TOPIC carries request-reply answers
+
+# TopicValidator's system topic set, as GET_SYSTEM_TOPIC_LIST_FROM_BROKER lists it; a
+# broker adds its own names (topic_validation.broker_system_topics)
 SYSTEM_TOPICS = frozenset(
     {
+        CHECKPOINT_TOPIC,
         DEFAULT_TOPIC,
         SCHEDULE_TOPIC,
         BENCHMARK_TOPIC,
@@ -72,3 +77,4 @@ ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 
 NAME_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+\Z")
 TOPIC_MAX_LENGTH = 127
+RETRY_OR_DLQ_TOPIC_MAX_LENGTH = 255  # 5.x: %RETRY% and %DLQ% topics may be longer

@@ -74,13 +74,71 @@ async def test_create_list_and_delete_a_topic(broker, client):
 async def test_topic_creation_refusals_say_why(broker, client):
     cases = [
         (create_topic("bad topic"), "illegal characters"),
-        (create_topic("SCHEDULE_TOPIC_XXXX"), "conflict with system topic"),
+        (create_topic("x" * 128), "longer than topic max length 127"),
+        (create_topic("SCHEDULE_TOPIC_XXXX"), "is a system topic"),
         (create_topic("Zero", queues=0), "at least 1"),
     ]
     for fields, remark in cases:
         reply = await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, fields)
-        assert reply.code == ResponseCode.SYSTEM_ERROR
+        assert reply.code == ResponseCode.INVALID_PARAMETER
         assert remark in reply.remark
+
+
+SYSTEM_TOPICS = [
+    "TBW102",
+    "SCHEDULE_TOPIC_XXXX",
+    "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC",
+    "rmq_sys_wheel_timer",
+    "rmq_sys_REVIVE_LOG_DefaultCluster",  # any rmq_sys_ name, existing or not
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC",
+    "OFFSET_MOVED_EVENT",
+    "BenchmarkTest",
+    "CHECKPOINT_TOPIC",
+    "DefaultCluster",  # the cluster's and the broker's own topics
+    "broker-a",
+    "DefaultCluster_REPLY_TOPIC",
+]
+
+
+@pytest.mark.parametrize("topic", SYSTEM_TOPICS)
+async def test_system_topics_cannot_be_created_changed_or_deleted(broker, client, topic):
+    before = broker.topics.get(topic)
+    before_json = before.to_json() if before is not None else None
+    changed = await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, create_topic(topic, 1, 2))
+    deleted = await call(client, broker, R.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+    for reply in (changed, deleted):
+        assert reply.code == ResponseCode.INVALID_PARAMETER
+        assert f"The topic[{topic}] is a system topic" in reply.remark
+        assert "cannot be created, changed or deleted" in reply.remark
+    after = broker.topics.get(topic)
+    assert (after.to_json() if after is not None else None) == before_json
+
+
+async def test_a_refused_change_to_tbw102_keeps_auto_creation_working(broker, client):
+    refused = await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, create_topic("TBW102", 8, 6))
+    assert refused.code == ResponseCode.INVALID_PARAMETER
+    sent = await client.invoke(broker.address, send_request(topic="AutoCreatedAfterwards"))
+    assert sent.code == ResponseCode.SUCCESS, sent.remark
+    assert broker.topics.get("AutoCreatedAfterwards") is not None
+
+
+async def test_retry_and_dead_letter_topics_can_be_changed(broker, client):
+    """Java lets operators change %RETRY% and %DLQ% topics (e.g. make a DLQ readable)."""
+    for topic in ("%RETRY%CG", "%DLQ%CG", "%DLQ%" + "g" * 200):
+        created = await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, create_topic(topic, 1))
+        assert created.code == ResponseCode.SUCCESS, created.remark
+        deleted = await call(client, broker, R.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        assert deleted.code == ResponseCode.SUCCESS, deleted.remark
+        assert broker.topics.get(topic) is None
+
+
+async def test_deleting_a_blank_topic_is_refused(broker, client):
+    reply = await call(client, broker, R.DELETE_TOPIC_IN_BROKER, {"topic": " "})
+    assert reply.code == ResponseCode.INVALID_PARAMETER
+    assert reply.remark == "The specified topic is blank."
 
 
 async def test_topic_stats_have_object_keys_and_offsets(broker, client):

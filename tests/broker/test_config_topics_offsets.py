@@ -8,11 +8,12 @@ import pytest
 
 from rocketmq_core.broker.config import BrokerConfig, delay_levels_ms
 from rocketmq_core.broker.offsets import ConsumerOffsetManager
-from rocketmq_core.broker.topics import TopicConfigManager, send_forbidden, topic_problem
+from rocketmq_core.broker.topics import TopicConfigManager
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.constants import DEFAULT_TOPIC, SCHEDULE_TOPIC, Perm
 from rocketmq_core.protocol.message import unpack_host
+from rocketmq_core.protocol.topic_validation import send_forbidden, topic_problem
 
 pytestmark = pytest.mark.anyio
 

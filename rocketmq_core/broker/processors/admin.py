@@ -30,11 +30,11 @@ from ...protocol.headers import (
 )
 from ...protocol.heartbeat import MessageQueue
 from ...protocol.message import decode_record
+from ...protocol.topic_validation import is_system_topic, system_topic_refusal, topic_problem
 from ...store.api import SupportsTopicDeletion
 from ..clients import Channel, ClientChannel
 from ..config import STARTUP_ONLY_KEYS
 from ..groups import SubscriptionGroupConfig
-from ..topics import NOT_SENDABLE, topic_problem
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
@@ -55,16 +55,10 @@ def _fields(request: RemotingCommand) -> dict[str, str]:
 
 def update_and_create_topic(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     header = CreateTopicRequestHeader.from_ext_fields(_fields(request))
-    problem = topic_problem(header.topic)
-    if problem is not None:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, problem)
-    if header.topic in NOT_SENDABLE or header.topic == broker.config.broker_cluster_name:
-        raise ResponseError(
-            ResponseCode.SYSTEM_ERROR, f"The topic[{header.topic}] is conflict with system topic."
-        )
+    _check_changeable(broker, header.topic)
     if header.read_queue_nums <= 0 or header.write_queue_nums <= 0:
         raise ResponseError(
-            ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be at least 1"
+            ResponseCode.INVALID_PARAMETER, "readQueueNums and writeQueueNums must be at least 1"
         )
     broker.topics.update(
         TopicConfig(
@@ -82,15 +76,22 @@ def update_and_create_topic(broker: Broker, ctx: RequestContext, request: Remoti
 
 async def delete_topic_in_broker(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     header = TopicRequestHeader.from_ext_fields(_fields(request))
-    if header.topic in NOT_SENDABLE:
-        raise ResponseError(
-            ResponseCode.SYSTEM_ERROR, f"The topic[{header.topic}] is a system topic"
-        )
+    _check_changeable(broker, header.topic)
     broker.topics.delete(header.topic)
     broker.offsets.remove_topic(header.topic)
     if isinstance(broker.store, SupportsTopicDeletion):
         await broker.store.delete_topic(header.topic)
     return request.response()
+
+
+def _check_changeable(broker: Broker, topic: str) -> None:
+    """Refuse an admin change to an invalid name or to a system topic, with
+    INVALID_PARAMETER as Java 5.x answers (4.9 answered SYSTEM_ERROR)."""
+    problem = topic_problem(topic)
+    if problem is not None:
+        raise ResponseError(ResponseCode.INVALID_PARAMETER, problem)
+    if is_system_topic(topic, broker.topics.system_topics):
+        raise ResponseError(ResponseCode.INVALID_PARAMETER, system_topic_refusal(topic))
 
 
 def get_all_topic_config(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -316,7 +317,7 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, request: Remoti
                 "lastTimestamp": await _store_time(broker, topic, queue_id, consumer_offset - 1),
                 "pullOffset": consumer_offset,
             }
-    body = {"consumeTps": 0.0, "offsetTable": table}
+    body = {"consumeTps": broker.pull_rates.tps(group, topics), "offsetTable": table}
     return request.response(body=fastjson.dumps(body, standard=False))
 
 

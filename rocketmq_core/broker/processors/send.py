@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import functools
-import zlib
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ...errors import BodyError, ConfigError, ResponseError
+from ...errors import ConfigError, RemoteProtocolError, ResponseError
 from ...protocol.bodies import TopicConfig
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
+from ...protocol.compression import COMPRESSION_TYPE_MASK, inflate_within
 from ...protocol.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
 from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader, SendMessageResponseHeader
 from ...protocol.message import (
@@ -22,9 +22,9 @@ from ...protocol.message import (
     property_value,
 )
 from ...protocol.recall import RecallHandle
+from ...protocol.topic_validation import send_forbidden, topic_problem
 from ...remoting.transport import parse_address
 from ...store.api import MessageToStore, PutResult
-from ..topics import send_forbidden, topic_problem
 from .retry import dead_letter_topic, max_reconsume_times
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def send_message(
     header = SendMessageRequestHeader.from_ext_fields(
         request.ext_fields or {}, SEND_V2_NAMES if v2 else None
     )
+    body, sys_flag = _sized_body(broker.config.max_message_size, request.body, header)
     topic_config = _writable_topic(broker, header)
     queue_id = header.queue_id
     if queue_id < 0:
@@ -55,7 +56,6 @@ def send_message(
         )
     topic = header.topic
     properties = _with_cluster(header.properties or "", broker.config.broker_cluster_name)
-    sys_flag = header.sys_flag
     if topic_config.topic_filter_type == "MULTI_TAG":
         sys_flag |= MULTI_TAGS
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -66,9 +66,7 @@ def send_message(
     if header.batch:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot go to a retry topic")
-        messages = _batch_messages(
-            request.body, header, topic, queue_id, sys_flag, born_host, properties
-        )
+        messages = _batch_messages(body, header, topic, queue_id, sys_flag, born_host, properties)
         if broker.put_hooks.act_on(b"\x02".join(message.properties for message in messages)):
             messages = _prepared_batch(broker, messages)
         result = store.append_batch(messages)
@@ -77,7 +75,7 @@ def send_message(
         message = MessageToStore(
             topic,
             queue_id,
-            bytes(request.body),
+            bytes(body),
             properties.encode(),
             header.flag,
             sys_flag,
@@ -150,6 +148,43 @@ def _answer_template(region_id: str, trace_on: bool) -> dict[str, str]:
     ).to_ext_fields()
 
 
+def _sized_body(limit: int, body: bytes, header: SendMessageRequestHeader) -> tuple[bytes, int]:
+    """The body to store and its sysFlag, once the body as the producer gave it (inflated,
+    for a compressed one; a batch's whole body) is known to fit maxMessageSize.
+
+    Java's clients check the raw body before compressing; checking it here as well
+    keeps a small compressed body from storing more than a consumer was promised.
+    A compressed body larger than the limit whose raw form fits is stored raw.
+    """
+    sys_flag = header.sys_flag
+    if not sys_flag & COMPRESSED:
+        if len(body) > limit:
+            raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, _too_large(header, len(body), limit))
+        return body, sys_flag
+    try:
+        # keep the inflated body only when it replaces the compressed one: a body over the
+        # limit, or a whole batch (the C++ client 1.2.3 compresses those) to split
+        keep = limit if len(body) > limit or header.batch else -1
+        length, raw = inflate_within(body, sys_flag, keep, 2 * limit)
+    except RemoteProtocolError as exc:
+        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+    if length > limit:
+        size = f"more than {2 * limit}" if length > 2 * limit else str(length)
+        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, _too_large(header, size, limit))
+    if raw is not None:
+        return raw, sys_flag & ~(COMPRESSED | COMPRESSION_TYPE_MASK)
+    return body, sys_flag
+
+
+def _too_large(header: SendMessageRequestHeader, size: int | str, limit: int) -> str:
+    what = "the batch body" if header.batch else "the message body"
+    inflated = " (inflated)" if header.sys_flag & COMPRESSED else ""
+    return (
+        f"{what} is {size} bytes{inflated}; maxMessageSize is {limit}:"
+        " split it, or raise maxMessageSize on the broker and the producer"
+    )
+
+
 def _writable_topic(broker: Broker, header: SendMessageRequestHeader) -> TopicConfig:
     topic = header.topic
     problem = topic_problem(topic)
@@ -215,13 +250,6 @@ def _batch_messages(
     born_host: bytes,
     batch_properties: str,
 ) -> list[MessageToStore]:
-    if sys_flag & COMPRESSED:
-        # the C++ client 1.2.3 compresses whole batches: inflate, then split (policy b)
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:
-            raise BodyError(f"the compressed batch does not inflate: {exc}") from None
-        sys_flag &= ~COMPRESSED
     batch_level = _batch_level_pairs(batch_properties.encode())
     messages = []
     try:
