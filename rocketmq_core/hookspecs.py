@@ -151,7 +151,8 @@ def rocketmq_register_broker_services(register: NamedRegister) -> None:
 
 @hookspec
 def rocketmq_register_cli_commands(register: NamedRegister) -> None:
-    """Register ``rocketmq`` sub-commands: ``register(name, command)``.
+    """Register ``rocketmq`` sub-commands: ``register(name, command)``; a command
+    name may also hold dashes (``broker-config``).
 
     ``command`` has ``help`` (one line), ``add_arguments(parser)`` and
     ``run(args, host) -> int`` (the exit status); ``host`` is the loaded

@@ -19,6 +19,7 @@ from .protocol.codes import RequestCode
 T = TypeVar("T")
 
 _NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+_COMMAND_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")  # CLI commands are shell words: broker-config
 SERVERS = ("broker", "namesrv")
 
 
@@ -70,12 +71,13 @@ class Deferred:
 class NamedRegistry(Generic[T]):
     """Objects of one kind (transports, stores, ...) by name."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, pattern: re.Pattern[str] = _NAME) -> None:
         self.kind = kind
+        self.pattern = pattern
         self._entries: dict[str, Entry[T]] = {}
 
     def add(self, name: str, obj: T, plugin: str) -> Entry[T]:
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not self.pattern.match(name):
             raise PluginError(
                 f"plugin {plugin!r} registered the {self.kind} name {name!r}:"
                 " names are lower snake case, like 'tcp' or 'averagely_by_circle'"
@@ -223,4 +225,6 @@ class Registry:
     broker_services: NamedRegistry[Any] = field(
         default_factory=lambda: NamedRegistry("broker service")
     )
-    cli_commands: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("CLI command"))
+    cli_commands: NamedRegistry[Any] = field(
+        default_factory=lambda: NamedRegistry("CLI command", pattern=_COMMAND_NAME)
+    )

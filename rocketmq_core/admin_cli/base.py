@@ -1,8 +1,9 @@
 """What the admin commands of ``rocketmq`` share: options, running an action, output.
 
-Each action takes ``-n/--namesrv`` (else NAMESRV_ADDR, else 127.0.0.1:9876) and
-``--json``; it prints an aligned table, or one JSON document with ``--json``. A failure
-prints one line to stderr saying what failed where, and exits 1.
+Each action takes ``-n/--namesrv`` (else NAMESRV_ADDR, else 127.0.0.1:9876), ``--tls-ca``
+(the CA that QUIC name servers and brokers are verified with) and ``--json``; it prints an
+aligned table, or one JSON document with ``--json``. A failure prints one line to stderr
+saying what failed where, and exits 1.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from ..client.config import ClientConfig
 from ..client.instance import ClientInstance
 from ..client.producer import MQClientError
 from ..client.render import to_json
-from ..errors import RocketMQError, found_in
+from ..errors import ConfigError, RocketMQError, found_in
 from ..plugins import PluginHost
+from ..remoting.transport import TlsOptions
 from ..runtime import run
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -34,19 +36,29 @@ class CommandError(Exception):
 class Output:
     document: Any  # what --json writes
     text: str  # what a person reads
+    status: int = 0  # the exit status (a command stopped by a signal: 130 or 143)
+    streamed: bool = False  # records went to stdout as they came; the text is for stderr
 
 
 Action = Callable[[Admin, argparse.Namespace], Awaitable[Output]]
 
 
-def add_common_options(parser: argparse.ArgumentParser) -> None:
+def add_common_options(
+    parser: argparse.ArgumentParser, json_help: str = "one JSON document on stdout"
+) -> None:
     parser.add_argument(
         "-n",
         "--namesrv",
         metavar="ADDR",
         help=f"name servers, 'host:port;host:port' (default: NAMESRV_ADDR, else {DEFAULT_NAMESRV})",
     )
-    parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    parser.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        help="CA file (PEM) to verify quic:// name servers and brokers with"
+        " (default: ROCKETMQ_TLS_TRUST_CERT_PATH, else the system's CAs)",
+    )
+    parser.add_argument("--json", action="store_true", help=json_help)
 
 
 def add_topic_option(parser: argparse.ArgumentParser) -> None:
@@ -90,19 +102,35 @@ def run_action(args: argparse.Namespace, host: PluginHost, action: Action) -> in
     """Run ``action`` with an Admin on the chosen name servers; print its output."""
     name = " ".join(filter(None, ["rocketmq", args.command, getattr(args, "action", None)]))
     namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
+    config = ClientConfig(namesrv_addr=namesrv, quic_tls=_quic_tls(getattr(args, "tls_ca", None)))
 
     async def main() -> Output:
-        instance = ClientInstance(ClientConfig(namesrv_addr=namesrv), host=host)
+        instance = ClientInstance(config, host=host)
         async with Admin(instance=instance) as admin:
             return await action(admin, args)
 
     try:
         output = run(main)
-    except (RocketMQError, MQClientError, CommandError, BaseExceptionGroup) as exc:
+    except (RocketMQError, MQClientError, CommandError, BrokenPipeError, BaseExceptionGroup) as exc:
+        if found_in(exc, BrokenPipeError) is not None:
+            # the reader of stdout went away (`| head`): stop quietly, as cat does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141  # 128 + SIGPIPE
         found = found_in(exc, (RocketMQError, MQClientError, CommandError))
         if found is None:
             raise
         print(f"{name}: error: {found}", file=sys.stderr)
         return 1
-    sys.stdout.write(to_json(output.document) if args.json else output.text.rstrip() + "\n")
-    return 0
+    if output.streamed:
+        print(output.text.rstrip(), file=sys.stderr)
+    else:
+        sys.stdout.write(to_json(output.document) if args.json else output.text.rstrip() + "\n")
+    return output.status
+
+
+def _quic_tls(ca_file: str | None) -> TlsOptions | None:
+    if ca_file is None:
+        return None  # the client's default: the environment's CA file, else the system's
+    if not os.path.isfile(ca_file):
+        raise ConfigError(f"--tls-ca {ca_file}: no such file (give the CA certificate, PEM)")
+    return TlsOptions(ca_file=ca_file)

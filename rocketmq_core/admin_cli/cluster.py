@@ -1,4 +1,5 @@
-"""``rocketmq cluster``: clusters, their brokers, each broker's version and load."""
+"""``rocketmq cluster``: clusters, their brokers, each broker's version and load, its
+runtime info (status), and the traffic of every topic and consumer group (stats)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,40 @@ import argparse
 from ..client.admin import Admin
 from ..client.render import table
 from ..errors import RocketMQError
-from .base import AdminCommand, Output
+from .base import AdminCommand, Output, add_target_options
+
+STATS_HELP = (
+    "per topic and consumer group: the accumulation (lag), and the in and out TPS"
+    " measured over --interval seconds: messages put to the topic, offsets the group"
+    " committed. Not shown (unlike mqadmin statsAll): messages in/out of the last 24"
+    " hours, which the broker does not count (no VIEW_BROKER_STATS_DATA)"
+)
 
 
 class ClusterCommand(AdminCommand):
-    help = "show clusters, their brokers and each broker's version and load"
-    actions = {"list": "list clusters and brokers with runtime info"}
+    help = "show clusters, their brokers, each broker's runtime info, and traffic stats"
+    actions = {
+        "list": "list clusters and brokers with runtime info",
+        "status": "a broker's runtime info (every member of a cluster with -c), key and value",
+        "stats": STATS_HELP,
+    }
+
+    def add_action_arguments(self, action: str, parser: argparse.ArgumentParser) -> None:
+        if action == "status":
+            add_target_options(parser)
+        if action == "stats":
+            parser.add_argument("-t", "--topic", help="only this topic")
+            parser.add_argument(
+                "-i",
+                "--interval",
+                type=float,
+                default=1.0,
+                metavar="SECONDS",
+                help="measure the rates over this long (default 1; 0: no rates)",
+            )
+            parser.add_argument(
+                "-a", "--active", action="store_true", help="only rows with traffic (TPS > 0)"
+            )
 
     async def do_list(self, admin: Admin, args: argparse.Namespace) -> Output:
         summary = await admin.cluster_info()
@@ -40,3 +69,25 @@ class ClusterCommand(AdminCommand):
         headers = ["CLUSTER", "BROKER", "ID", "ADDRESS", "VERSION", "PUT TODAY", "UPTIME"]
         document = {"clusters": summary.clusters, "brokers": summary.brokers, "runtime": runtime}
         return Output(document, table(headers, rows))
+
+    async def do_status(self, admin: Admin, args: argparse.Namespace) -> Output:
+        runtime = {}
+        for _name, address in await admin.broker_members(args.cluster, args.broker):
+            runtime[address] = dict(sorted((await admin.broker_runtime_info(address)).items()))
+        if args.broker is not None:
+            rows = [[key, value] for key, value in runtime[args.broker].items()]
+            return Output(runtime, table(["KEY", "VALUE"], rows))
+        rows = [
+            [address, key, value]
+            for address, info in runtime.items()
+            for key, value in info.items()
+        ]
+        return Output(runtime, table(["ADDRESS", "KEY", "VALUE"], rows))
+
+    async def do_stats(self, admin: Admin, args: argparse.Namespace) -> Output:
+        rows = await admin.stats_all(args.topic, interval=max(0.0, args.interval))
+        if args.active:
+            rows = [row for row in rows if (row.in_tps or 0) > 0 or (row.out_tps or 0) > 0]
+        headers = ["TOPIC", "CONSUMER GROUP", "ACCUMULATION", "IN TPS", "OUT TPS"]
+        cells = [[r.topic, r.group, r.accumulation, r.in_tps, r.out_tps] for r in rows]
+        return Output(rows, table(headers, cells))

@@ -1,33 +1,72 @@
-"""``rocketmq message``: find messages by key, or one message by its id."""
+"""``rocketmq message``: find messages by key, by id or by queue offset; print a topic's
+messages between two times."""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import codecs
+import time
 from typing import Any
 
+import orjson
+
 from ..client.admin import Admin
+from ..client.message import ReceivedMessage
 from ..client.render import body_text, message_json, table, timestamp
+from ..protocol.heartbeat import MessageQueue
 from .base import AdminCommand, CommandError, Output
+from .offset import parse_timestamp
+
+TIMESTAMP_HELP = "milliseconds, an ISO date-time, yyyy-MM-dd#HH:mm:ss:SSS, or 'now'"
 
 
 class MessageCommand(AdminCommand):
-    help = "find messages by key, or one message by its id"
-    actions = {"query": "messages of a topic by key (--key), or one message by id (--id)"}
+    help = "find messages by key, id or queue offset; print a topic's messages"
+    actions = {
+        "query": "messages of a topic by key (--key); one message by id (--id) or by"
+        " queue offset (--offset with --broker-name and --queue)",
+        "print": "every message of a topic stored between two times, queue by queue",
+    }
 
     def add_action_arguments(self, action: str, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("-t", "--topic", help="the topic (needed with --key and client ids)")
+        if action == "print":
+            parser.add_argument("-t", "--topic", required=True, help="the topic")
+            parser.add_argument("--begin", help=f"stored at or after this: {TIMESTAMP_HELP}")
+            parser.add_argument("--end", help=f"stored at or before this: {TIMESTAMP_HELP}")
+            parser.add_argument("--tags", default="*", help="tag expression, like 'A || B' (*)")
+            parser.add_argument(
+                "--charset", default="utf-8", help="the bodies' text encoding (utf-8)"
+            )
+            parser.add_argument("--no-body", action="store_true", help="leave the bodies out")
+            return
+        parser.add_argument(
+            "-t", "--topic", help="the topic (needed unless --id is an offset message id)"
+        )
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("-k", "--key", help="a key the producer set (KEYS)")
         which.add_argument("-i", "--id", help="a message id: the client's (UNIQ_KEY) or offset id")
+        which.add_argument(
+            "--offset", type=int, help="a queue offset (with --broker-name, --queue)"
+        )
+        parser.add_argument("--broker-name", help="the broker of the queue (with --offset)")
+        parser.add_argument("--queue", type=int, help="the queue id (with --offset)")
         parser.add_argument("--max-num", type=int, default=32, help="at most this many (32)")
+        parser.add_argument("--begin", help=f"by key: stored at or after this: {TIMESTAMP_HELP}")
+        parser.add_argument("--end", help=f"by key: stored at or before this: {TIMESTAMP_HELP}")
 
     async def do_query(self, admin: Admin, args: argparse.Namespace) -> Output:
         if args.id:
             message = await admin.view_message(args.id, args.topic)
-            return Output(message_json(message), _message_detail(message))
+            return Output(message_json(message), message_detail(message))
+        if args.offset is not None:
+            return await self._query_offset(admin, args)
         if not args.topic:
             raise CommandError("a query by key needs the topic: add --topic")
-        found = await admin.query_message_by_key(args.topic, args.key, args.max_num)
+        begin, end = _time_range(args)
+        found = await admin.query_message_by_key(
+            args.topic, args.key, args.max_num, begin=begin or 0, end=end
+        )
         if not found:
             return Output([], f"no message with key {args.key!r} in {args.topic}")
         rows = [
@@ -46,8 +85,116 @@ class MessageCommand(AdminCommand):
         headers = ["MSG ID", "BROKER", "QUEUE", "OFFSET", "STORED", "TAGS", "KEYS", "BYTES"]
         return Output([message_json(m) for m in found], table(headers, rows))
 
+    async def _query_offset(self, admin: Admin, args: argparse.Namespace) -> Output:
+        missing = [
+            option
+            for option, value in (
+                ("--topic", args.topic),
+                ("--broker-name", args.broker_name),
+                ("--queue", args.queue),
+            )
+            if value is None
+        ]
+        if missing:
+            raise CommandError(f"a query by offset names the queue: add {' and '.join(missing)}")
+        queue = MessageQueue(args.topic, args.broker_name, args.queue)
+        message = await admin.message_at(queue, args.offset)
+        return Output(message_json(message), message_detail(message))
 
-def _message_detail(message: Any) -> str:
+    async def do_print(self, admin: Admin, args: argparse.Namespace) -> Output:
+        _check_charset(args.charset)
+        begin, end = _time_range(args)
+        stats = await admin.topic_stats(args.topic)
+        printed = 0
+        for queue_stats in stats.queues:
+            queue = queue_stats.queue
+            first = queue_stats.min_offset
+            if begin is not None:
+                first = await admin.search_offset(queue, begin)
+            last = queue_stats.max_offset  # exclusive
+            if end is not None:
+                last = await admin.search_offset(queue, end + 1)  # the first one after end
+            rows = []
+            async for message in _messages(admin, queue, first, last, args.tags):
+                printed += 1
+                if args.json:  # JSON Lines: one message a line, as it is read
+                    document = message_json(message)
+                    _set_body(document, None if args.no_body else message.body, args.charset)
+                    print(orjson.dumps(document).decode(), flush=True)
+                else:
+                    rows.append(_print_row(message, args))
+            if not args.json:
+                heading = (
+                    f"{queue.broker_name} queue {queue.queue_id}:"
+                    f" offsets [{first}, {last}), {len(rows)} message(s)"
+                )
+                headers = ["OFFSET", "MSG ID", "STORED", "TAGS", "KEYS"]
+                headers += [] if args.no_body else ["BODY"]
+                print(heading + ("\n" + table(headers, rows) if rows else ""), flush=True)
+        return Output(None, f"{printed} message(s) in {args.topic}", streamed=True)
+
+
+async def _messages(admin: Admin, queue: MessageQueue, first: int, last: int, tags: str):
+    """The messages of ``queue`` from offset ``first`` up to ``last`` (exclusive)."""
+    offset = first
+    while offset < last:
+        result = await admin.pull(queue, offset, expression=tags)
+        for message in result.messages:
+            if message.queue_offset < last:
+                yield message
+        if result.next_begin_offset <= offset:
+            return  # nothing further to read (the queue ends, or was cleaned below)
+        offset = result.next_begin_offset
+
+
+def _time_range(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    now = time.time_ns() // 1_000_000
+    begin = parse_timestamp(args.begin, now) if args.begin else None
+    end = parse_timestamp(args.end, now) if args.end else None
+    if begin is not None and end is not None and begin > end:
+        raise CommandError(f"--begin {args.begin} is after --end {args.end}: swap them")
+    return begin, end
+
+
+def _check_charset(charset: str) -> None:
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        raise CommandError(f"unknown --charset {charset!r}: give one like utf-8 or gbk") from None
+
+
+def _body(body: bytes, charset: str) -> tuple[str, bool]:
+    """(text, is_base64): the body decoded with ``charset``, else in base64."""
+    try:
+        return body.decode(charset), False
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode(), True
+
+
+def _set_body(document: dict[str, Any], body: bytes | None, charset: str) -> None:
+    """The body decoded with ``charset`` in ``document``; none with ``body`` None."""
+    document.pop("body", None)
+    document.pop("body_base64", None)
+    if body is not None:
+        text, encoded = _body(body, charset)
+        document["body_base64" if encoded else "body"] = text
+
+
+def _print_row(message: ReceivedMessage, args: argparse.Namespace) -> list[Any]:
+    row: list[Any] = [
+        message.queue_offset,
+        message.msg_id,
+        timestamp(message.store_timestamp),
+        message.tags,
+        " ".join(message.keys) or None,
+    ]
+    if not args.no_body:
+        text, encoded = _body(message.body, args.charset)
+        row.append(("base64:" if encoded else "") + text.replace("\n", "\\n"))
+    return row
+
+
+def message_detail(message: ReceivedMessage) -> str:
     text, encoded = body_text(message.body)
     fields = [
         ["topic", message.topic],

@@ -47,6 +47,7 @@ from .locks import QueueLockTable
 from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
 from .put_hooks import PutHooks
+from .pull_rates import PullRates
 from .topics import TopicConfigManager
 
 log = logging.getLogger("rocketmq.broker")
@@ -76,6 +77,7 @@ class Broker:
         self.producers = ProducerManager()
         self.pulls = PullHoldService()
         self.queue_locks = QueueLockTable()
+        self.pull_rates = PullRates(clock)  # the consumeTps of GET_CONSUME_STATS
         self.store: Any = None
         # the plugins' put hooks, built from their factories when the broker starts
         self.put_hooks = PutHooks()

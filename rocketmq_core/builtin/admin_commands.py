@@ -1,5 +1,6 @@
 """The built-in admin commands of ``rocketmq`` (consume, topic, cluster, group, message,
-offset, send); they live in ``rocketmq_core/admin_cli/`` and are imported when registered."""
+offset, send, broker-config, kv); they live in ``rocketmq_core/admin_cli/`` and are
+imported when registered."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from ..admin_cli import cluster, consume, group, message, offset, send, topic
+    from ..admin_cli import broker_config, cluster, consume, group, kv, message, offset, send, topic
 
     register("consume", consume.ConsumeCommand())
     register("topic", topic.TopicCommand())
@@ -17,3 +18,5 @@ def rocketmq_register_cli_commands(register):
     register("message", message.MessageCommand())
     register("offset", offset.OffsetCommand())
     register("send", send.SendCommand())
+    register("broker-config", broker_config.BrokerConfigCommand())
+    register("kv", kv.KvCommand())

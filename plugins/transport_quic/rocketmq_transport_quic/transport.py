@@ -18,6 +18,7 @@ from aioquic.quic.packet import (
 )
 from anyio.abc import ByteStream, SocketAttribute, TaskGroup, TaskStatus, UDPSocket
 
+from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.remoting.transport import (
     StreamHandler,
@@ -117,7 +118,11 @@ class QuicTransport:
                     address = format_address(host, port)
                     hint = ""
                     if "certificate" in channel.terminated:
-                        hint = " (give the client the server's CA file: TlsOptions(ca_file=...))"
+                        hint = (
+                            " (trust the server's CA file: TlsOptions(ca_file=...), the"
+                            f" {TRUST_CERT_PATH_VARIABLE} environment variable, or the"
+                            " command line's --tls-ca FILE)"
+                        )
                     raise ConnectionError(
                         f"QUIC handshake with {address}: {channel.terminated}{hint}"
                     )

@@ -78,6 +78,8 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
         ):
             result = await broker.store.get(*read)
             code = pull_code(result, header.queue_offset)
+    if code == ResponseCode.SUCCESS:
+        broker.pull_rates.record(header.consumer_group, header.topic, len(result.records))
     reply = PullMessageResponseHeader(
         suggest_which_broker_id=0,
         next_begin_offset=result.next_begin_offset,
