@@ -8,10 +8,12 @@ dataclass whose snake_case attributes map to them (``listen_port`` <-> ``listenP
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import difflib
 import logging
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -96,6 +98,16 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
+def add_allow_unknown_keys_option(parser: argparse.ArgumentParser) -> None:
+    """``--allow-unknown-keys``: start although the config file has a misspelt-looking key."""
+    parser.add_argument(
+        "--allow-unknown-keys",
+        action="store_true",
+        help="warn about a config key that looks like a misspelling of a known one,"
+        " instead of refusing to start",
+    )
+
+
 def format_properties(values: Mapping[str, Any]) -> str:
     """``key=value`` lines, as ``-p`` prints them and GET_*_CONFIG returns them."""
     return "".join(f"{key}={_text(value)}\n" for key, value in values.items())
@@ -107,22 +119,35 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def setting(default: Any, *, key: str | None = None, help: str = "") -> Any:
-    """A settings field; ``key`` overrides the camelCase name, ``help`` documents it."""
-    return dataclasses.field(default=default, metadata={"key": key, "help": help})
+def setting(
+    default: Any,
+    *,
+    key: str | None = None,
+    help: str = "",
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> Any:
+    """A settings field; ``key`` overrides the camelCase name, ``help`` documents it;
+    ``validate`` refuses a number below ``minimum`` or above ``maximum``."""
+    bounds = {"minimum": minimum, "maximum": maximum}
+    return dataclasses.field(default=default, metadata={"key": key, "help": help, **bounds})
 
 
 @dataclasses.dataclass
 class Settings:
     """Base of typed settings read from properties.
 
-    Subclasses are dataclasses of ``str``/``int``/``float``/``bool`` fields. Keys a
-    settings class does not know are reported (a typo in a config file is a common
-    mistake) but do not stop the server, as in RocketMQ.
+    Subclasses are dataclasses of ``str``/``int``/``float``/``bool`` fields. A key a
+    settings class does not know is ignored with a warning, as RocketMQ ignores it,
+    unless it looks like a misspelling of a key it knows: running on with the default
+    (data in the default directory, another port) would hide the mistake, so that is
+    a ConfigError with a "did you mean".
     """
 
     # keys of the Java server that have no meaning here: accepted without a warning
     ignored_keys: ClassVar[frozenset[str]] = frozenset()
+    # keys the Java server reads that we do not implement: ignored with a warning
+    java_keys: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def fields_by_key(cls) -> dict[str, tuple[str, type]]:
@@ -133,50 +158,108 @@ class Settings:
         }
 
     @classmethod
-    def load(cls: type[S], path: str | Path | None = None, **overrides: Any) -> S:
-        """Defaults, then ``overrides`` by attribute, then the file at ``path`` (if any)."""
+    def load(
+        cls: type[S],
+        path: str | Path | None = None,
+        *,
+        allow_unknown: bool = False,
+        **overrides: Any,
+    ) -> S:
+        """Defaults, then ``overrides`` by attribute, then the file at ``path`` (if any);
+        ``allow_unknown``: a misspelt-looking key is a warning, not a ConfigError."""
         settings = cls()
         for name, value in overrides.items():
             setattr(settings, name, value)
         if path is not None:
-            settings.update_from_file(path)
+            settings.update_from_file(path, allow_unknown=allow_unknown)
         return settings
 
-    def update_from_file(self, path: str | Path) -> list[str]:
+    def update_from_file(self, path: str | Path, *, allow_unknown: bool = False) -> list[str]:
         """Apply a ``key=value`` file over the current values."""
         try:
             text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"cannot read the config file {path}: byte {exc.start} is not UTF-8;"
+                " save it as UTF-8 text"
+            ) from None
         except OSError as exc:
-            raise ConfigError(f"cannot read the config file {path}: {exc.strerror}") from None
-        return self.update(parse_properties(text), source=str(path))
+            raise ConfigError(
+                f"cannot read the config file {path}: {exc.strerror};"
+                " check the -c path and its permissions"
+            ) from None
+        return self.update(parse_properties(text), source=str(path), allow_unknown=allow_unknown)
 
     def update(
-        self, values: Mapping[str, str], *, source: str = "config", strict: bool = False
+        self,
+        values: Mapping[str, str],
+        *,
+        source: str = "config",
+        strict: bool = False,
+        allow_unknown: bool = False,
     ) -> list[str]:
         """Set fields from ``values`` (all or nothing); return the keys it did not know.
 
-        ``strict``: a key it does not know (and does not ignore) is a ConfigError too.
+        A key it does not know that is close to one it knows is a ConfigError naming
+        both ("did you mean"), unless ``allow_unknown``. ``strict``: any key it does not
+        know (and does not ignore) is a ConfigError.
         """
         known = self.fields_by_key()
         parsed: dict[str, Any] = {}
-        unknown = []
+        not_implemented: list[str] = []
+        unknown: list[str] = []
         for key, raw in values.items():
-            if key not in known:
-                if key not in self.ignored_keys:
-                    unknown.append(key)
+            if key in known:
+                name, kind = known[key]
+                parsed[name] = _convert(raw.strip(), kind, key, source)
+            elif key in self.ignored_keys:
                 continue
-            name, kind = known[key]
-            parsed[name] = _convert(raw.strip(), kind, key, source)
+            elif key in self.java_keys and not strict:
+                not_implemented.append(key)
+            else:
+                unknown.append(key)
+        misspelt = [key for key in unknown if _close_key(key, known)]
         if unknown and strict:
-            raise ConfigError(f"{source}: unknown config keys: {', '.join(unknown)}")
+            described = ", ".join(_describe_unknown(key, known) for key in unknown)
+            raise ConfigError(f"{source}: unknown config keys: {described}")
+        if misspelt and not allow_unknown:
+            described = ", ".join(_describe_unknown(key, known) for key in misspelt)
+            raise ConfigError(
+                f"{source}: unknown {_plural('key', misspelt)} {described}:"
+                " correct the spelling, or pass --allow-unknown-keys to start anyway"
+            )
         for name, value in parsed.items():
             setattr(self, name, value)
+        if not_implemented:
+            log.warning(
+                "%s: ignoring RocketMQ keys this server does not implement: %s",
+                source,
+                ", ".join(not_implemented),
+            )
         if unknown:
-            log.warning("%s: ignoring unknown keys: %s", source, ", ".join(unknown))
-        return unknown
+            described = ", ".join(_describe_unknown(key, known) for key in unknown)
+            log.warning("%s: ignoring unknown keys: %s", source, described)
+        return not_implemented + unknown
 
     def validate(self) -> None:
-        """ConfigError naming the key when a value cannot work (subclasses check)."""
+        """ConfigError naming the key when a value cannot work; subclasses add their
+        checks and call this one (it checks each number against its bounds)."""
+        hints = typing.get_type_hints(type(self))
+        for field in dataclasses.fields(self):
+            if hints[field.name] not in (int, float):
+                continue
+            value = getattr(self, field.name)
+            low, high = field.metadata.get("minimum"), field.metadata.get("maximum")
+            if (low is None or value >= low) and (high is None or value <= high):
+                continue
+            key = field.metadata.get("key") or camel_case(field.name)
+            if high is None:
+                wanted = f"{low} or more"
+            elif low is None:
+                wanted = f"{high} or less"
+            else:
+                wanted = f"between {low} and {high}"
+            raise ConfigError(f"{key} must be {wanted}, not {value}")
 
     def to_properties(self) -> dict[str, Any]:
         return {key: getattr(self, name) for key, (name, _kind) in self.fields_by_key().items()}
@@ -188,6 +271,26 @@ class Settings:
     async def save(self, path: str | Path) -> None:
         """Write the settings to ``path`` atomically, as RocketMQ persists a config update."""
         await anyio.to_thread.run_sync(atomic_write, path, self.to_text().encode())
+
+
+# how alike (difflib ratio) an unknown key must be to a known one to be taken for a typo:
+# one or two letters wrong or missing in a camelCase key
+TYPO_SIMILARITY = 0.8
+
+
+def _close_key(key: str, known: Collection[str], cutoff: float = TYPO_SIMILARITY) -> str | None:
+    matches = difflib.get_close_matches(key, known, n=1, cutoff=cutoff)
+    return matches[0] if matches else None
+
+
+def _describe_unknown(key: str, known: Collection[str]) -> str:
+    """``key``, with a "did you mean" when a known key is like it."""
+    match = _close_key(key, known, cutoff=0.6)
+    return f"{key} (did you mean {match}?)" if match else key
+
+
+def _plural(noun: str, items: Collection[object]) -> str:
+    return noun if len(items) == 1 else noun + "s"
 
 
 def _convert(raw: str, kind: type, key: str, source: str) -> Any:

@@ -21,9 +21,11 @@ def run(main: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     return anyio.run(main, *args, backend="asyncio", backend_options={"use_uvloop": True})
 
 
-async def wait_for_stop_signal() -> signal.Signals:
-    """Return the first SIGINT or SIGTERM received."""
+async def wait_for_stop_signal(announce: Callable[[], None] = lambda: None) -> signal.Signals:
+    """Return the first SIGINT or SIGTERM received. ``announce()`` runs once they are
+    caught: log the ready line there, since a supervisor may signal as soon as it reads it."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        announce()
         async for received in signals:
             return signal.Signals(received)
     raise RuntimeError("the signal receiver closed")  # pragma: no cover

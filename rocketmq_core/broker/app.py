@@ -23,6 +23,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
+from ..data_paths import check_writable_directory, check_writable_file, data_path_error
 from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
 from ..protocol.bodies import DataVersion, RegisterBrokerBody
@@ -46,8 +47,8 @@ from .groups import SubscriptionGroupManager
 from .locks import QueueLockTable
 from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
-from .put_hooks import PutHooks
 from .pull_rates import PullRates
+from .put_hooks import PutHooks
 from .topics import TopicConfigManager
 
 log = logging.getLogger("rocketmq.broker")
@@ -76,8 +77,8 @@ class Broker:
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()
         self.pulls = PullHoldService()
-        self.queue_locks = QueueLockTable()
         self.pull_rates = PullRates(clock)  # the consumeTps of GET_CONSUME_STATS
+        self.queue_locks = QueueLockTable()
         self.store: Any = None
         # the plugins' put hooks, built from their factories when the broker starts
         self.put_hooks = PutHooks()
@@ -112,6 +113,7 @@ class Broker:
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         self.host.require_healthy()
         self.config.validate()
+        await anyio.to_thread.run_sync(self._check_data_paths)
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
         tls = self.config.server_tls() if transport.name != "tcp" else None  # TCP stays plain
@@ -141,12 +143,18 @@ class Broker:
                 ]
                 if transport.name != "tcp":  # brokerAddr itself is not tcp: say what it is
                     self.endpoints.insert(0, f"{transport.name}://{self.address}")
-                self.topics.load()
-                self.offsets.load()
-                self.groups.load()
-                self.store = create_store(self.config.store, self.config.store_config(), self.host)
-                self.store.add_dispatcher(self.pulls)  # wakes held pulls
-                await self.store.open()
+                try:
+                    self.topics.load()
+                    self.offsets.load()
+                    self.groups.load()
+                    self.store = create_store(
+                        self.config.store, self.config.store_config(), self.host
+                    )
+                    self.store.add_dispatcher(self.pulls)  # wakes held pulls
+                    await self.store.open()
+                except OSError as exc:  # a file the checks could not foresee (permissions)
+                    root = self.config.store_path_root_dir
+                    raise data_path_error(exc, "storePathRootDir", root) from exc
                 self.put_hooks = PutHooks(self._built(self.host.registry.put_hooks).values())
                 self.services = self._built(self.host.registry.broker_services)
                 await task_group.start(self._stopping_on_failure(self._run_services))
@@ -171,6 +179,14 @@ class Broker:
             self._stopped.set()
         if self._failure is not None:
             raise self._failure
+
+    def _check_data_paths(self) -> None:
+        """ConfigErrors naming the setting, before a path fails deep in the store."""
+        check_writable_directory(self.config.store_path_root_dir, "storePathRootDir")
+        if self.config.store_path_commit_log:
+            check_writable_directory(self.config.store_path_commit_log, "storePathCommitLog")
+        if self.config.broker_config_path:
+            check_writable_file(self.config.broker_config_path, "brokerConfigPath")
 
     def _stopping_on_failure(self, function: Callable[..., Awaitable[Any]]) -> Any:
         """``function`` as a broker task whose failure stops the broker gracefully (the
@@ -222,7 +238,11 @@ class Broker:
         await self.topics.persist()
         await self.groups.persist()
         if self.store is not None:
-            await self.store.close()
+            try:
+                await self.store.close()
+            except OSError as exc:  # its last writes failed: say where, not a traceback
+                root = self.config.store_path_root_dir
+                raise data_path_error(exc, "storePathRootDir", root) from exc
 
     # --- plugins: put hooks and services -----------------------------------------------------
 

@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
 import anyio
 
 from .. import runtime
-from ..config import format_properties
+from ..config import add_allow_unknown_keys_option, format_properties
+from ..data_paths import check_writable_directory
 from ..namesrv.config import NamesrvConfig
 from ..namesrv.server import NameServer
 from ..plugins import PluginHost
 from ..remoting.endpoint_settings import add_endpoint_options, apply_endpoint_options
+from ..remoting.transport import parse_address
 from .app import Broker
 from .config import BrokerConfig
 
@@ -25,6 +28,7 @@ STANDALONE_HOME = Path.home() / "rocketmq-py"  # data of `rocketmq standalone` b
 
 def add_broker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-c", "--config-file", metavar="FILE", help="broker.conf (key=value)")
+    add_allow_unknown_keys_option(parser)
     parser.add_argument("-n", "--namesrv-addr", metavar="ADDRS", help="host:port;host:port")
     parser.add_argument("--store", metavar="NAME", help="store plugin (default mmap)")
     parser.add_argument("--transport", metavar="NAME", help="transport plugin (default tcp)")
@@ -37,7 +41,7 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
 
 def broker_settings(args: argparse.Namespace, **defaults: object) -> BrokerConfig:
     # the command's defaults, then broker.conf over them, then the options over both
-    config = BrokerConfig.load(args.config_file, **defaults)
+    config = BrokerConfig.load(args.config_file, allow_unknown=args.allow_unknown_keys, **defaults)
     if args.namesrv_addr:
         config.namesrv_addr = args.namesrv_addr
     if args.store:
@@ -86,12 +90,13 @@ class StandaloneCommand:
         )
 
     def run(self, args: argparse.Namespace, host: PluginHost) -> int:
-        host_part, _, port = args.namesrv_listen.rpartition(":")
+        listen = args.namesrv_listen
+        host_part, port = parse_address("0.0.0.0" + listen if listen.startswith(":") else listen)
         namesrv = NamesrvConfig(
             kv_config_path=str(STANDALONE_HOME / "namesrv" / "kvConfig.json"),
             config_store_path=str(STANDALONE_HOME / "namesrv" / "namesrv.properties"),
-            bind_address=host_part or "0.0.0.0",
-            listen_port=int(port),
+            bind_address=host_part,
+            listen_port=port,
         )
         if args.quic:
             namesrv.extra_listeners = f"quic://{namesrv.bind_address}:{namesrv.listen_port}"
@@ -108,6 +113,12 @@ class StandaloneCommand:
         if args.print_config_item:
             sys.stdout.write(config_text(broker))
             return 0
+        # the name server's files go there, with no setting to move them: say so first
+        check_writable_directory(
+            STANDALONE_HOME / "namesrv",
+            "the standalone data directory",
+            remedy="set HOME to a writable directory",
+        )
         runtime.configure_logging()
         return runtime.run(_serve_standalone, namesrv, broker, host)
 
@@ -120,15 +131,18 @@ async def _serve_broker(config: BrokerConfig, host: PluginHost) -> int:
     broker = Broker(config, host=host)
     async with anyio.create_task_group() as task_group:
         address = await task_group.start(broker.run)
-        log.info(
-            "The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
-            config.broker_name,
-            " and ".join([address, *broker.endpoints]),
-            config.namesrv_addr or "(none)",
+        received = await runtime.wait_for_stop_signal(
+            announce=partial(
+                log.info,
+                "The broker[%s, %s] boot success. serializeType=JSON and name server is %s",
+                config.broker_name,
+                " and ".join([address, *broker.endpoints]),
+                config.namesrv_addr or "(none)",
+            )
         )
-        received = await runtime.wait_for_stop_signal()
         log.info("%s received: shutting down", received.name)
         await broker.stop()
+    log.info("broker %s stopped", config.broker_name)  # its store flushed and closed
     return 0
 
 
@@ -140,15 +154,18 @@ async def _serve_standalone(namesrv_config: NamesrvConfig, config: BrokerConfig,
         config.namesrv_addr = config.namesrv_addr or f"127.0.0.1:{port}"
         broker = Broker(config, host=host)
         broker_address = await task_group.start(broker.run)
-        log.info(
-            "rocketmq standalone ready: name server %s, broker %s (store %s in %s)",
-            " and ".join([namesrv_address, *namesrv.server.extra_addresses]),
-            " and ".join([broker_address, *broker.endpoints]),
-            config.store,
-            config.store_path_root_dir,
+        received = await runtime.wait_for_stop_signal(
+            announce=partial(
+                log.info,
+                "rocketmq standalone ready: name server %s, broker %s (store %s in %s)",
+                " and ".join([namesrv_address, *namesrv.server.extra_addresses]),
+                " and ".join([broker_address, *broker.endpoints]),
+                config.store,
+                config.store_path_root_dir,
+            )
         )
-        received = await runtime.wait_for_stop_signal()
         log.info("%s received: shutting down", received.name)
         await broker.stop()
         await namesrv.stop()
+    log.info("standalone stopped")  # the broker's store flushed and closed
     return 0

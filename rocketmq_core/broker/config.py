@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..config import setting
 from ..errors import ConfigError
+from ..java_config_keys import JAVA_BROKER_KEYS
 from ..protocol.constants import PERM_RW
 from ..protocol.message import pack_host
 from ..remoting.endpoint_settings import EndpointSettings
@@ -53,31 +54,31 @@ def _default_broker_name() -> str:
 class BrokerConfig(EndpointSettings):
     broker_cluster_name: str = setting("DefaultCluster")
     broker_name: str = setting(_default_broker_name())
-    broker_id: int = setting(0, help="0 for a master")
+    broker_id: int = setting(0, help="0 for a master", minimum=0)
     broker_ip1: str = setting("127.0.0.1", key="brokerIP1", help="address clients are given")
     broker_ip2: str = setting("", key="brokerIP2", help="HA address (default brokerIP1)")
     listen_port: int = setting(10911)
-    ha_listen_port: int = setting(10912)
+    ha_listen_port: int = setting(10912, minimum=0, maximum=65535)
     namesrv_addr: str = setting(
         os.environ.get("NAMESRV_ADDR", ""),
         help="name servers, host:port;host:port (quic://host:port for QUIC)",
     )
     store_path_root_dir: str = setting(str(Path.home() / "store"))
     store_path_commit_log: str = setting("", help="default <storePathRootDir>/commitlog")
-    mapped_file_size_commit_log: int = setting(1024 * 1024 * 1024)
-    mapped_file_size_consume_queue: int = setting(6_000_000)
+    mapped_file_size_commit_log: int = setting(1024 * 1024 * 1024, minimum=1)
+    mapped_file_size_consume_queue: int = setting(6_000_000, minimum=20)
     broker_role: str = setting("ASYNC_MASTER", help="ASYNC_MASTER, SYNC_MASTER or SLAVE")
     flush_disk_type: str = setting("ASYNC_FLUSH", help="ASYNC_FLUSH or SYNC_FLUSH")
-    sync_flush_timeout: int = setting(5000)
-    flush_interval_commit_log: int = setting(500)
-    flush_commit_log_least_pages: int = setting(4)
-    flush_commit_log_thorough_interval: int = setting(10_000)
+    sync_flush_timeout: int = setting(5000, minimum=1)
+    flush_interval_commit_log: int = setting(500, minimum=1)
+    flush_commit_log_least_pages: int = setting(4, minimum=0)
+    flush_commit_log_thorough_interval: int = setting(10_000, minimum=0)
     delete_when: str = setting("04")
-    file_reserved_time: float = setting(72.0, help="hours")
-    disk_max_used_space_ratio: int = setting(75)
-    disk_space_warning_level_ratio: int = setting(90)
-    disk_space_clean_forcibly_ratio: int = setting(85)
-    max_message_size: int = setting(4 * 1024 * 1024)
+    file_reserved_time: float = setting(72.0, help="hours", minimum=0)
+    disk_max_used_space_ratio: int = setting(75, minimum=0, maximum=100)
+    disk_space_warning_level_ratio: int = setting(90, minimum=0, maximum=100)
+    disk_space_clean_forcibly_ratio: int = setting(85, minimum=0, maximum=100)
+    max_message_size: int = setting(4 * 1024 * 1024, minimum=1)
     message_delay_level: str = setting(DEFAULT_DELAY_LEVELS)
     timer_wheel_enable: bool = setting(True, help="accept timer (arbitrary-time) messages")
     timer_max_delay_sec: int = setting(
@@ -88,31 +89,31 @@ class BrokerConfig(EndpointSettings):
     )
     auto_create_topic_enable: bool = setting(True)
     auto_create_subscription_group: bool = setting(True)
-    default_topic_queue_nums: int = setting(8)
-    broker_permission: int = setting(int(PERM_RW))
+    default_topic_queue_nums: int = setting(8, minimum=1)
+    broker_permission: int = setting(int(PERM_RW), minimum=0)
     cluster_topic_enable: bool = setting(True)
     broker_topic_enable: bool = setting(True)
     trace_topic_enable: bool = setting(False)
     msg_trace_topic_name: str = setting("RMQ_SYS_TRACE_TOPIC")
     long_polling_enable: bool = setting(True)
-    short_polling_time_mills: int = setting(1000)
+    short_polling_time_mills: int = setting(1000, minimum=0)
     message_index_enable: bool = setting(True)
-    max_hash_slot_num: int = setting(5_000_000)
-    max_index_num: int = setting(20_000_000)
+    max_hash_slot_num: int = setting(5_000_000, minimum=1)
+    max_index_num: int = setting(20_000_000, minimum=1)
     check_crc_on_recover: bool = setting(True, key="checkCRCOnRecover")
     reject_transaction_message: bool = setting(False)
-    transaction_time_out: int = setting(6000)
-    transaction_check_max: int = setting(15)
-    transaction_check_interval: int = setting(30_000)
-    register_name_server_period: int = setting(30_000)
-    register_broker_timeout_mills: int = setting(24_000)
+    transaction_time_out: int = setting(6000, minimum=0)
+    transaction_check_max: int = setting(15, minimum=0)
+    transaction_check_interval: int = setting(30_000, minimum=1)
+    register_name_server_period: int = setting(30_000, minimum=0)
+    register_broker_timeout_mills: int = setting(24_000, minimum=1)
     force_register: bool = setting(True)
     compressed_register: bool = setting(False)
-    flush_consumer_offset_interval: int = setting(5000)
-    flush_delay_offset_interval: int = setting(10_000)
+    flush_consumer_offset_interval: int = setting(5000, minimum=0)
+    flush_delay_offset_interval: int = setting(10_000, minimum=0)
     region_id: str = setting("DefaultRegion")
     trace_on: bool = setting(True)
-    channel_expired_timeout: int = setting(120_000)
+    channel_expired_timeout: int = setting(120_000, minimum=1)
     broker_config_path: str = setting(
         "", help="where UPDATE_BROKER_CONFIG persists the configuration; empty: not persisted"
     )
@@ -143,6 +144,8 @@ class BrokerConfig(EndpointSettings):
         }
     )
 
+    java_keys = JAVA_BROKER_KEYS
+
     def black_listed(self) -> set[str]:
         """Keys UPDATE_BROKER_CONFIG refuses: RocketMQ's fixed ones and configBlackList."""
         configured = {key.strip() for key in self.config_black_list.split(";") if key.strip()}
@@ -150,6 +153,7 @@ class BrokerConfig(EndpointSettings):
 
     def validate(self) -> None:
         """ConfigError naming the key when a value cannot work."""
+        super().validate()
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ConfigError(
                 f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}"

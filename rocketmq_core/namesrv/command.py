@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from functools import partial
 
 import anyio
 
 from .. import runtime
+from ..config import add_allow_unknown_keys_option
 from ..plugins import PluginHost
 from ..remoting.endpoint_settings import add_endpoint_options, apply_endpoint_options
 from ..remoting.transport import parse_address
@@ -28,6 +30,7 @@ class NamesrvCommand:
             metavar="FILE",
             help="namesrv.conf: RocketMQ key=value settings (listenPort, kvConfigPath, ...)",
         )
+        add_allow_unknown_keys_option(parser)
         parser.add_argument(
             "-p",
             "--print-config-item",
@@ -42,10 +45,11 @@ class NamesrvCommand:
         add_endpoint_options(parser)
 
     def run(self, args: argparse.Namespace, host: PluginHost) -> int:
-        config = NamesrvConfig.load(args.config_file)
+        config = NamesrvConfig.load(args.config_file, allow_unknown=args.allow_unknown_keys)
         if args.listen:
             config.bind_address, config.listen_port = parse_address(args.listen)
         apply_endpoint_options(args, config)
+        config.validate()
         config.validate_endpoints()
         if args.print_config_item:
             sys.stdout.write(NameServer(config, host=host).config_text())
@@ -59,8 +63,13 @@ async def serve_until_signalled(config: NamesrvConfig, host: PluginHost) -> int:
     async with anyio.create_task_group() as task_group:
         address = await task_group.start(namesrv.run)
         listening = " and ".join([address, *namesrv.server.extra_addresses])
-        log.info("The Name Server boot success. serializeType=JSON, listening on %s", listening)
-        received = await runtime.wait_for_stop_signal()
+        received = await runtime.wait_for_stop_signal(
+            announce=partial(
+                log.info,
+                "The Name Server boot success. serializeType=JSON, listening on %s",
+                listening,
+            )
+        )
         log.info("%s received: shutting down", received.name)
         await namesrv.stop()
     log.info("The Name Server stopped")

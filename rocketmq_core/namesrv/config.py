@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from ..config import setting
+from ..java_config_keys import JAVA_NAMESRV_KEYS
 from ..protocol.constants import DEFAULT_NAMESRV_PORT
 from ..remoting.endpoint_settings import EndpointSettings
 
@@ -36,10 +37,12 @@ class NamesrvConfig(EndpointSettings):
         True, help="send the ORDER_TOPIC_CONFIG namespace back to registering brokers"
     )
     scan_not_active_broker_interval: int = setting(
-        5000, help="ms between scans for brokers that stopped registering"
+        5000, help="ms between scans for brokers that stopped registering", minimum=1
     )
     broker_channel_expired_time: int = setting(
-        120_000, help="ms without registration or heartbeat after which a broker is dropped"
+        120_000,
+        help="ms without registration or heartbeat after which a broker is dropped",
+        minimum=1,
     )
     enable_all_topic_list: bool = setting(True, help="answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER")
     enable_topic_list: bool = setting(True, help="answer the unit and cluster topic lists")
@@ -50,7 +53,7 @@ class NamesrvConfig(EndpointSettings):
         "configBlackList;configStorePath;kvConfigPath",
         help="keys UPDATE_NAMESRV_CONFIG may not change, separated by ';'",
     )
-    listen_port: int = setting(DEFAULT_NAMESRV_PORT)
+    listen_port: int = setting(DEFAULT_NAMESRV_PORT, minimum=0, maximum=65535)
     bind_address: str = setting("0.0.0.0")
     transport: str = setting("tcp", help="the transport plugin to listen with")
 
@@ -78,6 +81,8 @@ class NamesrvConfig(EndpointSettings):
             "notifyMinBrokerIdChanged",
         }
     )
+
+    java_keys = JAVA_NAMESRV_KEYS
 
     def black_listed(self) -> set[str]:
         return {key.strip() for key in self.config_black_list.split(";") if key.strip()}

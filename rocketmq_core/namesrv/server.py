@@ -13,6 +13,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
+from ..data_paths import check_writable_file, data_path_error
 from ..plugins import PluginHost, load_plugins
 from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
@@ -61,7 +62,11 @@ class NameServer:
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until ``stop``; reports the bound ``host:port`` through task_status."""
         self.host.require_healthy()
-        self.kv.load()
+        await anyio.to_thread.run_sync(self._check_data_paths)
+        try:
+            self.kv.load()
+        except OSError as exc:  # a file the checks could not foresee (permissions)
+            raise data_path_error(exc, "kvConfigPath", self.config.kv_config_path) from exc
         self.config.validate_endpoints()
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
@@ -78,6 +83,11 @@ class NameServer:
             task_group.start_soon(self._scan_not_active_brokers)
             self.host.hook.rocketmq_namesrv_started(namesrv=self, address=self.address)
             task_status.started(self.address)
+
+    def _check_data_paths(self) -> None:
+        """ConfigErrors naming the setting, before a write fails minutes later."""
+        check_writable_file(self.config.kv_config_path, "kvConfigPath")
+        check_writable_file(self.config.config_store_path, "configStorePath")
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, answer what was read, close every connection."""

@@ -67,6 +67,8 @@ class Standalone:
             self.process.kill()
         assert self.process.returncode == 0, err
         assert "Traceback" not in err
+        # the last word, once the broker's store is flushed and closed
+        assert err.strip().splitlines()[-1].endswith("rocketmq.broker: standalone stopped"), err
         return err
 
 

@@ -1,0 +1,184 @@
+"""The keys Apache RocketMQ's Java servers read from broker.conf and namesrv.conf.
+
+Facts, as names: the properties each Java server sets through its config objects'
+setters (RocketMQ 4.9 and 5.x). A key in these sets that our settings lack is one we
+do not implement: it is ignored with a warning. A key in neither is unknown: when it is
+close to one of ours it is taken for a misspelling and refused, since ignoring it would
+silently run with the default (data under the default store directory, another port).
+"""
+
+from __future__ import annotations
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# BrokerConfig, BrokerIdentity, MessageStoreConfig, Netty{Server,Client}Config, AuthConfig
+JAVA_BROKER_KEYS = _names(
+    """
+    accessMessageInMemoryHotRatio accessMessageInMemoryMaxRatio accountStatsEnable
+    accountStatsPrintZeroValues ackMessageThreadPoolNums ackThreadPoolQueueCapacity
+    aclCacheExpiredSecond aclCacheMaxNum aclCacheRefreshSecond aclEnable
+    adminBrokerThreadPoolNums adminBrokerThreadPoolQueueCapacity allAckInSyncStateSet
+    allowRecallWhenBrokerNotWriteable appendAckAsync appendCkAsync asyncLearner asyncSendEnable
+    authConfigPath authenticationEnabled authenticationMetadataProvider authenticationProvider
+    authenticationStrategy authenticationWhitelist authorizationEnabled
+    authorizationMetadataProvider authorizationProvider authorizationStrategy
+    authorizationWhitelist autoCreateSubscriptionGroup autoCreateTopicEnable
+    autoDeleteUnusedStats autoMessageVersionOnTopicLen batchDispatchRequestThreadPoolNums
+    bindAddress bitMapLengthConsumeQueueExt bottomMostCompressionTypeForConsumeQueueStore
+    brokerClusterName brokerConfigPath brokerElectionPriority brokerFastFailureEnable
+    brokerHeartbeatInterval brokerIP1 brokerIP2 brokerId brokerName brokerNotActiveTimeoutMillis
+    brokerPermission brokerRole brokerTopicEnable byCheckMsgInMem cQType cgColdReadThreshold
+    channelExpiredTimeout channelNotActiveInterval checkCRCOnRecover checkInSlave
+    checkSyncStateSetPeriod cleanFileForciblyEnable cleanOfflineBrokerInterval
+    cleanResourceInterval cleanRocksDBDirtyCQIntervalMin cleanSwapedMapInterval
+    clearRetryTopicWhenDeleteTopic clientAsyncSemaphoreValue clientCallbackExecutorThreads
+    clientChannelMaxIdleTimeSeconds clientCloseSocketIfTimeout clientManageThreadPoolNums
+    clientManagerThreadPoolQueueCapacity clientOnewaySemaphoreValue
+    clientPooledByteBufAllocatorEnable clientSocketRcvBufSize clientSocketSndBufSize
+    clientWorkerThreads clusterName clusterTopicEnable coldCtrStrategyEnable
+    coldDataFlowControlEnable coldDataScanEnable combineCQEnableCheckSelf
+    combineCQLoadingCQTypes combineCQMaxExtraSearchCommitLogFiles combineCQPreferCQType
+    commercialBaseCount commercialBigCount commercialEnable commercialSizePerMsg
+    commercialTimerCount commercialTransCount commitCommitLogLeastPages
+    commitCommitLogThoroughInterval commitIntervalCommitLog commitLogForceSwapMapInterval
+    commitLogSwapMapInterval commitLogSwapMapReserveFileNum compactionCqMappedFileSize
+    compactionMappedFileSize compactionScheduleInternal compactionThreadNum
+    compatibleWithOldNameSrv compressedRegister configBlackList configManagerVersion configName
+    connectTimeoutMillis consumerFallbehindThreshold consumerManageThreadPoolNums
+    consumerManagerThreadPoolQueueCapacity controllerAddr controllerHeartBeatTimeoutMills
+    dLegerGroup dLegerPeers dLegerSelfId dataReadAheadEnable debugLockEnable
+    defaultMessageRequestMode defaultPopShareQueueNum defaultQueryMaxNum defaultTopicQueueNums
+    deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval deleteFileBatchMax deleteWhen
+    destroyMapedFileIntervalForcibly disableCallbackExecutor disableConsumeIfConsumerReadSlowly
+    disableNettyWorkerGroup disappearTimeAfterStart diskFallRecorded diskMaxUsedSpaceRatio
+    diskSpaceCleanForciblyRatio diskSpaceWarningLevelRatio dispatchCqCacheNum dispatchCqThreads
+    dispatchFromSenderThread duplicationEnable enableAcceleratedRecovery enableAsyncReput
+    enableAutoInSyncReplicas enableBatchPush enableBuildConsumeQueueConcurrently
+    enableCalcFilterBitMap enableCompaction enableConnectionMetrics enableConsumeQueueExt
+    enableControllerMode enableCreateSysGroup enableDLegerCommitLog enableDetailStat
+    enableFastChannelEventProcess enableLagAndDlqMetrics enableLmq enableLmqStats
+    enableLogConsumeQueueRepeatedlyBuildWhenRecover enableMessageStoreMetrics
+    enableMixedMessageType enableMultiDispatch enableNetWorkFlowControl
+    enableNotifyAfterPopOrderLockRelease enableNotifyBeforePopCalculateLag enablePopBatchAck
+    enablePopBufferMerge enablePopLog enablePopMessageThreshold enablePopMetrics
+    enablePropertyFilter enableReconnectForGoAway enableRegisterProducer enableRemoteEscape
+    enableRemotingMetrics enableRequestMetrics enableRetryTopicV2 enableRocksDBLog
+    enableRunningFlagsInFlush enableScheduleAsyncDeliver enableScheduleMessageStats
+    enableShutdownGracefully enableSingleTopicRegister enableSkipLongAwaitingAck
+    enableSlaveActingMaster enableSplitMetadata enableSplitRegistration enableStatsMetrics
+    enableTransactionMetrics enabledAppendPropCRC endTransactionPoolQueueCapacity
+    endTransactionThreadPoolNums estimateAccumulation expectConsumerNumUseFilter expireMaxSecond
+    expireSecond fastFailIfNoBufferInStorePool fetchControllerAddrByDnsLookup
+    fetchNameSrvAddrByDnsLookup fetchNamesrvAddrByAddressServer fetchNamesrvAddrInterval
+    fileReservedTime filterDataCleanTimeSpan filterServerNums filterSupportRetry
+    flushCommitLogLeastPages flushCommitLogThoroughInterval flushCommitLogTimed
+    flushConsumeQueueLeastPages flushConsumeQueueThoroughInterval flushDiskType
+    flushIntervalCommitLog flushIntervalConsumeQueue flushLeastPagesWhenWarmMapedFile
+    forceInterval forceRegister forceVerifyPropCRC forwardTimeout fromCq globalColdReadThreshold
+    haFlowControlEnable haHousekeepingInterval haListenPort haMasterAddress haMaxGapNotInSync
+    haMaxTimeSlaveNotCatchup haSendHeartbeatInterval haSlaveFallbehindMax haTransferBatchSize
+    heartbeatThreadPoolNums heartbeatThreadPoolQueueCapacity highSpeedMode historyInterval
+    inBrokerContainer inSyncReplicas initAuthenticationUser innerClientAuthenticationCredentials
+    interval isolateLogEnable listenPort litePullMessageEnable litePullMessageThreadPoolNums
+    litePullThreadPoolQueueCapacity loadBalancePollNameServerInterval
+    loadBalanceProcessorThreadPoolNums loadBalanceThreadPoolQueueCapacity lockInStrictMode
+    logicQueueForceSwapMapInterval logicQueueSwapMapInterval logicQueueSwapMapReserveFileNum
+    logicalDiskSpaceCleanForciblyThreshold longPollingEnable mapSize mappedFileSizeCommitLog
+    mappedFileSizeConsumeQueue mappedFileSizeConsumeQueueExt mappedFileSizeTimerLog
+    mappedFileSwapEnable mapperFileSizeBatchConsumeQueue maxAsyncPutMessageRequests
+    maxBatchDeleteFilesNum maxChecksumRange maxConsumeQueueScan maxDelayTime
+    maxErrorRateOfBloomFilter maxFilterMessageSize maxHaTransferByteInSecond maxHashSlotNum
+    maxIndexNum maxLmqConsumeQueueNum maxMessageSize maxMsgsNumBatch maxPopPollingSize
+    maxQueueSize maxReconnectIntervalTimeSeconds maxRecoveryCommitlogFiles maxSlaveResendLength
+    maxStatsIdleTimeInMinutes maxTopicLength maxTransferBytesOnMessageInDisk
+    maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInDisk
+    maxTransferCountOnMessageInMemory memTableFlushIntervalMs messageDelayLevel
+    messageIndexEnable messageIndexSafe messageStorePlugIn metricGrpcExporterIntervalInMills
+    metricGrpcExporterTimeOutInMills metricLoggingExporterIntervalInMills metricsExporterType
+    metricsGrpcExporterHeader metricsGrpcExporterTarget metricsInDelta metricsLabel
+    metricsOtelCardinalityLimit metricsPromExporterHost metricsPromExporterPort
+    migrateAuthFromV1Enabled minInSyncReplicas msgTraceTopicName namesrvAddr
+    notifyConsumerIdsChangedEnable osPageCacheBusyTimeOutMills popCkMaxBufferSize
+    popCkStayBufferTime popCkStayBufferTimeOut popConsumerFSServiceInit
+    popConsumerKVServiceEnable popConsumerKVServiceInit popConsumerKVServiceLog
+    popFromRetryProbability popInflightMessageThreshold popLongPollingForceNotifyInterval
+    popPollingMapExpireTimeSeconds popPollingMapSize popPollingSize
+    popResponseReturnActualRetryTopic popReviveMaxAttemptTimes popReviveMaxReturnSizePerRead
+    preferredLeaderId printChannelGroups printChannelGroupsMinNum
+    processReplyMessageThreadPoolNums pullBatchMaxMessageCount pullMessageThreadPoolNums
+    pullThreadPoolQueueCapacity putConsumeQueueDataByFileChannel putMessageFutureThreadPoolNums
+    putMessageTimeout putMsgIndexHightWater putThreadPoolQueueCapacity
+    queryMessageThreadPoolNums queryThreadPoolQueueCapacity readOnlyCommitLogStorePaths
+    readUnCommitted realTimeNotifyConsumerChange realTimePersistRocksDBConfig
+    recallMessageEnable recoverConcurrently recoverThreadPoolNums redeleteHangedFileInterval
+    regionId registerBrokerTimeoutMills registerNameServerPeriod rejectPullConsumerEnable
+    rejectTransactionMessage replicasPerDiskPartition replyThreadPoolQueueCapacity
+    retrieveMessageFromPopRetryTopicV1 reviveAckWaitMs reviveInterval reviveMaxSlow
+    reviveQueueNum reviveScanTime rocketmqHome rocksdbCQDoubleWriteEnable rocksdbCompressionType
+    rocksdbFlushWalFrequency rocksdbWalFileRollingThreshold sampleCountThreshold sampleSteps
+    scanAvailableNameSrv scheduleAsyncDeliverMaxPendingLimit
+    scheduleAsyncDeliverMaxResendNum2Blocked searchBcqByCacheEnable sendHeartbeatTimeoutMillis
+    sendMessageThreadPoolNums sendThreadPoolQueueCapacity serverAsyncSemaphoreValue
+    serverCallbackExecutorThreads serverChannelMaxIdleTimeSeconds serverLoadBalancerEnable
+    serverNettyWorkerGroupEnable serverOnewaySemaphoreValue serverPooledByteBufAllocatorEnable
+    serverSelectorThreads serverSocketBacklog serverSocketRcvBufSize serverSocketSndBufSize
+    serverWorkerThreads shortPollingTimeMills shutdownWaitTimeSeconds skipPreOnline
+    skipWhenCKRePutReachMaxTimes slaveReadEnable slaveTimeout sleepInterval socksProxyConfig
+    spinLockCollisionRetreatOptimalDegree splitMetadataSize splitRegistrationSize
+    startAcceptSendRequestTimeStamp statRocksDBCQIntervalSec
+    statefulAuthenticationCacheExpiredSecond statefulAuthenticationCacheMaxNum
+    statefulAuthorizationCacheExpiredSecond statefulAuthorizationCacheMaxNum store
+    storePathBrokerIdentity storePathCommitLog storePathDLedgerCommitLog storePathEpochFile
+    storePathRootDir storeReplyMessageEnable storeType subscriptionExpiredTimeout
+    syncBrokerMemberGroupPeriod syncBrokerMetadataPeriod syncControllerMetadataPeriod
+    syncFlushTimeout syncFromLastFile timerColdDataCheckIntervalMs timerCongestNumEachSlot
+    timerEnableCheckMetrics timerEnableRetryUntilSuccess timerFlushIntervalMs
+    timerGetMessageThreadNum timerInterceptDelayLevel timerMaxDelaySec timerMetricSmallThreshold
+    timerPrecisionMs timerProgressLogIntervalMs timerPutMessageThreadNum timerRollWindowSlot
+    timerSkipUnknownError timerStopEnqueue timerWheelEnable topicQueueLockNum totalReplicas
+    traceOn traceTopicEnable transactionCheckInterval transactionCheckMax
+    transactionMetricFlushInterval transactionOpBatchInterval transactionOpMsgMaxSize
+    transactionTimeOut transferMsgByHeap transientStorePoolEnable transientStorePoolSize
+    travelCqFileNumWhenGetMessage updateNameServerAddrPeriod updateVersionStep useABSLock
+    useEpollNativeSelector usePIDColdCtrStrategy useReentrantLockWhenPutMessage
+    useStaticSubscription useTLS userCacheExpiredSecond userCacheMaxNum userCacheRefreshSecond
+    validateSystemTopicWhenUpdateTopic waitTimeMillsInAckQueue waitTimeMillsInAdminBrokerQueue
+    waitTimeMillsInHeartbeatQueue waitTimeMillsInLitePullQueue waitTimeMillsInPullQueue
+    waitTimeMillsInSendQueue waitTimeMillsInTransactionQueue wakeCommitWhenPutMessage
+    wakeFlushWhenPutMessage warmMapedFileEnable whenStartup writeBufferHighWaterMark
+    writeBufferLowWaterMark writeWithoutMmap
+    """
+)
+
+# NamesrvConfig, Netty{Server,Client}Config, ControllerConfig (the embedded controller)
+JAVA_NAMESRV_KEYS = _names(
+    """
+    bindAddress channelNotActiveInterval clientAsyncSemaphoreValue clientCallbackExecutorThreads
+    clientChannelMaxIdleTimeSeconds clientCloseSocketIfTimeout clientOnewaySemaphoreValue
+    clientPooledByteBufAllocatorEnable clientRequestThreadPoolNums
+    clientRequestThreadPoolQueueCapacity clientSocketRcvBufSize clientSocketSndBufSize
+    clientWorkerThreads clusterTest configBlackList configStorePath connectTimeoutMillis
+    controllerDLegerGroup controllerDLegerPeers controllerDLegerSelfId
+    controllerRequestThreadPoolQueueCapacity controllerStorePath controllerThreadPoolNums
+    controllerType defaultThreadPoolNums defaultThreadPoolQueueCapacity
+    deleteTopicWithBrokerRegistration disableCallbackExecutor disableNettyWorkerGroup
+    electMasterMaxRetryCount enableAllTopicList enableControllerInNamesrv
+    enableElectUncleanMaster enableReconnectForGoAway enableShutdownGracefully enableTopicList
+    jraftConfig kvConfigPath listenPort mappedFileSize maxReconnectIntervalTimeSeconds
+    metricGrpcExporterIntervalInMills metricGrpcExporterTimeOutInMills
+    metricLoggingExporterIntervalInMills metricsExporterType metricsGrpcExporterHeader
+    metricsGrpcExporterTarget metricsInDelta metricsLabel metricsPromExporterHost
+    metricsPromExporterPort needWaitForService notifyBrokerRoleChanged notifyMinBrokerIdChanged
+    orderMessageEnable processReadEvent productEnvName returnOrderTopicConfigToBroker
+    rocketmqHome scanAvailableNameSrv scanInactiveMasterInterval scanNotActiveBrokerInterval
+    serverAsyncSemaphoreValue serverCallbackExecutorThreads serverChannelMaxIdleTimeSeconds
+    serverNettyWorkerGroupEnable serverOnewaySemaphoreValue serverPooledByteBufAllocatorEnable
+    serverSelectorThreads serverSocketBacklog serverSocketRcvBufSize serverSocketSndBufSize
+    serverWorkerThreads shutdownWaitTimeSeconds socksProxyConfig supportActingMaster
+    unRegisterBrokerQueueCapacity useEpollNativeSelector useTLS waitSecondsForService
+    writeBufferHighWaterMark writeBufferLowWaterMark
+    """
+)
