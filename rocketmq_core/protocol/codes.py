@@ -1,7 +1,7 @@
 """Every request, response and language code of the RocketMQ remoting protocol.
 
-This module is the single home of those numbers (spec/CODES.md §1-§2,
-spec/REMOTING.md §3.1). Commands carry codes as plain ints so that unknown codes
+This module is the single home of those numbers (docs/spec/CODES.md §1-§2,
+docs/spec/REMOTING.md §3.1). Commands carry codes as plain ints so that unknown codes
 survive a round trip; these enums give them names.
 """
 
