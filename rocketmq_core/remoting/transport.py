@@ -29,6 +29,24 @@ class TlsOptions:
     verify: bool = True  # clients: check the server's certificate
     server_hostname: str | None = None
 
+    def check_client_files(self) -> None:
+        """A ConfigError naming the file when a client's CA, certificate or key file
+        cannot be read (the TLS libraries would fail later, deep in a handshake)."""
+        for what, path in (
+            ("CA file", self.ca_file),
+            ("certificate file", self.cert_file),
+            ("key file", self.key_file),
+        ):
+            if path is None:
+                continue
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                raise ConfigError(
+                    f"TLS {what} {path}: {exc.strerror}; give a readable PEM file"
+                ) from None
+
 
 class Transport(Protocol):
     name: str

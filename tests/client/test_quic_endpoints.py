@@ -13,6 +13,7 @@ from rocketmq_core.client.message import Message, SendStatus
 from rocketmq_core.client.producer import Producer
 from rocketmq_core.client.pull import PullConsumer
 from rocketmq_core.errors import ConfigError, RemotingError
+from rocketmq_core.plugins import load_plugins
 from rocketmq_core.remoting.transport import TlsOptions
 from rocketmq_core.testing.broker import broker_config
 from rocketmq_core.testing.cluster import EmbeddedCluster
@@ -95,6 +96,15 @@ async def test_a_server_the_client_does_not_trust_is_refused_and_said_why(
             await producer.send(Message(TOPIC, b"never sent"))
     assert quic_cluster.namesrv_endpoint("quic") in str(failure.value)
     assert quic_cluster.broker.server.accepted["quic"] == 0
+
+
+@pytest.mark.parametrize("transport", ["quic", "tcp"])
+async def test_a_ca_file_that_cannot_be_read_is_one_error_naming_it(tmp_path, transport):
+    missing = tmp_path / "no-such-ca.pem"
+    host = load_plugins()
+    connect = host.registry.transports.get(transport).connect
+    with pytest.raises(ConfigError, match=f"TLS CA file {missing}: No such file"):
+        await connect("127.0.0.1", 9, tls=TlsOptions(ca_file=str(missing)))
 
 
 async def test_a_broker_without_quic_is_reached_over_tcp_with_a_warning(

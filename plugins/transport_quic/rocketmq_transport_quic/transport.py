@@ -149,6 +149,7 @@ class QuicTransport:
 
     def client_configuration(self, host: str, tls: TlsOptions | None) -> QuicConfiguration:
         tls = tls or TlsOptions()
+        tls.check_client_files()
         configuration = self.settings.configuration(is_client=True)
         configuration.server_name = tls.server_hostname or host
         configuration.verify_mode = ssl.CERT_REQUIRED if tls.verify else ssl.CERT_NONE

@@ -51,6 +51,8 @@ class TcpTransport:
             await listener.serve(serve_stream)
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
+        if tls is not None:
+            tls.check_client_files()
         stream = await anyio.connect_tcp(host, port)
         _no_delay(stream)
         if tls is None:
