@@ -16,9 +16,10 @@ import orjson
 from ..client.admin import Admin
 from ..client.pull import LitePullConsumer
 from ..client.render import body_text, message_json
+from ..errors import ConfigError
 from ..plugins import PluginHost
 from ..protocol.heartbeat import MessageQueue
-from .base import CommandError, Output, add_common_options, add_topic_option, run_action
+from .base import Output, add_common_options, add_topic_option, run_action
 from .stopping import stop_on_signal
 
 EPILOG = """\
@@ -60,11 +61,13 @@ class ConsumeCommand:
         add_common_options(parser, json_help="one JSON object per message (JSON Lines)")
 
     def run(self, args: argparse.Namespace, host: PluginHost) -> int:
+        if args.count is not None and args.count < 1:
+            raise ConfigError(f"--count must be at least 1, not {args.count}")
+        if args.idle is not None and args.idle <= 0:
+            raise ConfigError(f"--idle is a number of seconds above 0, not {args.idle}")
         return run_action(args, host, self.consume)
 
     async def consume(self, admin: Admin, args: argparse.Namespace) -> Output:
-        if args.count is not None and args.count < 1:
-            raise CommandError(f"--count must be at least 1, not {args.count}")
         await admin.topic_route(args.topic)  # no such topic: say so instead of waiting forever
         consumer = LitePullConsumer(
             args.group,
@@ -75,11 +78,10 @@ class ConsumeCommand:
         )
         consumer.subscribe(args.topic, args.tags)
         printed = Printed()
-        async with consumer:
+        async with consumer, stop_on_signal() as stop:
             try:
-                async with stop_on_signal() as stop:
-                    await self._print_messages(consumer, args, printed)
-            finally:
+                await self._print_messages(consumer, args, printed)
+            finally:  # inside the signal handling: a second signal cannot cut the commit short
                 with anyio.CancelScope(shield=True):
                     await consumer.commit(printed.offsets)
         return Output(None, f"{printed.count} message(s)", status=stop.status, streamed=True)

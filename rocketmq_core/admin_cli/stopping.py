@@ -30,16 +30,17 @@ class Stop:
 @asynccontextmanager
 async def stop_on_signal() -> AsyncIterator[Stop]:
     """Run the body until it ends or SIGINT/SIGTERM comes; then the body is cancelled and
-    the block ends normally: ``stop.signal`` says which came."""
+    the block ends normally: ``stop.signal`` says which came. The handlers stay until the
+    block ends, so a second signal cannot interrupt the body's shielded cleanup (a commit)."""
     stop = Stop()
 
     async def watch(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             task_status.started()  # handlers installed: a signal no longer kills us
             async for received in signals:
-                stop.signal = signal.Signals(received)
-                stop.scope.cancel()
-                return
+                if stop.signal is None:  # the first stops the work; later ones are ignored
+                    stop.signal = signal.Signals(received)
+                    stop.scope.cancel()
 
     async with anyio.create_task_group() as watchers:
         await watchers.start(watch)

@@ -6,8 +6,10 @@ import itertools
 import uuid
 
 import anyio
+import orjson
 import pytest
 
+from rocketmq_core.cli import main
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
 from rocketmq_core.testing.cluster import EmbeddedCluster, quic_listener_settings
 
@@ -69,6 +71,20 @@ def namesrv(cluster, transport) -> str:
     if transport == "quic":
         return cluster.namesrv_endpoint("quic")
     return cluster.namesrv_address
+
+
+@pytest.fixture
+def rocketmq(cluster, capsys):
+    """``rocketmq ARGS -n <the cluster>`` in this process: (exit status, stdout, stderr);
+    ``json=True`` adds --json and parses stdout when the command succeeded."""
+
+    def invoke(*args: str, json: bool = False):
+        code = main([*args, "-n", cluster.namesrv_address, *(["--json"] if json else [])])
+        captured = capsys.readouterr()
+        out = orjson.loads(captured.out) if json and code == 0 else captured.out
+        return code, out, captured.err
+
+    return invoke
 
 
 async def eventually(condition, timeout: float = 10.0, step: float = 0.02) -> None:

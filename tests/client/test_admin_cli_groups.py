@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import time
 
-import orjson
 import pytest
 
 from rocketmq_core.cli import main
@@ -18,20 +17,6 @@ from rocketmq_core.client.message import Message
 @pytest.fixture(scope="module")
 def cluster(module_cluster):
     return module_cluster  # one cluster for the module: its tests use fresh names
-
-
-@pytest.fixture
-def rocketmq(cluster, capsys):
-    """``rocketmq ARGS -n <the cluster>``: (exit code, stdout, stderr); ``json=True``
-    parses stdout."""
-
-    def invoke(*args: str, json: bool = False):
-        code = main([*args, "-n", cluster.namesrv_address, *(["--json"] if json else [])])
-        captured = capsys.readouterr()
-        out = orjson.loads(captured.out) if json and code == 0 else captured.out
-        return code, out, captured.err
-
-    return invoke
 
 
 def lines(text: str) -> list[list[str]]:

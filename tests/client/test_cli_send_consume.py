@@ -26,18 +26,6 @@ def cluster(module_cluster):
     return module_cluster  # one cluster for the module: its tests use fresh names
 
 
-@pytest.fixture
-def rocketmq(cluster, capsys):
-    """``rocketmq ARGS -n <the cluster>`` in this process: (exit status, stdout, stderr)."""
-
-    def invoke(*args: str):
-        code = main([*args, "-n", cluster.namesrv_address])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return invoke
-
-
 def spawn(cluster, *args: str) -> subprocess.Popen:
     """``rocketmq ARGS`` as a process of its own, its output piped to the test."""
     command = [sys.executable, "-m", "rocketmq_core.cli", *args, "-n", cluster.namesrv_address]
@@ -79,7 +67,7 @@ def test_consume_json_is_json_lines_and_the_summary_goes_to_stderr(rocketmq, clu
     cluster.create_topic(topic, queues=2)
     rocketmq("send", "-t", topic, "--body", "hi", "--tags", "T", "--count", "5")
     code, out, err = rocketmq(
-        "consume", "-t", topic, "--group", name("CG"), "--from", "first", "--idle", "1", "--json"
+        "consume", "-t", topic, "--group", name("CG"), "--from", "first", "--count", "5", "--json"
     )
     assert code == 0 and err == "5 message(s)\n"
     messages = [orjson.loads(line) for line in out.splitlines()]
@@ -103,6 +91,34 @@ def test_a_stopped_consumer_commits_what_it_printed(rocketmq, cluster, name, sto
     assert consumer.returncode == status and out == ""
     assert err.endswith("10 message(s)\n")
     assert committed(rocketmq, group, topic) == printed_offsets(lines) == {0: 5, 1: 5}
+
+
+SIGNALLED_TWICE = """
+import os, signal, sys
+import anyio
+from rocketmq_core.admin_cli.stopping import stop_on_signal
+
+async def main():
+    async with stop_on_signal() as stop:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                os.kill(os.getpid(), signal.SIGTERM)  # again, while the work cleans up
+                await anyio.sleep(0.1)
+                print("cleaned up", flush=True)
+    return stop.status
+
+sys.exit(anyio.run(main, backend=sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_second_signal_does_not_cut_the_cleanup_short(backend):
+    command = [sys.executable, "-c", SIGNALLED_TWICE, backend]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (143, "cleaned up\n", "")
 
 
 def test_send_output_bodies_and_queue(rocketmq, cluster, name, tmp_path, monkeypatch):
@@ -137,10 +153,13 @@ def test_send_output_bodies_and_queue(rocketmq, cluster, name, tmp_path, monkeyp
 def test_send_stopped_by_sigterm_says_what_it_sent(rocketmq, cluster, name):
     topic = name()
     cluster.create_topic(topic, queues=4)
-    sender = spawn(cluster, "send", "-t", topic, "--body", "x", "--count", "10000000")
+    sender = spawn(
+        cluster, "send", "-t", topic, "--body", "x", "--count", "10000000", "--concurrency", "4"
+    )
     try:
         deadline = time.monotonic() + 30
-        while stored(rocketmq, topic) == 0 and time.monotonic() < deadline:
+        # more stored than can be in flight (the first, then 4 at a time): some were confirmed
+        while stored(rocketmq, topic) <= 1 + 4 and time.monotonic() < deadline:
             time.sleep(0.2)
         sender.send_signal(signal.SIGTERM)
         out, err = sender.communicate(timeout=30)
@@ -171,6 +190,14 @@ def test_no_such_group_or_topic_exits_1_naming_it(rocketmq, cluster, name):
     ):
         code, out, err = rocketmq(*command)
         assert (code, out) == (1, "") and f"topic '{missing}' has no route" in err, command
+
+
+def test_bad_consume_options_exit_2_before_connecting(capsys):
+    nowhere = ["-n", "127.0.0.1:1"]  # nothing listens: the options are refused first
+    assert main(["consume", "-t", "T", "--group", "G", "--count", "0", *nowhere]) == 2
+    assert capsys.readouterr().err == "rocketmq consume: error: --count must be at least 1, not 0\n"
+    assert main(["consume", "-t", "T", "--group", "G", "--idle", "-1", *nowhere]) == 2
+    assert "--idle is a number of seconds above 0, not -1.0" in capsys.readouterr().err
 
 
 def test_send_to_a_missing_topic_follows_the_broker(rocketmq, name):

@@ -15,18 +15,6 @@ def cluster(module_cluster):
     return module_cluster  # one cluster for the module: its tests use fresh names
 
 
-@pytest.fixture
-def rocketmq(cluster, capsys):
-    """``rocketmq ARGS -n <the cluster>``: (exit code, stdout, stderr)."""
-
-    def invoke(*args: str):
-        code = main([*args, "-n", cluster.namesrv_address])
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return invoke
-
-
 def test_create_refuses_an_existing_topic_and_update_changes_it(rocketmq, cluster, name):
     topic = name()
     code, out, _ = rocketmq("topic", "create", "-t", topic, "-q", "2")
