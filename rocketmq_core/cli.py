@@ -7,7 +7,7 @@ import sys
 
 from . import __version__
 from .errors import ConfigError, PluginError, found_in
-from .plugins import PluginHost, load_plugins
+from .plugins import DISABLE_ENV, PluginHost, load_plugins
 
 
 def build_parser(host: PluginHost) -> argparse.ArgumentParser:
@@ -37,8 +37,52 @@ def version_text(host: PluginHost) -> str:
     return "\n".join(lines)
 
 
+def requested_command(argv: list[str]) -> str | None:
+    """The command word of ``argv``: its first word that is no option (the options before
+    it, ``-h`` and ``--version``, take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def why_unavailable(host: PluginHost, command: str) -> str | None:
+    """Why ``command`` is missing, when a plugin that failed or is blocked is the cause;
+    None when the command is there, or when no such plugin explains its absence."""
+    if command in host.registry.cli_commands:
+        return None
+    for plugin in host.plugins:
+        if plugin.commands is None or command not in plugin.commands:
+            continue
+        if plugin.status == "failed":
+            return (
+                f"command {command!r} is unavailable:"
+                f" plugin {plugin.name} failed to load: {plugin.error}"
+            )
+        if plugin.status == "blocked":
+            return (
+                f"command {command!r} is unavailable:"
+                f" plugin {plugin.name} is blocked by {DISABLE_ENV}"
+            )
+    # a plugin that failed before registering anything may have been the command's
+    suspects = [
+        f"plugin {plugin.name}: {plugin.error}"
+        for plugin in host.plugins
+        if plugin.status == "failed" and plugin.commands is None
+    ]
+    if not suspects:
+        return None
+    return (
+        f"unknown command {command!r}; it may belong to a plugin that failed to load: "
+        + "; ".join(suspects)
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     host = load_plugins()
+    command = requested_command(argv)
+    reason = why_unavailable(host, command) if command is not None else None
+    if reason is not None:
+        print(f"rocketmq: {reason}", file=sys.stderr)
+        return 2
     parser = build_parser(host)
     args = parser.parse_args(argv)
     if args.version:

@@ -75,14 +75,23 @@ def data_path_error(error: OSError, key: str, path: str | os.PathLike[str]) -> C
 _EFFECTIVE_IDS = os.access in os.supports_effective_ids
 
 
+# how deep the start-up check looks: the store's own files (commitlog/, config/, index/,
+# checkpoint); each topic's queue files below are left to the open's OSError, so that
+# start-up costs the same with 10 topics or 100,000
+CHECKED_LEVELS = 2
+
+
 def _first_unusable(root: Path) -> str | None:
-    """A directory or file under ``root`` this process cannot read and write, if any."""
+    """A directory or file near the top of ``root`` this process cannot read and write."""
     unreadable: list[str] = []
-    for directory, _subdirectories, files in os.walk(
+    top_depth = len(root.parts)
+    for directory, subdirectories, files in os.walk(
         root, onerror=lambda error: unreadable.append(error.filename)
     ):
         if unreadable:
             break
+        if len(Path(directory).parts) - top_depth + 1 >= CHECKED_LEVELS:
+            subdirectories.clear()
         if not os.access(directory, os.R_OK | os.W_OK | os.X_OK, effective_ids=_EFFECTIVE_IDS):
             return directory
         for name in files:

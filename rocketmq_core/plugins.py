@@ -36,6 +36,25 @@ BUILTIN_PLUGINS = (
     "rocketmq_core.builtin.admin_commands",
 )
 
+# The CLI commands each built-in registers, known before it loads: when one fails, the
+# CLI can name it as the reason its commands are missing (a test keeps this in step).
+BUILTIN_COMMANDS = {
+    "rocketmq_core.builtin.plugins_command": ("plugins",),
+    "rocketmq_core.builtin.namesrv": ("namesrv",),
+    "rocketmq_core.builtin.broker": ("broker", "standalone"),
+    "rocketmq_core.builtin.admin_commands": (
+        "broker-config",
+        "cluster",
+        "consume",
+        "group",
+        "kv",
+        "message",
+        "offset",
+        "send",
+        "topic",
+    ),
+}
+
 
 @dataclass
 class PluginInfo:
@@ -50,6 +69,8 @@ class PluginInfo:
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
     registered: dict[str, list[str]] = field(default_factory=dict)
+    # the CLI commands it provides whether or not it loaded; None: unknown until it registers
+    commands: tuple[str, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -124,7 +145,7 @@ class PluginHost:
             self.manager.check_pending()
         except Exception as exc:
             info.status = "failed"
-            info.error = _describe(exc)
+            info.error = _describe(exc, info.distribution)
             if self.manager.get_plugin(info.name) is not None:
                 self.manager.unregister(name=info.name)
             return
@@ -155,7 +176,7 @@ class PluginHost:
                     impl.function(register=register)
                 except Exception as exc:
                     info.status = "failed"
-                    info.error = _describe(exc)
+                    info.error = _describe(exc, info.distribution)
 
 
 def _bound_register(collection: Any, info: PluginInfo) -> Any:
@@ -168,15 +189,21 @@ def _bound_register(collection: Any, info: PluginInfo) -> Any:
     return register
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, distribution: str | None) -> str:
     if isinstance(exc, PluginError):
         return str(exc)
+    notes = []
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        # the usual cause: a dependency missing from the environment (or from the metadata)
+        missing = exc.name.partition(".")[0]
+        notes.append(f"pip install {missing}")
+        if distribution:
+            notes[-1] += f", or reinstall {distribution}"
     # Where the failure happened in the plugin's own code helps its author most.
     frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
     if frames:
-        last = frames[-1]
-        where = f" (at {last.filename}:{last.lineno})"
+        notes.append(f"at {frames[-1].filename}:{frames[-1].lineno}")
+    where = f" ({'; '.join(notes)})" if notes else ""
     return f"{type(exc).__name__}: {exc}{where}"
 
 
@@ -205,6 +232,7 @@ def load_plugins(
             distribution="rocketmq-core",
             version=__version__,
             source="builtin",
+            commands=BUILTIN_COMMANDS.get(module_name),
         )
         host.add(info, _importer(module_name), blocked_names)
     if entry_points is None:

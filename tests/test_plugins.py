@@ -13,7 +13,7 @@ import pytest
 
 from rocketmq_core.errors import ConfigError, PluginError
 from rocketmq_core.hookspecs import hookimpl
-from rocketmq_core.plugins import load_plugins
+from rocketmq_core.plugins import BUILTIN_COMMANDS, load_plugins
 from rocketmq_core.registry import Deferred, Registry
 
 
@@ -271,7 +271,13 @@ def test_cli_version_lists_plugin_versions():
     assert any(line.startswith("  plugin transport_tcp: rocketmq-transport-tcp ") for line in lines)
 
 
-def test_cli_survives_a_broken_installed_plugin(tmp_path):
+def with_path(folder) -> dict[str, str]:
+    """An environment whose Python finds modules (and dist-infos) in ``folder`` first."""
+    return {"PYTHONPATH": os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])}
+
+
+@pytest.fixture
+def broken_plugin_env(tmp_path) -> dict[str, str]:
     """A real entry point (a dist-info on the path) whose module cannot import."""
     dist_info = tmp_path / "rocketmq_broken_demo-1.2.dist-info"
     dist_info.mkdir()
@@ -280,9 +286,26 @@ def test_cli_survives_a_broken_installed_plugin(tmp_path):
     )
     (dist_info / "entry_points.txt").write_text("[rocketmq]\nbroken_demo = broken_demo_plugin\n")
     (tmp_path / "broken_demo_plugin.py").write_text("raise RuntimeError('boom at import')\n")
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    return with_path(tmp_path)
+
+
+@pytest.fixture
+def without_sniffio_env(tmp_path) -> dict[str, str]:
+    """An environment in which ``import sniffio`` fails as it does where sniffio is not
+    installed: the built-ins that need it (broker, name server, admin commands) fail."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "sniffio.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'sniffio'\", name='sniffio')\n"
+    )
+    return with_path(shadow)
+
+
+def test_cli_survives_a_broken_installed_plugin(broken_plugin_env):
+    env = broken_plugin_env
     result = rocketmq("plugins", "list", env=env)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == "rocketmq plugins: 1 plugin(s) failed to load: broken_demo\n"
     assert "broken_demo  [failed]  rocketmq-broken-demo 1.2" in result.stdout
     assert "error: RuntimeError: boom at import" in result.stdout
     assert "transport_tcp  [loaded]" in result.stdout
@@ -291,8 +314,80 @@ def test_cli_survives_a_broken_installed_plugin(tmp_path):
     blocked = rocketmq(
         "plugins", "list", "--json", env={**env, "ROCKETMQ_DISABLE_PLUGINS": "broken_demo"}
     )
+    assert blocked.returncode == 0, blocked.stderr
     statuses = {plugin["name"]: plugin["status"] for plugin in json.loads(blocked.stdout)}
     assert statuses["broken_demo"] == "blocked"
+
+
+def test_cli_plugins_list_json_exits_1_and_lists_everything_when_a_builtin_failed(
+    without_sniffio_env,
+):
+    result = rocketmq("plugins", "list", "--json", env=without_sniffio_env)
+    assert result.returncode == 1, result.stderr
+    plugins = {plugin["name"]: plugin for plugin in json.loads(result.stdout)}
+    assert plugins["builtin.broker"]["status"] == "failed"
+    assert plugins["builtin.broker"]["error"].startswith(
+        "ModuleNotFoundError: No module named 'sniffio' (pip install sniffio, or reinstall"
+        " rocketmq-core; at "
+    )
+    assert plugins["transport_tcp"]["status"] == "loaded"
+    assert "builtin.broker" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_command_of_a_failed_builtin_names_the_plugin_and_its_error(without_sniffio_env):
+    result = rocketmq("standalone", "--namesrv-listen", "127.0.0.1:0", env=without_sniffio_env)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        "rocketmq: command 'standalone' is unavailable: plugin builtin.broker failed to load:"
+        " ModuleNotFoundError: No module named 'sniffio' (pip install sniffio"
+    )
+    namesrv = rocketmq("namesrv", env=without_sniffio_env)
+    assert namesrv.returncode == 2
+    assert namesrv.stderr.startswith(
+        "rocketmq: command 'namesrv' is unavailable: plugin builtin.namesrv failed to load:"
+    )
+    # the commands of the plugins that loaded still work
+    assert rocketmq("spark", "--help", env=without_sniffio_env).returncode == 0
+
+
+def test_a_command_of_a_blocked_builtin_says_it_is_blocked():
+    result = rocketmq("topic", "list", env={"ROCKETMQ_DISABLE_PLUGINS": "builtin.admin_commands"})
+    assert result.returncode == 2
+    assert result.stderr == (
+        "rocketmq: command 'topic' is unavailable:"
+        " plugin builtin.admin_commands is blocked by ROCKETMQ_DISABLE_PLUGINS\n"
+    )
+
+
+def test_an_unknown_command_names_the_failed_third_party_plugins(broken_plugin_env):
+    result = rocketmq("frobnicate", "--fast", env=broken_plugin_env)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        "rocketmq: unknown command 'frobnicate'; it may belong to a plugin that failed to load:"
+        " plugin broken_demo: RuntimeError: boom at import (at "
+    )
+    # a command a built-in provides is not blamed on the broken plugin
+    assert rocketmq("plugins", "--help", env=broken_plugin_env).returncode == 0
+
+
+def test_an_unknown_command_without_failed_plugins_is_argparses_usage_error():
+    result = rocketmq("frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice: 'frobnicate'" in result.stderr
+
+
+def test_the_builtin_commands_known_in_advance_are_the_ones_they_register(plugin_host):
+    registered = {
+        plugin.module: tuple(sorted(plugin.registered.get("CLI command", [])))
+        for plugin in plugin_host.plugins
+        if plugin.source == "builtin" and plugin.registered.get("CLI command")
+    }
+    assert registered == {
+        module: tuple(sorted(names)) for module, names in BUILTIN_COMMANDS.items()
+    }
 
 
 def test_cli_without_a_command_prints_help():

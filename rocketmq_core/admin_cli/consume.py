@@ -28,7 +28,8 @@ Lines); the summary, "N message(s)", goes to stderr.
 offsets: the group commits, per queue, the offset after the last message printed, when
 the command ends: at --count, at --idle, or on SIGINT/SIGTERM.
 exit status: 0 at --count or --idle; 130 after SIGINT, 143 after SIGTERM (what was
-printed is committed all the same); 1 when the topic does not exist or a broker fails.
+printed is committed all the same); 1 when the topic does not exist, a broker fails, or
+the offsets could not be committed.
 """
 
 
@@ -83,8 +84,13 @@ class ConsumeCommand:
                 await self._print_messages(consumer, args, printed)
             finally:  # inside the signal handling: a second signal cannot cut the commit short
                 with anyio.CancelScope(shield=True):
-                    await consumer.commit(printed.offsets)
-        return Output(None, f"{printed.count} message(s)", status=stop.status, streamed=True)
+                    uncommitted = await consumer.commit(printed.offsets)
+        summary = f"{printed.count} message(s)"
+        if uncommitted:  # the next run would print them again: the user must know
+            queues = ", ".join(f"{q.broker_name}#{q.queue_id}" for q in uncommitted)
+            summary += f"; error: offsets not committed on {queues} (see the warnings above)"
+            return Output(None, summary, status=1, streamed=True)
+        return Output(None, summary, status=stop.status, streamed=True)
 
     async def _print_messages(
         self,

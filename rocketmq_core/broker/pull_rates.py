@@ -1,7 +1,7 @@
 """How fast each consumer group pulls each topic: the ``consumeTps`` of GET_CONSUME_STATS.
 
 Like Java's stats manager (GROUP_GET_NUMS), the rate is the messages a group pulled in
-the last minute, per second: a moving average that is real right after a burst and
+the last minute, divided by 60: 30 messages pulled just now read 0.50, and the rate
 falls back to 0 a minute after the group stops.
 """
 
@@ -28,7 +28,9 @@ class PullRates:
         if messages <= 0:
             return
         second = int(self.clock())
-        buckets = self._buckets.setdefault((group, topic), deque())
+        buckets = self._buckets.get((group, topic))
+        if buckets is None:
+            buckets = self._buckets[(group, topic)] = deque()
         if buckets and buckets[-1][0] == second:
             buckets[-1][1] += messages
         else:

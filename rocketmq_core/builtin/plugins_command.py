@@ -28,6 +28,14 @@ class PluginsCommand:
             sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
         else:
             sys.stdout.write("".join(_describe(plugin) for plugin in host.plugins))
+        failed = [plugin.name for plugin in host.plugins if plugin.status == "failed"]
+        if failed:
+            # a broken install must fail the command that checks it (the README's first one)
+            print(
+                f"rocketmq plugins: {len(failed)} plugin(s) failed to load: {', '.join(failed)}",
+                file=sys.stderr,
+            )
+            return 1
         return 0
 
 

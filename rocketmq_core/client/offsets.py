@@ -36,7 +36,9 @@ class OffsetStore(Protocol):
 
     def remove(self, queue: MessageQueue) -> None: ...
 
-    async def persist(self, queues: set[MessageQueue] | None = None) -> None: ...
+    async def persist(self, queues: set[MessageQueue] | None = None) -> list[MessageQueue]:
+        """Commit the changed offsets; returns the queues whose commit failed (logged)."""
+        ...
 
 
 class _MemoryOffsets:
@@ -75,7 +77,8 @@ class BrokerOffsetStore(_MemoryOffsets):
             self.offsets[queue] = offset
         return offset
 
-    async def persist(self, queues: set[MessageQueue] | None = None) -> None:
+    async def persist(self, queues: set[MessageQueue] | None = None) -> list[MessageQueue]:
+        failed = []
         for queue in list(self._dirty):
             if queues is not None and queue not in queues:
                 continue
@@ -86,9 +89,11 @@ class BrokerOffsetStore(_MemoryOffsets):
                 await commit_offset(self.instance, self.group, queue, offset)
             except (RemotingError, ResponseError, ConsumerError) as exc:
                 log.warning("offset %d of %s not committed: %s", offset, queue, exc)
+                failed.append(queue)
                 continue
             if self.offsets.get(queue) == offset:
                 self._dirty.discard(queue)
+        return failed
 
 
 class LocalFileOffsetStore(_MemoryOffsets):
@@ -118,12 +123,13 @@ class LocalFileOffsetStore(_MemoryOffsets):
     async def read(self, queue: MessageQueue) -> int:
         return self.offsets.get(queue, -1)
 
-    async def persist(self, queues: set[MessageQueue] | None = None) -> None:
+    async def persist(self, queues: set[MessageQueue] | None = None) -> list[MessageQueue]:
         if not self._dirty:
-            return
+            return []
         table = [
             {**queue.to_json(), "offset": offset} for queue, offset in sorted(self.offsets.items())
         ]
         data = orjson.dumps({"offsetTable": table}, option=orjson.OPT_INDENT_2)
         await anyio.to_thread.run_sync(atomic_write, self.path, data)
         self._dirty.clear()
+        return []  # a failed write raises

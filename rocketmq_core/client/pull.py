@@ -275,11 +275,12 @@ class LitePullConsumer(QueueConsumer):
                 continue
             return self._pending.popleft()
 
-    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
-        """Commit now: the given offsets, or what was handed out so far."""
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> list[MessageQueue]:
+        """Commit now: the given offsets, or what was handed out so far. Returns the
+        queues whose commit failed (they are tried again at the next commit)."""
         for queue, offset in (offsets or {}).items():
             self.offset_store.update(queue, offset)
-        await self.offset_store.persist()
+        return await self.offset_store.persist()
 
     def committed(self, queue: MessageQueue) -> int:
         return self.offset_store.cached(queue)

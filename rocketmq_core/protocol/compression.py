@@ -59,6 +59,25 @@ def decompress(body: bytes, sys_flag: int) -> bytes:
     raise RemoteProtocolError(f"unknown compression type {kind} in sysFlag {sys_flag:#x}")
 
 
+# deflate turns one 258-byte match into at least two bits: no zlib body inflates more
+ZLIB_MAX_RATIO = 1032
+
+
+def inflated_size_at_most(body: bytes, sys_flag: int) -> int | None:
+    """A bound on the inflated size of a compressed ``body`` known without inflating it:
+    deflate's ratio for zlib, the frame's declared size for zstd; None when unknown."""
+    kind = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    if kind in (0, CompressionType.ZLIB):
+        return len(body) * ZLIB_MAX_RATIO
+    if kind == CompressionType.ZSTD:
+        try:
+            declared = zstandard.frame_content_size(body)
+        except zstandard.ZstdError:
+            return None
+        return declared if declared >= 0 else None
+    return None
+
+
 def inflate_within(
     body: bytes, sys_flag: int, keep: int, count_to: int
 ) -> tuple[int, bytes | None]:

@@ -267,3 +267,24 @@ def test_admin_commands_reach_quic_with_tls_ca(quic_cluster, quic_certificate, c
     assert err.count("\n") == 1 and TRUST_CERT_PATH_VARIABLE in err and "--tls-ca" in err
     assert main(["topic", "route", "-t", "Orders", *quic, "--tls-ca", "/no/such.pem"]) == 2
     assert "--tls-ca /no/such.pem: no such file" in capsys.readouterr().err
+
+
+def test_a_consumer_that_cannot_commit_says_so_and_exits_1(tmp_path):
+    with EmbeddedCluster(tmp_path / "rocketmq", store="memory") as own:
+        own.create_topic("Lost", queues=1)
+        assert (
+            main(["send", "-t", "Lost", "--body", "m", "--count", "3", "-n", own.namesrv_address])
+            == 0
+        )
+        consumer = spawn(own, "consume", "-t", "Lost", "--group", "CG-lost", "--from", "first")
+        try:
+            lines = [consumer.stdout.readline() for _ in range(3)]
+            own.stop_broker()  # the commit has nowhere to go
+            consumer.send_signal(signal.SIGTERM)
+            _out, err = consumer.communicate(timeout=60)
+        finally:
+            consumer.kill()
+    assert len(lines) == 3 and all(lines)
+    assert consumer.returncode == 1
+    assert "3 message(s); error: offsets not committed on" in err
+    assert "Traceback" not in err

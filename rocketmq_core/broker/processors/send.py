@@ -10,7 +10,11 @@ from ...errors import ConfigError, RemoteProtocolError, ResponseError
 from ...protocol.bodies import TopicConfig
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
-from ...protocol.compression import COMPRESSION_TYPE_MASK, inflate_within
+from ...protocol.compression import (
+    COMPRESSION_TYPE_MASK,
+    inflate_within,
+    inflated_size_at_most,
+)
 from ...protocol.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
 from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader, SendMessageResponseHeader
 from ...protocol.message import (
@@ -43,8 +47,13 @@ def send_message(
     header = SendMessageRequestHeader.from_ext_fields(
         request.ext_fields or {}, SEND_V2_NAMES if v2 else None
     )
+    if not broker.config.broker_permission & PERM_WRITE:  # brokerPermission, live
+        raise ResponseError(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_ip1}] sending message is forbidden",
+        )
+    topic_config = _writable_topic(broker, header)  # before the size: it may inflate the body
     body, sys_flag = _sized_body(broker.config.max_message_size, request.body, header)
-    topic_config = _writable_topic(broker, header)
     queue_id = header.queue_id
     if queue_id < 0:
         queue_id = broker.random_queue(topic_config.write_queue_nums)
@@ -161,6 +170,10 @@ def _sized_body(limit: int, body: bytes, header: SendMessageRequestHeader) -> tu
         if len(body) > limit:
             raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, _too_large(header, len(body), limit))
         return body, sys_flag
+    if not header.batch:
+        bound = inflated_size_at_most(body, sys_flag)
+        if bound is not None and bound <= limit:
+            return body, sys_flag  # it cannot inflate past the limit: no need to inflate it
     try:
         # keep the inflated body only when it replaces the compressed one: a body over the
         # limit, or a whole batch (the C++ client 1.2.3 compresses those) to split
