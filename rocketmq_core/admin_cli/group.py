@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from ..client.admin import Admin
-from ..client.admin_types import Connection, GroupConfig
+from ..client.admin_types import AdminError, Connection, ConsumerConnections, GroupConfig
 from ..client.render import table, timestamp
+from ..protocol.codes import ResponseCode
 from .base import AdminCommand, CommandError, Output, add_target_options
 
 # ``group update`` option -> the GroupConfig field it sets
@@ -36,10 +37,11 @@ class GroupCommand(AdminCommand):
     }
 
     def add_action_arguments(self, action: str, parser: argparse.ArgumentParser) -> None:
-        if action != "list":
-            parser.add_argument("-g", "--group", required=True, help="the group")
         if action == "progress":
+            parser.add_argument("-g", "--group", help="the group (default: a line for each group)")
             parser.add_argument("-t", "--topic", help="only this topic")
+        elif action != "list":
+            parser.add_argument("-g", "--group", required=True, help="the group")
         if action in ("update", "delete"):
             add_target_options(parser)
         if action == "update":
@@ -93,6 +95,8 @@ class GroupCommand(AdminCommand):
         return Output(groups, table(headers, rows))
 
     async def do_progress(self, admin: Admin, args: argparse.Namespace) -> Output:
+        if args.group is None:
+            return await self._every_group_progress(admin, args.topic)
         stats = await admin.consume_stats(args.group, args.topic)
         offsets_found = bool(stats.queues) and not args.topic  # with a topic: every queue
         if not await _group_exists(admin, args.group, has_offsets=offsets_found):
@@ -128,6 +132,46 @@ class GroupCommand(AdminCommand):
             f"\ntotal lag {stats.total_lag} (consume TPS {stats.consume_tps:.2f})"
         )
         return Output(stats, text)
+
+    async def _every_group_progress(self, admin: Admin, topic: str | None) -> Output:
+        """One line per subscription group, as mqadmin consumerProgress without -g: its
+        online consumers, how they consume, the rate and the total lag."""
+        rows, document = [], []
+        consumers_of_topic = set(await admin.topic_consumers(topic)) if topic else None
+        for info in await admin.list_groups():
+            if consumers_of_topic is not None and info.name not in consumers_of_topic:
+                continue  # asked about one topic: only the groups that consume it
+            stats = await admin.consume_stats(info.name, topic)
+            try:
+                clients = await admin.group_connections(info.name)
+            except AdminError as exc:
+                if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                    raise
+                clients = ConsumerConnections(info.name)
+            versions = sorted({c.version for c in clients.connections})
+            row = {
+                "group": info.name,
+                "consumers": len(clients.connections),
+                "versions": versions,
+                "consume_type": clients.consume_type,
+                "message_model": clients.message_model,
+                "consume_tps": stats.consume_tps,
+                "total_lag": stats.total_lag,
+            }
+            document.append(row)
+            rows.append(
+                [
+                    info.name,
+                    row["consumers"],
+                    ",".join(map(str, versions)) or "-",
+                    clients.consume_type or "-",
+                    clients.message_model or "-",
+                    round(stats.consume_tps, 2),
+                    stats.total_lag,
+                ]
+            )
+        headers = ["GROUP", "CONSUMERS", "VERSION", "TYPE", "MODEL", "CONSUME TPS", "TOTAL LAG"]
+        return Output(document, table(headers, rows))
 
     async def do_update(self, admin: Admin, args: argparse.Namespace) -> Output:
         changes = {

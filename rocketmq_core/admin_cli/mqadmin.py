@@ -255,7 +255,7 @@ COMMANDS = (
         "consumerProgress",
         "Show a group's offsets and lag per queue",
         "group progress",
-        value("g", "groupName", "--group", required=True),  # mqadmin: all groups without -g
+        value("g", "groupName", "--group"),  # without it: a line for each group
         value("t", "topicName", "--topic"),
         refused("s", "showClientIP", "the consumer of each queue is not shown"),
         ignored("c", "cluster", ROUTE_FROM_NAMESRV),

@@ -147,6 +147,38 @@ def test_group_consumers_lists_a_running_push_consumer(rocketmq, cluster, name):
         assert document["subscriptions"][topic] == "TagA || TagB"
 
 
+def test_group_progress_without_a_group_has_a_line_for_each_group(rocketmq, cluster, name):
+    topic, busy, idle = name(), name("CG"), name("CG")
+    cluster.create_topic(topic, 1)
+    assert rocketmq("send", "-t", topic, "--body", "m", "--count", "7")[0] == 0
+    assert rocketmq("group", "update", "-g", idle)[0] == 0  # a group that consumed nothing
+    consume = ("consume", "-t", topic, "--group", busy, "--from", "first", "--count", "3")
+    assert rocketmq(*consume)[0] == 0
+    consumer = sync.PushConsumer(busy, cluster.namesrv_address, listener=lambda messages: False)
+    consumer.subscribe(topic, "*")
+    with consumer:  # online, but every message it gets is given back: the lag stays
+        code, document, _ = until(
+            lambda: (
+                (r := rocketmq("group", "progress", json=True))[0] == 0
+                and any(g["group"] == busy and g["consumers"] for g in r[1])
+                and r
+            )
+        )
+        by_group = {row["group"]: row for row in document}
+        assert by_group[busy]["consumers"] == 1
+        assert by_group[busy]["message_model"] == "CLUSTERING"
+        assert by_group[busy]["consume_tps"] > 0  # it pulled within the last minute
+        assert by_group[idle]["consumers"] == 0 and by_group[idle]["total_lag"] == 0
+        code, text, _ = rocketmq("group", "progress", "-t", topic)
+    assert code == 0
+    rows = lines(text)
+    assert rows[0] == [
+        "GROUP", "CONSUMERS", "VERSION", "TYPE", "MODEL", "CONSUME TPS", "TOTAL LAG"
+    ]  # fmt: skip
+    assert busy in [row[0] for row in rows[1:]]
+    assert idle not in [row[0] for row in rows[1:]]  # -t: only the groups that consume it
+
+
 def test_group_producers_lists_a_running_producer(rocketmq, cluster, name):
     topic, group = name(), name("PG")
     cluster.create_topic(topic, 1)

@@ -78,6 +78,7 @@ TRANSLATIONS = [
     ("producerConnection -g PG -t T", "group producers --group PG --topic T"),
     ("consumerConnection -g G", "group consumers --group G"),
     ("consumerProgress -g G -t T -c C", "group progress --group G --topic T"),
+    ("consumerProgress", "group progress"),
     ("clusterList", "cluster list"),
     ("topicList -n h:9876", "topic list --namesrv h:9876"),
     (
@@ -187,7 +188,7 @@ def test_usage_errors(capsys):
         (["updateTopic", "-c", "C", "-t", "T", "-u", "true"], "-u/--unit is not supported"),
         (["updateTopic", "-c", "C", "-t", "T", "-o", "yes"], "-o/--order takes true or false"),
         (["topicList", "-x"], "unrecognized arguments: -x"),
-        (["consumerProgress"], "the following arguments are required: -g/--groupName"),
+        (["consumerConnection"], "the following arguments are required: -g/--consumerGroup"),
     ]:
         assert mqadmin(argv) == 2
         captured = capsys.readouterr()
