@@ -15,7 +15,7 @@ import orjson
 
 from ..client.admin import Admin
 from ..client.pull import LitePullConsumer
-from ..client.render import body_text, message_json
+from ..client.render import body_line, message_json
 from ..errors import ConfigError
 from ..plugins import PluginHost
 from ..protocol.heartbeat import MessageQueue
@@ -111,7 +111,7 @@ class ConsumeCommand:
                     orjson.dumps(message_json(message)).decode()
                     if args.json
                     else f"{message.msg_id} {message.queue.queue_id}:{message.queue_offset}"
-                    f" tags={message.tags or ''} {body_text(message.body)[0]}"
+                    f" tags={message.tags or ''} {body_line(message.body)}"
                 )
                 print(line, flush=True)
                 # no await between printing and noting: a signal cannot fall in between

@@ -58,6 +58,15 @@ def body_text(body: bytes) -> tuple[str, bool]:
         return base64.b64encode(body).decode(), True
 
 
+# line breaks and tabs inside a body, written as escapes: one message stays one line
+_ONE_LINE = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def body_line(body: bytes) -> str:
+    """The body on one line: text with its line breaks escaped, or base64 when binary."""
+    return body_text(body)[0].translate(_ONE_LINE)
+
+
 def message_json(message: ReceivedMessage) -> dict[str, Any]:
     """A received message as a JSON object; the body as text, or base64 when binary."""
     document = dataclasses.asdict(message)

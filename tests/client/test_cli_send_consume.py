@@ -62,6 +62,21 @@ def test_consume_count_commits_only_what_it_printed(rocketmq, cluster, name):
     assert committed(rocketmq, group, topic) == {0: 3}
 
 
+def test_consume_prints_one_line_per_message_whatever_the_body(rocketmq, cluster, name, tmp_path):
+    topic = name()
+    cluster.create_topic(topic, queues=1)
+    body = tmp_path / "body.txt"
+    body.write_bytes(b"line one\nline two\tend\r\n")
+    assert rocketmq("send", "-t", topic, "--body-file", str(body), "--count", "2")[0] == 0
+    code, out, _ = rocketmq(
+        "consume", "-t", topic, "--group", name("CG"), "--from", "first", "--count", "2"
+    )
+    assert code == 0
+    assert [line.split(" ", 3)[3] for line in out.splitlines()] == [
+        "line one\\nline two\\tend\\r\\n"
+    ] * 2
+
+
 def test_consume_json_is_json_lines_and_the_summary_goes_to_stderr(rocketmq, cluster, name):
     topic = name()
     cluster.create_topic(topic, queues=2)
