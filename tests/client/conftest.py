@@ -11,6 +11,8 @@ import pytest
 
 from rocketmq_core.cli import main
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
+from rocketmq_core.client.pull import PullConsumer
+from rocketmq_core.protocol.heartbeat import MessageQueue
 from rocketmq_core.testing.cluster import EmbeddedCluster, quic_listener_settings
 
 TOPIC = "Orders"
@@ -39,6 +41,25 @@ def quic_certificate(tmp_path_factory):
 
 def quic_settings(certificate) -> dict[str, str]:
     return quic_listener_settings(str(certificate.cert_file), str(certificate.key_file))
+
+
+@pytest.fixture
+def quic_cluster(tmp_path, quic_certificate):
+    """Name server and broker serving TCP and QUIC (the test's certificate), TOPIC made."""
+    settings = quic_settings(quic_certificate)
+    with EmbeddedCluster(
+        tmp_path / "rocketmq", store="memory", namesrv_overrides=settings, **settings
+    ) as running:
+        running.create_topic(TOPIC, queues=4)
+        yield running
+
+
+async def stored(namesrv: str, queue: MessageQueue, offset: int):
+    """The message stored at ``offset`` of ``queue``, pulled back."""
+    async with PullConsumer("CG-check", namesrv) as consumer:
+        result = await consumer.pull(queue, offset, max_nums=1)
+    assert result.messages, f"nothing stored at {queue} offset {offset}"
+    return result.messages[0]
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from rocketmq_core.cli import main
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
 from rocketmq_core.testing.cluster import EmbeddedCluster
 
-from .conftest import quic_settings
+from .conftest import TOPIC
 
 
 @pytest.fixture(scope="module")
@@ -258,29 +258,19 @@ def test_pull_rates_is_a_moving_rate_over_the_last_minute():
     assert rates.tps("G", ["A", "B"]) == 0.0
 
 
-@pytest.fixture
-def quic_cluster(tmp_path, quic_certificate):
-    settings = quic_settings(quic_certificate)
-    with EmbeddedCluster(
-        tmp_path / "rocketmq", store="memory", namesrv_overrides=settings, **settings
-    ) as running:
-        running.create_topic("Orders", queues=2)
-        yield running
-
-
 def test_admin_commands_reach_quic_with_tls_ca(quic_cluster, quic_certificate, capsys, monkeypatch):
     monkeypatch.delenv(TRUST_CERT_PATH_VARIABLE, raising=False)
     quic = ["-n", quic_cluster.namesrv_endpoint("quic")]
     ca = ["--tls-ca", str(quic_certificate.cert_file)]
-    assert main(["send", "-t", "Orders", "--body", "over quic", *quic, *ca]) == 0
-    consume = ["consume", "-t", "Orders", "--group", "CG", "--from", "first", "--count", "1"]
+    assert main(["send", "-t", TOPIC, "--body", "over quic", *quic, *ca]) == 0
+    consume = ["consume", "-t", TOPIC, "--group", "CG", "--from", "first", "--count", "1"]
     assert main([*consume, *quic, *ca]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith(" over quic")
     assert quic_cluster.broker.server.accepted["quic"] >= 2
-    assert main(["topic", "route", "-t", "Orders", *quic]) == 1  # the server is not trusted
+    assert main(["topic", "route", "-t", TOPIC, *quic]) == 1  # the server is not trusted
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and TRUST_CERT_PATH_VARIABLE in err and "--tls-ca" in err
-    assert main(["topic", "route", "-t", "Orders", *quic, "--tls-ca", "/no/such.pem"]) == 2
+    assert main(["topic", "route", "-t", TOPIC, *quic, "--tls-ca", "/no/such.pem"]) == 2
     assert "--tls-ca /no/such.pem: no such file" in capsys.readouterr().err
 
 

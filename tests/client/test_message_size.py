@@ -9,21 +9,12 @@ import pytest
 
 from rocketmq_core.client.message import Message, SendStatus
 from rocketmq_core.client.producer import MQClientError, Producer
-from rocketmq_core.client.pull import PullConsumer
-from rocketmq_core.protocol.heartbeat import MessageQueue
 from rocketmq_core.protocol.message import COMPRESSED
 
-from .conftest import TOPIC
+from .conftest import TOPIC, stored
 
 pytestmark = pytest.mark.anyio
 LIMIT = 4 * 1024 * 1024  # the producer's and the broker's default maxMessageSize
-
-
-async def stored(namesrv: str, queue: MessageQueue, offset: int):
-    async with PullConsumer("CG-size", namesrv) as consumer:
-        result = await consumer.pull(queue, offset, max_nums=1)
-    assert result.messages, f"nothing stored at {queue} offset {offset}"
-    return result.messages[0]
 
 
 async def test_five_mib_of_zeros_is_refused_before_compressing(namesrv):

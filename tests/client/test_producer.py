@@ -8,23 +8,15 @@ import pytest
 
 from rocketmq_core.client.message import Message, SendStatus
 from rocketmq_core.client.producer import MQClientError, Producer, PublishInfo
-from rocketmq_core.client.pull import PullConsumer
 from rocketmq_core.client.selectors import RoundRobin, select_by_hash, select_by_key
 from rocketmq_core.protocol.compression import CompressionType
 from rocketmq_core.protocol.heartbeat import MessageQueue
 from rocketmq_core.protocol.message import COMPRESSED
 
-from .conftest import TOPIC, eventually
+from .conftest import TOPIC, eventually, stored
 
 pytestmark = pytest.mark.anyio
 TRANSPORTS = ("tcp", "quic")  # every test that takes a cluster runs over both
-
-
-async def stored(namesrv: str, queue: MessageQueue, offset: int):
-    async with PullConsumer("CG-check", namesrv) as consumer:
-        result = await consumer.pull(queue, offset, max_nums=1)
-    assert result.messages, f"nothing stored at {queue} offset {offset}"
-    return result.messages[0]
 
 
 async def test_a_sent_message_is_stored_with_its_fields(namesrv):

@@ -23,17 +23,6 @@ from .conftest import TOPIC, quic_settings
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def quic_cluster(tmp_path, quic_certificate):
-    """Name server and broker serving TCP and QUIC, inspected by the tests themselves."""
-    settings = quic_settings(quic_certificate)
-    with EmbeddedCluster(
-        tmp_path / "rocketmq", store="memory", namesrv_overrides=settings, **settings
-    ) as running:
-        running.create_topic(TOPIC, queues=4)
-        yield running
-
-
 async def send_and_read_back(namesrv: str, body: bytes, **options) -> None:
     config = ClientConfig(namesrv_addr=namesrv, **options)
     async with Producer("PG", config=config) as producer:
