@@ -149,12 +149,10 @@ def _every_header_class():
 
 @pytest.mark.parametrize("header_class", _every_header_class(), ids=lambda cls: cls.__name__)
 def test_every_header_round_trips_through_its_compiled_codec(header_class):
-    samples = {str: "text \u00e9", int: -(2**40), bool: True}
+    # by kind: str, int (an int32), bool, Long (an int64); each at the edge of its range
+    samples = {0: "text \u00e9", 1: -(2**31), 2: True, 3: -(2**63)}
     full = header_class(
-        **{
-            attribute: samples[{0: str, 1: int, 2: bool}[kind]]
-            for attribute, _wire, kind, _required in header_class._fields
-        }
+        **{attribute: samples[kind] for attribute, _wire, kind, _required in header_class._fields}
     )
     fields = full.to_ext_fields()
     assert all(type(value) is str for value in fields.values())

@@ -7,25 +7,53 @@ lenient about fastjson's bare keys and old field names). Sans-IO.
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import BodyError
 from . import fastjson
+from .codes import ResponseCode
 from .constants import MASTER_ID, PERM_RW
 from .headers import camel_case
+
+T = TypeVar("T")
 
 
 def _load_object(data: bytes, what: str) -> dict[Any, Any]:
     try:
         value = fastjson.loads(data)
-    except ValueError as exc:
-        raise BodyError(f"the {what} body is not JSON: {exc}") from None
+    except ValueError as exc:  # too deep or not UTF-8 keep their INVALID_PARAMETER
+        code = getattr(exc, "response_code", ResponseCode.SYSTEM_ERROR)
+        raise BodyError(f"the {what} body is not JSON: {exc}", response_code=code) from None
     if not isinstance(value, dict):
         raise BodyError(f"the {what} body is not a JSON object")
     return value
+
+
+def body_decoder(what: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A decoder whose JSON held a value of the wrong type (a number where a list
+    belongs) raises BodyError naming ``what``, not the TypeError it ran into."""
+
+    def decorate(decode: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(decode)
+        def checked(*args: Any, **kwargs: Any) -> T:
+            try:
+                return decode(*args, **kwargs)
+            except BodyError:
+                raise
+            except (TypeError, AttributeError, KeyError, ValueError) as exc:
+                raise BodyError(
+                    f"the {what} body has a value of the wrong type: {exc}",
+                    response_code=ResponseCode.INVALID_PARAMETER,
+                ) from None
+
+        return checked
+
+    return decorate
 
 
 def _int(raw: Any, name: str, what: str) -> int:
@@ -162,6 +190,7 @@ class TopicConfigWrapper:
         }
 
     @classmethod
+    @body_decoder("topic config")
     def from_json(cls, value: Any) -> TopicConfigWrapper:
         if not isinstance(value, dict):
             raise BodyError("topicConfigSerializeWrapper is not a JSON object")
@@ -203,6 +232,7 @@ class RegisterBrokerBody:
         return zlib.compress(b"".join(parts), 9)
 
     @classmethod
+    @body_decoder("REGISTER_BROKER")
     def decode(cls, data: bytes, compressed: bool = False) -> RegisterBrokerBody:
         """Either registration body; brokers before 3.0.11 sent the bare wrapper."""
         if compressed:
@@ -397,6 +427,7 @@ class TopicRouteData:
         return fastjson.dumps(self.to_json(), standard=standard)
 
     @classmethod
+    @body_decoder("topic route")
     def decode(cls, data: bytes) -> TopicRouteData:
         value = _load_object(data, "topic route")
         filters = value.get("filterServerTable") or {}
@@ -427,6 +458,7 @@ class ClusterInfo:
         )
 
     @classmethod
+    @body_decoder("cluster info")
     def decode(cls, data: bytes) -> ClusterInfo:
         value = _load_object(data, "cluster info")
         brokers = value.get("brokerAddrTable") or {}
@@ -450,6 +482,7 @@ class TopicList:
         return fastjson.dumps(value)
 
     @classmethod
+    @body_decoder("topic list")
     def decode(cls, data: bytes) -> TopicList:
         value = _load_object(data, "topic list")
         return cls([str(t) for t in value.get("topicList") or []], value.get("brokerAddr"))
@@ -465,6 +498,7 @@ class GroupList:
         return fastjson.dumps({"groupList": self.group_list})
 
     @classmethod
+    @body_decoder("group list")
     def decode(cls, data: bytes) -> GroupList:
         value = _load_object(data, "group list")
         return cls([str(group) for group in value.get("groupList") or []])
@@ -478,6 +512,7 @@ class KVTable:
         return fastjson.dumps({"table": self.table})
 
     @classmethod
+    @body_decoder("KV table")
     def decode(cls, data: bytes) -> KVTable:
         value = _load_object(data, "KV table")
         return cls({str(k): str(v) for k, v in (value.get("table") or {}).items()})
@@ -524,6 +559,7 @@ class SubscriptionGroupConfig:
         return {camel_case(f.name): getattr(self, f.name) for f in fields(self)}
 
     @classmethod
+    @body_decoder("subscription group")
     def from_json(cls, value: Any) -> SubscriptionGroupConfig:
         if not isinstance(value, dict) or not isinstance(value.get("groupName"), str):
             raise BodyError(f"{value!r} is not a subscription group (no groupName)")

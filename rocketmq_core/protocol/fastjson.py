@@ -16,11 +16,26 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate
 from typing import Any
 
 import orjson
 
+from ..errors import BodyError
+from .codes import ResponseCode
+
 _BROWSER_SAFE_LONG = (1 << 53) - 1
+# No RocketMQ body nests deeper than ~6 levels; a peer's 10,000 brackets must not
+# reach a recursive parser (Python's limit is 1,000 frames, orjson's 1,024 levels).
+MAX_DEPTH = 64
+
+
+class JsonError(BodyError, ValueError):
+    """JSON a peer sent that cannot be read: a BodyError answered with its code, and a
+    ValueError for callers that add which body it was."""
+
+    def __init__(self, message: str, *, response_code: int = ResponseCode.SYSTEM_ERROR) -> None:
+        super().__init__(message, response_code=response_code)
 
 
 def dumps(value: Any, *, standard: bool = True) -> bytes:
@@ -77,19 +92,58 @@ def _sort_key(item: tuple[Any, Any]) -> Any:
 def loads(data: bytes | str) -> Any:
     """Parse JSON from a RocketMQ peer: standard JSON, or fastjson's bare and object keys.
 
-    Raises ValueError with the position of the first thing it cannot read.
+    Raises JsonError (a ValueError) with the position of the first thing it cannot read;
+    text nested deeper than MAX_DEPTH or not UTF-8 is refused with INVALID_PARAMETER.
     """
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    check_depth(raw)
     try:
-        return orjson.loads(data)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError:
         pass
-    text = bytes(data).decode() if not isinstance(data, str) else data
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise JsonError(
+            f"invalid JSON: not UTF-8 at byte {exc.start} ({raw[exc.start : exc.start + 4]!r})",
+            response_code=ResponseCode.INVALID_PARAMETER,
+        ) from None
     parser = _LenientParser(text)
     value = parser.value()
     parser.skip_space()
     if parser.pos != len(parser.text):
         parser.fail("unexpected text after the JSON value")
     return value
+
+
+_BRACKETS_ONLY = bytes.maketrans(b"", b"")
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def check_depth(raw: bytes, limit: int = MAX_DEPTH) -> None:
+    """Refuse JSON nested deeper than ``limit``, without parsing it.
+
+    Counting brackets (in C) settles almost every body; the depth over every bracket
+    settles the rest but those whose strings hold brackets, which are then scanned
+    with their strings left out.
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return
+    if _depth(raw) <= limit:
+        return
+    depth = _depth(_STRING_BYTES.sub(b"", raw))
+    if depth > limit:
+        raise JsonError(
+            f"JSON nested {depth} levels deep: at most {limit} are accepted",
+            response_code=ResponseCode.INVALID_PARAMETER,
+        )
+
+
+def _depth(raw: bytes) -> int:
+    brackets = raw.translate(_BRACKETS_ONLY, _NOT_BRACKETS)
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
 
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")
@@ -106,7 +160,7 @@ class _LenientParser:
         self.pos = 0
 
     def fail(self, message: str) -> None:
-        raise ValueError(f"invalid JSON at character {self.pos}: {message}")
+        raise JsonError(f"invalid JSON at character {self.pos}: {message}")
 
     def skip_space(self) -> None:
         self.pos = _SPACE.match(self.text, self.pos).end()  # type: ignore[union-attr]
@@ -125,7 +179,7 @@ class _LenientParser:
         number = _NUMBER.match(self.text, self.pos)
         if number:
             self.pos = number.end()
-            return json.loads(number.group())
+            return self.scalar(number.group())
         for word, result in (("true", True), ("false", False), ("null", None)):
             if self.text.startswith(word, self.pos):
                 self.pos += len(word)
@@ -137,7 +191,14 @@ class _LenientParser:
         if match is None:
             self.fail("unterminated string")
         self.pos = match.end()  # type: ignore[union-attr]
-        return json.loads(match.group())  # type: ignore[union-attr]
+        return self.scalar(match.group())  # type: ignore[union-attr]
+
+    def scalar(self, text: str) -> Any:
+        """A string or number, read by the json module (which refuses 5,000-digit ints)."""
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            self.fail(str(exc))
 
     def object(self) -> dict[Any, Any]:
         self.pos += 1
@@ -172,7 +233,7 @@ class _LenientParser:
         number = _NUMBER.match(self.text, self.pos)
         if number:  # a bare Long key
             self.pos = number.end()
-            return json.loads(number.group())
+            return self.scalar(number.group())
         word = _BARE_WORD.match(self.text, self.pos)
         if word:
             self.pos = word.end()

@@ -3,7 +3,9 @@
 A header is a dataclass declared with ``@custom_header``. Attribute names are
 snake_case; the wire name is their camelCase form unless ``wire("...")`` says
 otherwise. A field without a default is required ("not null" in Java).
-Field types are ``str``, ``int`` or ``bool``, optionally ``| None``.
+Field types are ``str``, ``int`` (Java's Integer: an int32), ``Long`` (an int64) or
+``bool``, optionally ``| None``. A value outside its type's range is refused as Java's
+``Integer.parseInt`` refuses it, with INVALID_PARAMETER naming the field.
 
 Decoding follows what real peers send: every value arrives as text (the codec has
 already turned C++'s JSON numbers into decimal strings), booleans may be
@@ -20,9 +22,14 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 from ..errors import HeaderError
+from .codes import ResponseCode
 
-_STR, _INT, _BOOL = 0, 1, 2
-_KINDS = {str: _STR, int: _INT, bool: _BOOL}
+# Java's Long: an int fits in an int32 unless declared Long
+Long = typing.NewType("Long", int)
+
+_STR, _INT, _BOOL, _LONG = 0, 1, 2, 3
+_KINDS = {str: _STR, int: _INT, bool: _BOOL, Long: _LONG}
+_RANGES = {_INT: (-(2**31), 2**31 - 1, "an int32"), _LONG: (-(2**63), 2**63 - 1, "an int64")}
 
 H = TypeVar("H", bound="CustomHeader")
 
@@ -90,6 +97,8 @@ class _Codec:
             "cls": cls,
             "new": object.__new__,
             "HeaderError": HeaderError,
+            "INVALID_PARAMETER": ResponseCode.INVALID_PARAMETER,
+            "shown": _shown,
             "parse_bool": _parse_bool,
         }
         defaults = {field.name: field for field in dataclasses.fields(cls)}
@@ -106,17 +115,31 @@ class _Codec:
                 decode.append(f"        {target} = {_default(defaults[attribute], scope)}")
                 decode.append("    else:")
             indent = "    " if required else "        "
-            if kind == _INT:
-                message = f"the custom field <{wire_name}> is not an integer: "
-                decode.append(f"{indent}try: {target} = int(raw)")
+            if kind in _RANGES:
+                low, high, what = _RANGES[kind]
+                name = camel_case(attribute)  # a V2 one-letter name says little: add this
+                label = f"<{wire_name}>" if wire_name == name else f"<{wire_name}> (<{name}>)"
+                message = f"the custom field {label} is not an integer: "
+                too_big = f"the custom field {label} is out of range for {what}: "
+                refuse = "raise HeaderError({}, response_code=INVALID_PARAMETER) from None"
+                decode.append(f"{indent}try: value = int(raw)")
                 decode.append(f"{indent}except ValueError:")
-                decode.append(f"{indent}    raise HeaderError({message!r} + repr(raw)) from None")
+                decode.append(f"{indent}    {refuse.format(f'{message!r} + shown(raw)')}")
+                # one chained comparison: what the range costs a send's header
+                decode.append(f"{indent}if not {low} <= value <= {high}:")
+                decode.append(f"{indent}    {refuse.format(f'{too_big!r} + shown(raw)')}")
+                decode.append(f"{indent}{target} = value")
             elif kind == _BOOL:
                 decode.append(f"{indent}{target} = parse_bool(raw)")
             else:
                 decode.append(f"{indent}{target} = raw")
             encode.append(f"    value = header.{attribute}")
-            text = {_STR: "value", _INT: "str(value)", _BOOL: "'true' if value else 'false'"}
+            text = {
+                _STR: "value",
+                _INT: "str(value)",
+                _LONG: "str(value)",
+                _BOOL: "'true' if value else 'false'",
+            }
             encode.append(f"    if value is not None: result[{wire_name!r}] = {text[kind]}")
         decode.append("    return header")
         encode.append("    return result")
@@ -142,6 +165,11 @@ def _default(field: dataclasses.Field, scope: dict[str, Any]) -> str:
 _WireField = tuple[str, str, int, bool]
 # (header class, id of a names mapping) -> its compiled codec
 _CODECS: dict[tuple[type, int], _Codec] = {}
+
+
+def _shown(raw: str) -> str:
+    """``raw`` for a remark: a hostile 70,000-character value is cut short."""
+    return repr(raw) if len(raw) <= 40 else f"{raw[:40]!r}... ({len(raw)} characters)"
 
 
 def _parse_bool(raw: str) -> bool:
@@ -191,7 +219,7 @@ class SendMessageRequestHeader(CustomHeader):
     default_topic_queue_nums: int
     queue_id: int
     sys_flag: int
-    born_timestamp: int
+    born_timestamp: Long
     flag: int
     properties: str | None = None
     reconsume_times: int | None = None
@@ -226,7 +254,7 @@ SEND_V2_NAMES: Mapping[str, str] = types.MappingProxyType(
 class SendMessageResponseHeader(CustomHeader):
     msg_id: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     transaction_id: str | None = None
     batch_uniq_id: str | None = None
     recall_handle: str | None = None
@@ -242,12 +270,12 @@ class PullMessageRequestHeader(CustomHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    queue_offset: int
+    queue_offset: Long
     max_msg_nums: int
     sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
-    sub_version: int
+    commit_offset: Long
+    suspend_timeout_millis: Long
+    sub_version: Long
     subscription: str | None = None
     expression_type: str | None = None
     max_msg_bytes: int | None = None
@@ -255,11 +283,11 @@ class PullMessageRequestHeader(CustomHeader):
 
 @custom_header
 class PullMessageResponseHeader(CustomHeader):
-    suggest_which_broker_id: int
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    offset_delta: int | None = None
+    suggest_which_broker_id: Long
+    next_begin_offset: Long
+    min_offset: Long
+    max_offset: Long
+    offset_delta: Long | None = None
     topic_sys_flag: int | None = None
     group_sys_flag: int | None = None
     forbidden_type: int | None = None
@@ -278,7 +306,7 @@ class UpdateConsumerOffsetRequestHeader(CustomHeader):
     consumer_group: str
     topic: str
     queue_id: int
-    commit_offset: int
+    commit_offset: Long
 
 
 @custom_header
@@ -302,14 +330,14 @@ class GetEarliestMsgStoretimeRequestHeader(CustomHeader):
 
 @custom_header
 class GetEarliestMsgStoretimeResponseHeader(CustomHeader):
-    timestamp: int
+    timestamp: Long
 
 
 @custom_header
 class SearchOffsetRequestHeader(CustomHeader):
     topic: str
     queue_id: int
-    timestamp: int
+    timestamp: Long
     boundary_type: str | None = None
 
 
@@ -317,7 +345,7 @@ class SearchOffsetRequestHeader(CustomHeader):
 class OffsetResponseHeader(CustomHeader):
     """The answer of QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP."""
 
-    offset: int
+    offset: Long
 
 
 @custom_header
@@ -325,20 +353,20 @@ class QueryMessageRequestHeader(CustomHeader):
     topic: str
     key: str
     max_num: int
-    begin_timestamp: int
-    end_timestamp: int
+    begin_timestamp: Long
+    end_timestamp: Long
     unique_key_query: bool | None = wire("_UNIQUE_KEY_QUERY", None)
 
 
 @custom_header
 class QueryMessageResponseHeader(CustomHeader):
-    index_last_update_timestamp: int
-    index_last_update_phyoffset: int
+    index_last_update_timestamp: Long
+    index_last_update_phyoffset: Long
 
 
 @custom_header
 class ViewMessageRequestHeader(CustomHeader):
-    offset: int
+    offset: Long
     topic: str | None = None
 
 
@@ -373,15 +401,15 @@ class GetConsumerRunningInfoRequestHeader(CustomHeader):
 class ResetOffsetRequestHeader(CustomHeader):
     group: str
     topic: str
-    timestamp: int
+    timestamp: Long
     is_force: bool = wire("isForce")
     queue_id: int | None = None
-    offset: int | None = None
+    offset: Long | None = None
 
 
 @custom_header
 class ConsumerSendMsgBackRequestHeader(CustomHeader):
-    offset: int
+    offset: Long
     group: str
     delay_level: int
     origin_msg_id: str | None = None
@@ -393,8 +421,8 @@ class ConsumerSendMsgBackRequestHeader(CustomHeader):
 @custom_header
 class EndTransactionRequestHeader(CustomHeader):
     producer_group: str
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: Long
+    commit_log_offset: Long
     commit_or_rollback: int
     msg_id: str
     from_transaction_check: bool | None = None
@@ -404,8 +432,8 @@ class EndTransactionRequestHeader(CustomHeader):
 
 @custom_header
 class CheckTransactionStateRequestHeader(CustomHeader):
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: Long
+    commit_log_offset: Long
     msg_id: str | None = None
     transaction_id: str | None = None
     offset_msg_id: str | None = None
@@ -515,8 +543,8 @@ class RegisterBrokerRequestHeader(CustomHeader):
     broker_addr: str
     cluster_name: str
     ha_server_addr: str
-    broker_id: int
-    heartbeat_timeout_millis: int | None = None
+    broker_id: Long
+    heartbeat_timeout_millis: Long | None = None
     enable_acting_master: bool | None = None
     compressed: bool = False
     body_crc32: int = 0
@@ -537,7 +565,7 @@ class BrokerIdentityRequestHeader(CustomHeader):
     broker_name: str
     broker_addr: str
     cluster_name: str
-    broker_id: int
+    broker_id: Long
 
 
 @custom_header
@@ -550,11 +578,11 @@ class BrokerHeartbeatRequestHeader(CustomHeader):
     cluster_name: str
     broker_addr: str
     broker_name: str
-    broker_id: int | None = None
+    broker_id: Long | None = None
     epoch: int | None = None
-    max_offset: int | None = None
-    confirm_offset: int | None = None
-    heartbeat_timeout_mills: int | None = None
+    max_offset: Long | None = None
+    confirm_offset: Long | None = None
+    heartbeat_timeout_mills: Long | None = None
     election_priority: int | None = None
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from ..errors import BodyError
 from . import fastjson
+from .bodies import body_decoder
+from .codes import ResponseCode
 from .message import tags_code
 
 SUB_ALL = "*"
@@ -159,11 +161,13 @@ class HeartbeatData:
     consumers: list[ConsumerData] = field(default_factory=list)
 
     @classmethod
+    @body_decoder("heartbeat")
     def decode(cls, data: bytes) -> HeartbeatData:
         try:
             value = fastjson.loads(data)
-        except ValueError as exc:
-            raise BodyError(f"the heartbeat body is not JSON: {exc}") from None
+        except ValueError as exc:  # too deep or not UTF-8 keep their INVALID_PARAMETER
+            code = getattr(exc, "response_code", ResponseCode.SYSTEM_ERROR)
+            raise BodyError(f"the heartbeat body is not JSON: {exc}", response_code=code) from None
         if not isinstance(value, dict) or not value.get("clientID"):
             raise BodyError("the heartbeat body has no clientID")
         producers = value.get("producerDataSet") or []
@@ -215,6 +219,7 @@ class LockBatchRequest:
     only_this_broker: bool = False
 
     @classmethod
+    @body_decoder("lock request")
     def decode(cls, body: bytes | None) -> LockBatchRequest:
         if not body:
             raise BodyError("a lock request needs a body naming the group, client and queues")
@@ -250,6 +255,7 @@ def encode_locked_queues(queues: list[MessageQueue]) -> bytes:
     return fastjson.dumps({"lockOKMQSet": [queue.to_json() for queue in queues]})
 
 
+@body_decoder("lock reply")
 def decode_locked_queues(body: bytes | None) -> list[MessageQueue]:
     if not body:
         return []
