@@ -14,11 +14,15 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, target)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # a full disk: leave no partial file behind
+        raise
     directory = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(directory)  # make the rename itself durable

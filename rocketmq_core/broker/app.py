@@ -9,6 +9,7 @@ store. Every message a client sends passes the plugins' put hooks (``prepare``) 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -25,10 +26,12 @@ from anyio.abc import TaskGroup, TaskStatus
 from .. import runtime
 from ..data_paths import check_writable_directory, check_writable_file, data_path_error
 from ..errors import RemotingError, ResponseError
+from ..limits import raise_open_files_limit
 from ..plugins import PluginHost, load_plugins
-from ..protocol.bodies import DataVersion, RegisterBrokerBody
+from ..protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigWrapper
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
+from ..protocol.constants import PERM_RW
 from ..protocol.headers import (
     BrokerIdentityRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
@@ -53,6 +56,14 @@ from .topics import TopicConfigManager
 
 log = logging.getLogger("rocketmq.broker")
 
+# live keys the store keeps a copy of: broker.conf key -> StoreConfig attribute
+_STORE_LIVE_KEYS = {
+    "maxMessageSize": "max_message_size",
+    "diskMaxUsedSpaceRatio": "disk_max_used_space_ratio",
+    "diskSpaceWarningLevelRatio": "disk_space_warning_level_ratio",
+    "diskSpaceCleanForciblyRatio": "disk_space_clean_forcibly_ratio",
+}
+_DISK_RATIO_KEYS = frozenset(_STORE_LIVE_KEYS) - {"maxMessageSize"}
 HOUSEKEEPING_INTERVAL = 1.0
 SERVICE_STOP_GRACE = 5.0  # seconds a broker service has to finish once cancelled
 CLIENT_SCAN_INTERVAL = 10.0
@@ -113,11 +124,20 @@ class Broker:
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         self.host.require_healthy()
         self.config.validate()
+        raise_open_files_limit()
         await anyio.to_thread.run_sync(self._check_data_paths)
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
         tls = self.config.server_tls() if transport.name != "tcp" else None  # TCP stays plain
-        self.server = RemotingServer(transport, self.processor_table(), tls=tls)
+        # held: the port is bound first (the store needs its number) but no request is
+        # read before the broker is ready, so none is refused as "starting"
+        self.server = RemotingServer(
+            transport,
+            self.processor_table(),
+            tls=tls,
+            held=True,
+            limits=self.config.server_limits(),
+        )
         self.server.on_connection_closed(self._connection_closed)
         self._register_now = anyio.Event()
         self._stop_requested = anyio.Event()
@@ -164,6 +184,7 @@ class Broker:
                 self._namesrv_client = RemotingClient(dial(self.config.transport), transports=dial)
                 await self._namesrv_client.__aenter__()
                 self.ready = True
+                self.server.open_for_requests()
                 await self._register_all()
                 task_group.start_soon(self._stopping_on_failure(self._routine_work))
                 self.host.hook.rocketmq_broker_started(broker=self, address=self.address)
@@ -298,10 +319,23 @@ class Broker:
         the config file (``brokerConfigPath``) rewritten when there is one."""
         self.config_version = self.config_version.next(int(time.time() * 1000))
         self.groups.auto_create = self.config.auto_create_subscription_group
+        if self.store is not None:
+            await self._apply_to_store(keys)
         if "brokerPermission" in keys:
-            self.request_registration()
+            self.topics.touch()  # registers the topics again, with the new permission
         if self.config.broker_config_path:
             await self.config.save(self.config.broker_config_path)
+
+    async def _apply_to_store(self, keys: Collection[str]) -> None:
+        """The store's copies of the live keys follow (its size check, its disk checks);
+        a changed disk ratio is checked against the disk at once."""
+        fresh = self.config.store_config()
+        for key, name in _STORE_LIVE_KEYS.items():
+            if key in keys:
+                setattr(self.store.config, name, getattr(fresh, name))
+        disk = getattr(self.store, "disk", None)  # the DiskGuard of a persistent store
+        if disk is not None and _DISK_RATIO_KEYS.intersection(keys):
+            await anyio.to_thread.run_sync(disk.check, time.time(), False)
 
     # --- clients ---------------------------------------------------------------------------
 
@@ -336,7 +370,7 @@ class Broker:
 
     def _register_request(self) -> RemotingCommand:
         config = self.config
-        body = RegisterBrokerBody(self.topics.wrapper()).encode(config.compressed_register)
+        body = RegisterBrokerBody(self._registered_topics()).encode(config.compressed_register)
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=config.broker_addr,
@@ -348,6 +382,18 @@ class Broker:
             endpoints=";".join(self.endpoints) or None,
         )
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext_fields(), body)
+
+    def _registered_topics(self) -> TopicConfigWrapper:
+        """The topics as registered: a broker that may not be read or written (its
+        brokerPermission) registers each topic with that permission taken away."""
+        wrapper = self.topics.wrapper()
+        permission = self.config.broker_permission
+        if permission & PERM_RW != PERM_RW:
+            wrapper.topic_configs = {
+                name: dataclasses.replace(topic, perm=topic.perm & permission)
+                for name, topic in wrapper.topic_configs.items()
+            }
+        return wrapper
 
     async def _register_all(self) -> None:
         addresses = self.config.namesrv_addresses()

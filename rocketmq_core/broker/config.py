@@ -22,23 +22,21 @@ _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 # refused by UPDATE_BROKER_CONFIG whatever configBlackList says, as RocketMQ does
 ALWAYS_BLACK_LISTED = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
-# what the running broker is and where it listens and stores, read once at startup:
-# changed at runtime it would be registered with the name servers, but not served
-STARTUP_ONLY_KEYS = frozenset(
+# the keys UPDATE_BROKER_CONFIG applies to the running broker, each with what reads it;
+# every other key is read at startup only and refused (docs/operations.md lists both)
+LIVE_KEYS = frozenset(
     {
-        "brokerClusterName",
-        "brokerName",
-        "brokerId",
-        "brokerIP1",
-        "listenPort",
-        "storePathRootDir",
-        "storePathCommitLog",
-        "store",
-        "transport",
-        "extraListeners",
-        "tls.server.certPath",
-        "tls.server.keyPath",
-        "tls.client.trustCertPath",
+        "maxMessageSize",  # the send size check, and the store's
+        "brokerPermission",  # sends and pulls refused; registered again at once
+        "diskMaxUsedSpaceRatio",  # the store's disk checks, re-run at once
+        "diskSpaceWarningLevelRatio",
+        "diskSpaceCleanForciblyRatio",
+        "longPollingEnable",  # how long a pull on an empty queue is held
+        "shortPollingTimeMills",
+        "autoCreateSubscriptionGroup",  # pulls by a group nobody created
+        "regionId",  # the send answer's MSG_REGION and TRACE_ON
+        "traceOn",
+        "rejectTransactionMessage",  # transactional (half) messages refused
     }
 )
 
@@ -67,6 +65,12 @@ class BrokerConfig(EndpointSettings):
     store_path_commit_log: str = setting("", help="default <storePathRootDir>/commitlog")
     mapped_file_size_commit_log: int = setting(1024 * 1024 * 1024, minimum=1)
     mapped_file_size_consume_queue: int = setting(6_000_000, minimum=20)
+    max_mapped_consume_queue_files: int = setting(
+        16_384,
+        minimum=1,
+        help="consume-queue files kept mapped at once (the least recently used idle ones"
+        " are unmapped); at most half of vm.max_map_count",
+    )
     broker_role: str = setting("ASYNC_MASTER", help="ASYNC_MASTER, SYNC_MASTER or SLAVE")
     flush_disk_type: str = setting("ASYNC_FLUSH", help="ASYNC_FLUSH or SYNC_FLUSH")
     sync_flush_timeout: int = setting(5000, minimum=1)
@@ -79,6 +83,12 @@ class BrokerConfig(EndpointSettings):
     disk_space_warning_level_ratio: int = setting(90, minimum=0, maximum=100)
     disk_space_clean_forcibly_ratio: int = setting(85, minimum=0, maximum=100)
     max_message_size: int = setting(4 * 1024 * 1024, minimum=1)
+    max_batch_message_count: int = setting(
+        10_000,
+        minimum=1,
+        help="messages one SEND_BATCH_MESSAGE may hold (rocketmq-py's own; Java bounds a"
+        " batch by maxMessageSize alone, which lets through ~180,000 one-byte records)",
+    )
     message_delay_level: str = setting(DEFAULT_DELAY_LEVELS)
     timer_wheel_enable: bool = setting(True, help="accept timer (arbitrary-time) messages")
     timer_max_delay_sec: int = setting(
@@ -146,6 +156,11 @@ class BrokerConfig(EndpointSettings):
 
     java_keys = JAVA_BROKER_KEYS
 
+    def startup_only_keys(self) -> set[str]:
+        """Keys UPDATE_BROKER_CONFIG refuses because only a restart applies them."""
+        known = set(self.fields_by_key()) | self.ignored_keys
+        return known - LIVE_KEYS - self.black_listed()
+
     def black_listed(self) -> set[str]:
         """Keys UPDATE_BROKER_CONFIG refuses: RocketMQ's fixed ones and configBlackList."""
         configured = {key.strip() for key in self.config_black_list.split(";") if key.strip()}
@@ -212,6 +227,7 @@ class BrokerConfig(EndpointSettings):
             max_message_size=self.max_message_size,
             commit_log_file_size=self.mapped_file_size_commit_log,
             consume_queue_file_size=self.mapped_file_size_consume_queue,
+            max_mapped_consume_queue_files=self.max_mapped_consume_queue_files,
             message_index_enable=self.message_index_enable,
             max_hash_slot_num=self.max_hash_slot_num,
             max_index_num=self.max_index_num,

@@ -46,12 +46,27 @@ class ConfigFile:
     def encode(self) -> bytes:
         raise NotImplementedError
 
-    async def persist(self) -> None:
-        """Write the file if anything changed since the last write."""
+    _failing = False  # the last write failed (and was logged)
+
+    async def persist(self) -> bool:
+        """Write the file if anything changed since the last write; False when the write
+        failed (a full disk, no descriptors): logged once, the table stays dirty and the
+        next call tries again, so the broker keeps serving from memory."""
         if not self._dirty:
-            return
+            return True
         self._dirty = False
-        await anyio.to_thread.run_sync(write_config_file, self.path, self.encode())
+        try:
+            await anyio.to_thread.run_sync(write_config_file, self.path, self.encode())
+        except OSError as exc:
+            self._dirty = True
+            if not self._failing:
+                self._failing = True
+                log.error("cannot write %s: %s; retrying until it can", self.path, exc)
+            return False
+        if self._failing:
+            self._failing = False
+            log.warning("%s is written again", self.path)
+        return True
 
 
 class VersionedConfigFile(ConfigFile):
@@ -66,6 +81,11 @@ class VersionedConfigFile(ConfigFile):
     def on_change(self, listener: Callable[[], None]) -> None:
         """``listener()`` after each change."""
         self._listeners.append(listener)
+
+    def touch(self) -> None:
+        """A new version of unchanged content: what is registered from it changed
+        (brokerPermission), and name servers only re-read a table whose version moved."""
+        self._bump()
 
     def _bump(self) -> None:
         self.data_version = DataVersion(

@@ -65,7 +65,6 @@ class NamesrvConfig(EndpointSettings):
             "serverSelectorThreads",
             "serverOnewaySemaphoreValue",
             "serverAsyncSemaphoreValue",
-            "serverChannelMaxIdleTimeSeconds",
             "serverSocketSndBufSize",
             "serverSocketRcvBufSize",
             "serverPooledByteBufAllocatorEnable",

@@ -71,7 +71,9 @@ class NameServer:
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
         tls = self.config.server_tls() if transport.name != "tcp" else None  # TCP stays plain
-        self.server = RemotingServer(transport, self.processor_table(), tls=tls)
+        self.server = RemotingServer(
+            transport, self.processor_table(), tls=tls, limits=self.config.server_limits()
+        )
         self.server.on_connection_closed(self._connection_closed)
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from inspect import isawaitable
 from typing import Any
@@ -31,19 +32,30 @@ from ..errors import (
 from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_into
 from ..protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
 from ..protocol.command import OpaqueSequence, RemotingCommand
+from .bad_requests import BadRequestLog
+from .budgets import MemoryBudget, RateLimitedLog
 from .deadlines import Deadlines
 from .processor import ProcessorRoute, ProcessorTable, RequestContext, RpcHook
 from .transport import format_address
 
 log = logging.getLogger("rocketmq.remoting")
+# bad frames and processor failures, logged at a bounded rate (one process, one budget)
+BAD_REQUESTS = BadRequestLog(log)
 
 RECEIVE_SIZE = 256 * 1024
 # Our own requests wait while this much is queued for the peer.
 WRITE_HIGH_WATER = 8 * 1024 * 1024
-# The read loop never stops reading (two peers that both stopped would wait on each
-# other forever); a peer that leaves this much unread is disconnected instead.
+# A client's read loop never stops reading (two peers that both stopped would wait on
+# each other forever); a peer that leaves this much unread is disconnected instead.
+# A server's connections pause reading first, at their budget's write high water.
 UNREAD_LIMIT = 64 * 1024 * 1024
 BUSY_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+UNREAD_REMARK = (
+    "[OVERLOAD]system busy: too many of this client's responses are still unread"
+    " (over {limit} bytes); read them, then retry"
+)
+_unread_log = RateLimitedLog(log)
+_incomplete_log = RateLimitedLog(log)
 # A long chunk is handled this many frames per loop turn, the writer sending their
 # answers in between: a peer with 64 in flight works on the first half while we
 # handle the second, instead of both sides taking turns (measured: 10.5k -> 17-23k
@@ -74,6 +86,7 @@ class Connection:
         opaques: OpaqueSequence | None = None,
         max_frame_length: int = MAX_FRAME_LENGTH,
         peer_address: str | None = None,
+        budget: MemoryBudget | None = None,
     ) -> None:
         self._stream = stream
         self._processors = processors
@@ -86,7 +99,16 @@ class Connection:
             Deadlines(self._loop, self._pending, _expire) if self._loop is not None else None
         )
         self._out: list[bytes] = []
-        self._out_bytes = 0
+        self._out_bytes = 0  # queued, not yet taken by the writer
+        self._sending_bytes = 0  # taken by the writer, not yet sent
+        # a server's connections charge the server-wide budget and pause reading
+        self._budget = budget
+        self._max_unsent = budget.limits.max_unsent_per_connection if budget else UNREAD_LIMIT
+        self._writable: anyio.Event | None = None  # set: unsent bytes are at low water
+        self._incomplete = 0  # bytes of an unfinished frame charged to the budget
+        self.incomplete_since: float | None = None  # when that frame last made progress
+        self.last_active = time.monotonic()  # last read or completed write
+        self.held_at_close = 0  # bytes it still held when it closed (to trim after)
         self._wakeup = anyio.Event()  # set: the writer has something to send
         self._flushed = anyio.Event()  # set: the writer has sent everything queued
         self._flushed.set()
@@ -134,6 +156,7 @@ class Connection:
                 task_group.cancel_scope.cancel()
         finally:
             self._closed = True
+            self._release_budget()
             self._fail_pending(ConnectionClosedError(f"connection to {self.peer_address} closed"))
             if self._deadlines is not None:
                 self._deadlines.close()
@@ -146,6 +169,31 @@ class Connection:
                     callback(self)
                 except Exception:
                     log.exception("close callback %r failed", callback)
+
+    def _release_budget(self) -> None:
+        held = self._out_bytes + self._sending_bytes + self._incomplete
+        self.held_at_close = max(self.held_at_close, held)
+        budget = self._budget
+        if budget is not None:
+            budget.unsent -= self._out_bytes + self._sending_bytes
+            budget.incomplete -= self._incomplete
+        self._out.clear()
+        self._out_bytes = self._sending_bytes = self._incomplete = 0
+        if self._writable is not None:
+            self._writable.set()
+
+    def abort(self) -> None:
+        """Close now, from synchronous code: the bytes it holds leave the budget at once."""
+        self._closed = True
+        self._release_budget()
+        self._read_scope.cancel()
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+
+    @property
+    def unsent_bytes(self) -> int:
+        """Bytes of responses and requests queued for the peer, not yet sent."""
+        return self._out_bytes + self._sending_bytes
 
     def drain(self) -> None:
         """Stop reading; ``run`` returns once every request read so far is answered.
@@ -170,7 +218,11 @@ class Connection:
     async def _read_loop(self, task_group: TaskGroup) -> None:
         decoder = FrameDecoder(self._max_frame_length)
         receive = self._stream.receive
+        budget = self._budget
+        high_water = budget.limits.write_high_water if budget is not None else None
         while True:
+            if high_water is not None and self._out_bytes + self._sending_bytes > high_water:
+                await self._hold_reading()
             try:
                 chunk = await receive(RECEIVE_SIZE)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -178,10 +230,18 @@ class Connection:
             except OSError as exc:
                 log.debug("read from %s failed: %s", self.peer_address, exc)
                 return
+            self.last_active = time.monotonic()
             try:
                 commands = decoder.feed(chunk)
             except RemoteProtocolError as exc:
                 await self._refuse_stream(exc)
+                return
+            held = decoder.buffered
+            if (
+                budget is not None
+                and (held or self._incomplete)
+                and not self._hold_incomplete(held, bool(commands))
+            ):
                 return
             for index, command in enumerate(commands, 1):
                 if command.flag & FLAG_RESPONSE:
@@ -190,15 +250,52 @@ class Connection:
                     self._dispatch(command, task_group)
                 if index % FRAMES_PER_TURN == 0 and index < len(commands):
                     await self._let_writer_send()
+                    if high_water is not None:
+                        if self._inflight >= FRAMES_PER_TURN:
+                            await anyio.lowlevel.checkpoint()  # their answers count too
+                        if self._out_bytes + self._sending_bytes > high_water:
+                            await self._hold_reading()
             if self._out:
                 self._wakeup.set()
-                if self._out_bytes > UNREAD_LIMIT:
-                    log.warning(
+                if self._out_bytes + self._sending_bytes > self._max_unsent:
+                    _unread_log.warning(
                         "closing connection from %s: it left %d bytes of responses unread",
                         self.peer_address,
-                        self._out_bytes,
+                        self._out_bytes + self._sending_bytes,
                     )
                     return
+
+    async def _hold_reading(self) -> None:
+        """Read nothing more from a peer that does not read its answers (Netty's channel
+        turning unwritable stops auto-read in Java), until they drain to low water."""
+        low_water = self._budget.limits.write_low_water
+        while self._out_bytes + self._sending_bytes > low_water and not self._closed:
+            self._writable = anyio.Event()
+            self._wakeup.set()
+            await self._writable.wait()
+        self._writable = None
+
+    def _hold_incomplete(self, held: int, progressed: bool) -> bool:
+        """Charge an unfinished frame's bytes to the budget; False: over it, close."""
+        budget = self._budget
+        budget.incomplete += held - self._incomplete
+        self._incomplete = held
+        if not held:
+            self.incomplete_since = None
+            return True
+        if progressed or self.incomplete_since is None:
+            self.incomplete_since = self.last_active
+        limit = budget.limits.max_incomplete_total
+        if budget.incomplete > limit:
+            _incomplete_log.warning(
+                "closing connection from %s: unfinished frames of all clients hold %d bytes,"
+                " over the limit of %d (serverMaxIncompleteFrameBytes)",
+                self.peer_address,
+                budget.incomplete,
+                limit,
+            )
+            return False
+        return True
 
     async def _let_writer_send(self) -> None:
         """Give the writer a turn with what is queued (either task may resume first;
@@ -220,10 +317,20 @@ class Connection:
                 while self._out:
                     data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
                     self._out.clear()
+                    self._sending_bytes = self._out_bytes
                     self._out_bytes = 0
                     await send(data)
+                    self.last_active = time.monotonic()
+                    if self._budget is not None:
+                        self._budget.unsent -= self._sending_bytes
+                    self._sending_bytes = 0
                     if self._out_bytes <= WRITE_HIGH_WATER:
                         self._flushed.set()  # room again for waiting senders
+                    if (
+                        self._writable is not None
+                        and self._out_bytes <= self._budget.limits.write_low_water
+                    ):
+                        self._writable.set()
                 self._sending = False
                 self._flushed.set()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -241,12 +348,12 @@ class Connection:
 
     async def _refuse_stream(self, error: RemoteProtocolError) -> None:
         """Answer the offending request when we know its id, then give up the stream."""
-        log.warning("closing connection from %s: %s", self.peer_address, error)
+        BAD_REQUESTS.bad_stream(self.peer_address, error)
         if error.opaque is not None:
             response = RemotingCommand(
                 error.response_code, opaque=error.opaque, flag=FLAG_RESPONSE, remark=str(error)
             )
-            self._out_bytes += encode_into(response, self._out)
+            self._queue(response)
             # the writer sends it with anything queued before; then the stream closes
             with anyio.move_on_after(1):
                 await self._wait_flushed()
@@ -276,7 +383,7 @@ class Connection:
                 return
             result = route.processor(ctx, request)
         except Exception as exc:
-            self._respond(request, _error_response(request, exc, route))
+            self._respond(request, _error_response(request, exc, route, self.peer_address))
             return
         if result is None or isinstance(result, RemotingCommand):
             self._respond(request, result)
@@ -288,7 +395,10 @@ class Connection:
             self._respond(
                 request,
                 _error_response(
-                    request, TypeError(f"processor returned {type(result).__name__}"), route
+                    request,
+                    TypeError(f"processor returned {type(result).__name__}"),
+                    route,
+                    self.peer_address,
                 ),
             )
 
@@ -302,7 +412,7 @@ class Connection:
             else:
                 response = await pending
         except Exception as exc:
-            response = _error_response(request, exc, route)
+            response = _error_response(request, exc, route, self.peer_address)
         finally:
             route.active -= 1
             self._inflight -= 1
@@ -314,18 +424,59 @@ class Connection:
     def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         if response is None or request.flag & FLAG_ONEWAY:
             return  # Java suppresses every answer to a oneway request, errors included
+        budget = self._budget
+        if budget is not None and response.body:
+            response = self._within_budget(budget, request, response)
+        if self._closed:
+            return
         response.opaque = request.opaque
         response.flag |= FLAG_RESPONSE
         response.serialize_type = request.serialize_type
         try:
             for hook in self._hooks:
                 hook.after_response(self.context, request, response)
-            self._out_bytes += encode_into(response, self._out, self._max_frame_length)
+            size = encode_into(response, self._out, self._max_frame_length)
         except Exception as exc:
             log.error("cannot send the response to %r: %s", request, exc)
             remark = f"response not sendable: {type(exc).__name__}"
             refusal = request.response(ResponseCode.SYSTEM_ERROR, remark)
-            self._out_bytes += encode_into(refusal, self._out, self._max_frame_length)
+            size = encode_into(refusal, self._out, self._max_frame_length)
+        self._out_bytes += size
+        if budget is not None:
+            budget.unsent += size
+
+    def _within_budget(
+        self, budget: MemoryBudget, request: RemotingCommand, response: RemotingCommand
+    ) -> RemotingCommand:
+        """``response``, or SYSTEM_BUSY when its body would take this connection or the
+        server past its budget of unsent bytes (a client that does not read its pulls)."""
+        size = len(response.body)
+        limits = budget.limits
+        if self._out_bytes + self._sending_bytes + size > limits.max_unsent_per_connection:
+            limit = limits.max_unsent_per_connection
+        elif budget.unsent + size > limits.max_unsent_total:
+            if budget.reclaim(self) and budget.unsent + size <= limits.max_unsent_total:
+                return response  # the server closed a client that hoarded answers
+            limit = limits.max_unsent_total
+        else:
+            return response
+        _unread_log.warning(
+            "answering SYSTEM_BUSY to %s: %d bytes of its responses are unsent, %d for all"
+            " clients (limits %d and %d)",
+            self.peer_address,
+            self._out_bytes + self._sending_bytes,
+            budget.unsent,
+            limits.max_unsent_per_connection,
+            limits.max_unsent_total,
+        )
+        return request.response(ResponseCode.SYSTEM_BUSY, UNREAD_REMARK.format(limit=limit))
+
+    def _queue(self, command: RemotingCommand) -> None:
+        """Encode ``command`` for the writer, counting its bytes."""
+        size = encode_into(command, self._out, self._max_frame_length)
+        self._out_bytes += size
+        if self._budget is not None:
+            self._budget.unsent += size
 
     async def _wait_until_answered(self) -> None:
         while self._inflight:
@@ -359,7 +510,7 @@ class Connection:
             waiter = self._pending[opaque] = self._loop.create_future()
             self._deadlines.add(opaque, timeout)
             try:
-                self._out_bytes += encode_into(request, self._out, self._max_frame_length)
+                self._queue(request)
                 self._wakeup.set()
                 response = await waiter
             finally:
@@ -381,7 +532,7 @@ class Connection:
     ) -> RemotingCommand | None:
         waiter = self._pending[opaque] = _Pending()
         try:
-            self._out_bytes += encode_into(request, self._out, self._max_frame_length)
+            self._queue(request)
             self._wakeup.set()
             with anyio.move_on_after(timeout):
                 await waiter.event.wait()
@@ -404,7 +555,7 @@ class Connection:
     async def _send(self, request: RemotingCommand) -> None:
         if self._out_bytes > WRITE_HIGH_WATER or self._closed:
             await self._wait_writable()
-        self._out_bytes += encode_into(request, self._out, self._max_frame_length)
+        self._queue(request)
         self._wakeup.set()
 
     async def _wait_writable(self) -> None:
@@ -446,13 +597,14 @@ def _expire(waiter: asyncio.Future) -> None:
 
 
 def _error_response(
-    request: RemotingCommand, error: Exception, route: ProcessorRoute
+    request: RemotingCommand, error: Exception, route: ProcessorRoute, peer: str
 ) -> RemotingCommand:
     if isinstance(error, ProtocolError):
+        BAD_REQUESTS.bad_request(peer, request.code, error)
         return request.response(error.response_code, str(error))
     if isinstance(error, ResponseError):
         return request.response(error.code, error.remark)
-    log.error("processor %s failed on %r", route.name, request, exc_info=error)
+    BAD_REQUESTS.failure(route.name, request.code, error)
     return request.response(ResponseCode.SYSTEM_ERROR, f"{type(error).__name__}: {error}")
 
 

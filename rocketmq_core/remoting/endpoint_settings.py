@@ -1,8 +1,9 @@
-"""Settings a server shares for its extra listeners (QUIC beside TCP) and their TLS.
+"""Settings a server shares for its extra listeners (QUIC beside TCP) and their TLS,
+and the limits it sets its clients (connections, idle time, memory).
 
 Keys follow RocketMQ's TLS system properties (``tls.server.certPath``, ...). They
 matter to transports that encrypt: QUIC always does; the TCP listener stays plain,
-as the official clients expect.
+as the official clients expect. The limits are in docs/operations.md.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 from ..config import Settings, setting
 from ..errors import ConfigError
+from .budgets import MiB, ServerLimits
 from .server import Listener, parse_listeners
 from .transport import TlsOptions, Transport, encrypting_transports, parse_endpoint
 
@@ -35,7 +37,61 @@ class EndpointSettings(Settings):
         help="CA (PEM) to verify encrypted peers by; empty: the system's CAs",
     )
 
+    server_max_connections: int = setting(
+        0,
+        help="most client connections at once; more are accepted and closed at once."
+        " 0: the open-files limit less a quarter of it (at least 256) for store files",
+        minimum=0,
+    )
+    server_channel_max_idle_time_seconds: int = setting(
+        120, help="close a connection with nothing read or sent for this long (0: never)", minimum=0
+    )
+    write_buffer_high_water_mark: int = setting(
+        4 * MiB,
+        help="bytes of answers unsent to a client at which its requests stop being read",
+        minimum=1,
+    )
+    write_buffer_low_water_mark: int = setting(
+        1 * MiB, help="... and below which they are read again", minimum=0
+    )
+    server_max_unsent_bytes_per_connection: int = setting(
+        64 * MiB,
+        help="answers one client may leave unread; one more is answered SYSTEM_BUSY instead",
+        minimum=1,
+    )
+    server_max_unsent_bytes: int = setting(
+        256 * MiB,
+        help="answers all clients together may leave unread; more are answered SYSTEM_BUSY",
+        minimum=1,
+    )
+    server_incomplete_frame_timeout_seconds: int = setting(
+        30, help="close a connection whose frame stays incomplete this long (0: never)", minimum=0
+    )
+    server_max_incomplete_frame_bytes: int = setting(
+        128 * MiB,
+        help="bytes of incomplete frames held for all clients; the connection going over closes",
+        minimum=1,
+    )
+
+    def server_limits(self) -> ServerLimits:
+        return ServerLimits(
+            max_connections=self.server_max_connections,
+            idle_seconds=self.server_channel_max_idle_time_seconds,
+            write_high_water=self.write_buffer_high_water_mark,
+            write_low_water=self.write_buffer_low_water_mark,
+            max_unsent_per_connection=self.server_max_unsent_bytes_per_connection,
+            max_unsent_total=self.server_max_unsent_bytes,
+            incomplete_frame_seconds=self.server_incomplete_frame_timeout_seconds,
+            max_incomplete_total=self.server_max_incomplete_frame_bytes,
+        )
+
     def validate_endpoints(self) -> None:
+        if self.write_buffer_low_water_mark > self.write_buffer_high_water_mark:
+            raise ConfigError(
+                f"writeBufferLowWaterMark ({self.write_buffer_low_water_mark}) is above"
+                f" writeBufferHighWaterMark ({self.write_buffer_high_water_mark}):"
+                " set it lower"
+            )
         for address in self.extra_listener_addresses():
             parse_endpoint(address)  # a ConfigError naming the bad entry
         if bool(self.tls_server_cert_path) != bool(self.tls_server_key_path):

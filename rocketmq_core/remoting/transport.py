@@ -8,15 +8,25 @@ remoting layer's. Plugins register transports through
 from __future__ import annotations
 
 import errno
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from anyio.abc import ByteStream, TaskStatus
+import anyio
+from anyio.abc import ByteStream, Listener, TaskGroup, TaskStatus
 
 from ..errors import ConfigError
 
 StreamHandler = Callable[[ByteStream], Awaitable[None]]
+
+log = logging.getLogger("rocketmq.remoting")
+# accept() failures that pass: out of descriptors or memory, a peer gone before accept
+TRANSIENT_ACCEPT_ERRORS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED, errno.EPROTO}
+)
+ACCEPT_BACKOFF = (0.01, 1.0)  # first and longest pause after a failed accept (s)
+ACCEPT_LOG_INTERVAL = 10.0
 
 
 @dataclass(frozen=True)
@@ -172,3 +182,43 @@ class WithTls:
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         return await self._transport.connect(host, port, tls=self._tls)
+
+
+async def accept_forever(listener: Listener[ByteStream], handler: StreamHandler) -> None:
+    """``listener.serve(handler)`` that outlives accept() failures: when the process is
+    out of descriptors (EMFILE) a pending connection stays in the backlog, so retrying
+    at once would spin; pause, doubling up to a second, and log once in a while.
+    A MultiListener (IPv4 and IPv6) has each of its listeners served so."""
+    async with anyio.create_task_group() as task_group:
+        for one in getattr(listener, "listeners", None) or [listener]:
+            task_group.start_soon(_accept_loop, one, handler, task_group)
+
+
+async def _accept_loop(
+    listener: Listener[ByteStream], handler: StreamHandler, task_group: TaskGroup
+) -> None:
+    pause, longest = ACCEPT_BACKOFF
+    failures = 0
+    logged_at = -ACCEPT_LOG_INTERVAL
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in TRANSIENT_ACCEPT_ERRORS:
+                raise
+            failures += 1
+            now = anyio.current_time()
+            if now - logged_at >= ACCEPT_LOG_INTERVAL:
+                log.warning(
+                    "cannot accept connections: %s (%d failures so far); retrying,"
+                    " connections wait in the backlog. Raise the open-files limit"
+                    " (ulimit -n) or lower serverMaxConnections",
+                    exc.strerror or exc,
+                    failures,
+                )
+                logged_at = now
+            await anyio.sleep(pause)
+            pause = min(pause * 2, longest)
+            continue
+        pause = ACCEPT_BACKOFF[0]
+        task_group.start_soon(handler, stream)

@@ -220,6 +220,8 @@ class StoreConfig:
     max_message_size: int = 4 * 1024 * 1024
     commit_log_file_size: int = 1024 * 1024 * 1024
     consume_queue_file_size: int = 6_000_000
+    # consume-queue files mapped at once (mmap store); idle ones are unmapped
+    max_mapped_consume_queue_files: int = 16_384
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
+
 from .api import PutResult, PutStatus, StoreConfig
 
 log = logging.getLogger("rocketmq.store")
@@ -50,8 +52,28 @@ def decide(config: StoreConfig, used_percent: float, now: float, manual: bool) -
     )
 
 
+# what Java's broker answers a send while its store is not writable (code 14); the
+# bracket holds the used ratios of the CommitLog, consume-queue and index disks
+DISK_FULL_REMARK = (
+    "service not available now. It may be caused by one of the following reasons:"
+    " the broker's disk is full [{ratios}], messages are put to the slave,"
+    " message store has been shut down, etc."
+)
+DISK_CHECK_INTERVAL = 1.0  # seconds: a full disk is noticed, and a freed one, this quickly
+
+
+def disk_full_remark(used_percent: float) -> str:
+    """Java's remark, with one ratio for all three: our store keeps them on one disk."""
+    ratio = f"{used_percent / 100:5.2f}"
+    return DISK_FULL_REMARK.format(ratios=f"CL: {ratio} CQ: {ratio} INDEX: {ratio}")
+
+
 class DiskGuard:
-    """Refuses puts while the disk holding a store is too full, and says so once."""
+    """Refuses puts while the disk holding a store is too full, and says so once.
+
+    A blocking statfs sets ``refusing``; the put path only reads it. ``watch`` runs the
+    check every second, so writes resume with no restart once space is freed.
+    """
 
     def __init__(self, config: StoreConfig, root: Path) -> None:
         self.config = config
@@ -68,9 +90,9 @@ class DiskGuard:
             if self.refusing is None:
                 log.error("disk %.0f%% used: refusing new messages", decision.used_percent)
             self.refusing = (
-                f"the disk holding {self.root} is {decision.used_percent:.0f}% full"
-                f" (diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%);"
-                " messages are refused until space is freed"
+                f"{disk_full_remark(decision.used_percent)} The disk holding {self.root} is"
+                f" {decision.used_percent:.0f}% used (diskSpaceWarningLevelRatio"
+                f" {self.config.disk_space_warning_level_ratio}%): free space there"
             )
             return
         if self.refusing is not None:
@@ -88,3 +110,12 @@ class DiskGuard:
         decision = decide(self.config, disk_used_percent(self.root), now, manual)
         self.update(decision)
         return decision
+
+    async def watch(self, interval: float = DISK_CHECK_INTERVAL) -> None:
+        """Re-check the disk every ``interval`` seconds, off the event loop, until cancelled."""
+        while True:
+            await anyio.sleep(interval)
+            try:
+                await anyio.to_thread.run_sync(self.check, time.time(), False)
+            except OSError as exc:  # the store's directory went away: keep the last verdict
+                log.warning("cannot check the free space under %s: %s", self.root, exc)

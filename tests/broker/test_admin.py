@@ -390,7 +390,9 @@ async def test_broker_config_update_refusals_name_the_key(broker, client):
         (b"noSuchKey=1", ResponseCode.SYSTEM_ERROR, "noSuchKey"),
         (b"maxMessageSize=big", ResponseCode.SYSTEM_ERROR, "maxMessageSize must be an integer"),
         (b"traceOn=maybe", ResponseCode.SYSTEM_ERROR, "traceOn must be true or false"),
-        (b"flushDiskType=SOMETIMES", ResponseCode.SYSTEM_ERROR, "flushDiskType must be"),
+        (b"brokerPermission=-1", ResponseCode.SYSTEM_ERROR, "brokerPermission must be"),
+        # read at startup only: refused, whatever the value
+        (b"flushDiskType=SYNC_FLUSH", ResponseCode.NO_PERMISSION, "startup only: flushDiskType"),
         # all or nothing: the good key of a refused update is not applied either
         (b"longPollingEnable=false\nmaxMessageSize=big", ResponseCode.SYSTEM_ERROR, "maxMessage"),
     ]

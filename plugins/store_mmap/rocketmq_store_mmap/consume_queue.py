@@ -7,10 +7,14 @@ import struct
 from pathlib import Path
 
 from .mapped_file import MappedFile, MappedFileQueue, file_name
+from .mapping import MappingBudget
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
 _BLANK_ENTRY = ENTRY.pack(0, 0x7FFFFFFF, 0)  # a hole before the first real entry
+# whole entries and whole pages: all that an idle queue's file holds, in one read
+_SCAN_CHUNK = ENTRY_SIZE * 4096
+RECOVERED_FILES = 3  # recovery checks the newest files only; the older ones are full (as Java)
 
 
 class ConsumeQueue:
@@ -25,7 +29,14 @@ class ConsumeQueue:
         "topic",
     )
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        topic: str,
+        queue_id: int,
+        file_size: int,
+        budget: MappingBudget | None = None,
+    ) -> None:
         if file_size % ENTRY_SIZE:
             raise ValueError(f"mappedFileSizeConsumeQueue {file_size} is not a multiple of 20")
         self.topic = topic
@@ -34,7 +45,11 @@ class ConsumeQueue:
         # the queue offset the next record gets (the writer's; entries may lag in recovery)
         self.next_offset = 0
         self.files = MappedFileQueue(
-            root / topic / str(queue_id), file_size, reserve=False, read_written_ahead=False
+            root / topic / str(queue_id),
+            file_size,
+            reserve=False,
+            read_written_ahead=False,
+            budget=budget,
         )
         self.min_offset = 0
         self.spares: list[MappedFile] = []  # created by reserve(), used as the queue rolls
@@ -46,20 +61,19 @@ class ConsumeQueue:
         """Entries so far: the next queue offset."""
         return self.files.max_offset // ENTRY_SIZE
 
-    def load_and_recover(self) -> None:
-        """Map the files; the queue ends at the first entry that is not valid."""
+    def load_and_recover(self, after_crash: bool = True) -> None:
+        """List the files (mapped on first use); the queue ends at the first entry that
+        is not valid. Reads what the newest files hold; after a crash, erases stale
+        entries past the end (after a clean stop there are none: nothing is written)."""
         self.files.load()
+        files = self.files.files
         end = self.files.min_offset
-        for mapped in self.files.files:
-            valid = 0
-            for phys, size, _code in ENTRY.iter_unpack(mapped.buffer):
-                if phys < 0 or size <= 0:
-                    break
-                valid += ENTRY_SIZE
+        for mapped in files[-RECOVERED_FILES:]:
+            valid = _valid_length(mapped)
             end = mapped.start + valid
             if valid < mapped.size:
                 break
-        self.files.truncate_after(end)
+        self.files.truncate_after(end, zero=after_crash)
         self.min_offset = self.files.min_offset // ENTRY_SIZE
 
     def append(self, queue_offset: int, phys: int, size: int, tags_code: int) -> None:
@@ -68,12 +82,14 @@ class ConsumeQueue:
         if files:
             mapped = files[-1]
             position = mapped.wrote
+            buffer = mapped.buffer
             if (
-                position + ENTRY_SIZE <= mapped.size
+                position + ENTRY_SIZE <= mapped.allocated
                 and (mapped.start + position) // ENTRY_SIZE == queue_offset
+                and buffer is not None
             ):
                 # the common case, once per put: the next entry, room in the last file
-                ENTRY.pack_into(mapped.buffer, position, phys, size, tags_code)
+                ENTRY.pack_into(buffer, position, phys, size, tags_code)
                 mapped.wrote = position + ENTRY_SIZE
                 return
         expected = self.max_offset
@@ -87,11 +103,16 @@ class ConsumeQueue:
     def reserve(self, count: int) -> None:
         """Create now the files the next ``count`` entries need, so that a file that
         cannot be created (no descriptors, no mappings left) fails a put before its
-        record is written. The only place queue files are created; raises
-        FileCreationError."""
+        record is written. The only place queue files are created; the last file is
+        mapped here too (the budget may have unmapped it). Raises FileCreationError."""
         files = self.files.files
-        if files and files[-1].wrote + count * ENTRY_SIZE <= files[-1].size:
-            return  # the usual case: room in the last file
+        if files:
+            last = files[-1]
+            last.view()
+            # blocks for the entries first: on a full disk a refusal, not a SIGBUS
+            last.allocate(min(last.size, last.wrote + count * ENTRY_SIZE))
+            if last.wrote + count * ENTRY_SIZE <= last.size:
+                return  # the usual case: room in the last file
         room = files[-1].free // ENTRY_SIZE if files else 0
         per_file = self.files.file_size // ENTRY_SIZE
         needed = -(-(count - room) // per_file)
@@ -103,8 +124,13 @@ class ConsumeQueue:
                     start,
                     self.files.file_size,
                     reserve=False,
+                    budget=self.files.budget,
                 )
             )
+        left = count - room
+        for spare in self.spares[:needed]:
+            spare.allocate(min(spare.size, left * ENTRY_SIZE))
+            left -= per_file
 
     def _next_file_start(self) -> int:
         if self.spares:
@@ -119,7 +145,9 @@ class ConsumeQueue:
             mapped = self.spares.pop(0)
             self.files.append(mapped)
         position = mapped.wrote
-        mapped.buffer[position : position + ENTRY_SIZE] = entry
+        view = mapped.view()
+        mapped.allocate(position + ENTRY_SIZE)
+        view[position : position + ENTRY_SIZE] = entry
         mapped.wrote = position + ENTRY_SIZE
 
     def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
@@ -129,16 +157,21 @@ class ConsumeQueue:
         position = queue_offset * ENTRY_SIZE - mapped.start
         if position + ENTRY_SIZE > mapped.wrote:
             return None
-        return ENTRY.unpack_from(mapped.buffer, position)
+        buffer = mapped.buffer
+        if buffer is None:  # one look, no mapping made for it
+            return ENTRY.unpack(mapped.read(position, ENTRY_SIZE))
+        return ENTRY.unpack_from(buffer, position)
 
     def entries(self, queue_offset: int, count: int) -> memoryview:
-        """Up to ``count`` packed entries from ``queue_offset``, within one file."""
+        """Up to ``count`` packed entries from ``queue_offset``, within one file. The
+        caller releases the view before it yields: the budget may unmap the file at the
+        start of the next operation."""
         mapped = self.files.find(queue_offset * ENTRY_SIZE)
         if mapped is None:
             return memoryview(b"")
         position = queue_offset * ENTRY_SIZE - mapped.start
         end = min(mapped.wrote, position + count * ENTRY_SIZE)
-        return mapped.buffer[position:end]
+        return mapped.view()[position:end]
 
     def last_phys_end(self) -> int:
         """The CommitLog offset just after the last record this queue refers to."""
@@ -173,7 +206,7 @@ class ConsumeQueue:
         deleted = 0
         while len(self.files.files) > 1:
             first = self.files.files[0]
-            last_entry = ENTRY.unpack_from(first.buffer, first.size - ENTRY_SIZE)
+            last_entry = ENTRY.unpack(first.read(first.size - ENTRY_SIZE, ENTRY_SIZE))
             if last_entry[0] + last_entry[1] > commit_log_min:
                 break
             self.files.delete_first().remove()  # small files: inline is fine
@@ -189,3 +222,15 @@ class ConsumeQueue:
         for spare in self.spares:  # empty: a reload drops it (the queue ends before it)
             spare.close()
         self.spares.clear()
+
+
+def _valid_length(mapped: MappedFile) -> int:
+    """Bytes of valid entries at the start of ``mapped``: up to the first entry that is
+    not one (never written, or torn)."""
+    valid = 0
+    for chunk in mapped.chunks(_SCAN_CHUNK):
+        for phys, size, _code in ENTRY.iter_unpack(chunk):
+            if phys < 0 or size <= 0:
+                return valid
+            valid += ENTRY_SIZE
+    return valid

@@ -14,7 +14,10 @@ import logging
 import mmap
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+
+from .mapping import FileMapping, MappingBudget
 
 log = logging.getLogger("rocketmq.store.mmap")
 
@@ -48,69 +51,181 @@ def file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def _size_file(fd: int, path: Path, size: int, reserve: bool) -> None:
+    if not reserve:
+        os.ftruncate(fd, size)  # sparse: blocks are taken as entries are written
+        return
+    # real blocks, not a sparse file: a full disk fails here, not as SIGBUS
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise DiskFullError(exc.errno, f"no space for the {size}-byte file {path}") from None
+        raise
+
+
 class MappedFile:
-    """One file mapped in full. ``wrote`` is the write position inside it."""
+    """One file mapped in full. ``wrote`` is the write position inside it.
+
+    Three kinds, by how the mapping holds the file: ``mmap.mmap`` (the CommitLog: it
+    keeps a descriptor, and its records are sliced out while the file may be deleted);
+    ``holds_descriptor=False`` (index files: mapped through libc, no descriptor);
+    and with a ``budget`` (consume-queue files: no descriptor, and unmapped while idle,
+    mapped again by ``view()``; ``buffer`` is None meanwhile).
+    """
 
     __slots__ = (
         "address",
+        "allocated",
+        "budget",
         "buffer",
         "flushed",
+        "holds_descriptor",
         "mapping",
         "path",
         "read_ahead_from",
         "size",
         "start",
         "touched",
+        "used",
         "wrote",
     )
 
-    def __init__(self, path: Path, start: int, size: int, *, reserve: bool) -> None:
+    def __init__(
+        self,
+        path: Path,
+        start: int,
+        size: int,
+        *,
+        reserve: bool,
+        budget: MappingBudget | None = None,
+        holds_descriptor: bool = True,
+        map_now: bool = True,
+    ) -> None:
         self.path = path
         self.start = start
         self.size = size
-        exists = path.exists()
+        self.budget = budget
+        self.holds_descriptor = holds_descriptor and budget is None
+        self.mapping: mmap.mmap | FileMapping | None = None
+        self.buffer: memoryview | None = None
+        self.address = 0
+        self.wrote = 0
+        self.flushed = 0
+        self.touched = 0
+        self.used = False
+        # bytes from the start known to have disk blocks (``allocate``); 0: not known
+        self.allocated = size if reserve else 0
+        self.read_ahead_from = size  # read-ahead is off from here on (size: nowhere)
+        if map_now or os.stat(path).st_size != size:
+            created = self._map(create=True, reserve=reserve)
+            if created:
+                self.disable_read_ahead()
+
+    def _map(self, *, create: bool = False, reserve: bool = False) -> bool:
+        """Open, size (when ``create``), map and close the file; True if it was created."""
+        path, size = self.path, self.size
+        exists = path.exists() if create else True
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT if create else os.O_RDWR, 0o644)
         except OSError as exc:
             raise _creation_error(exc, path) from exc
         try:
-            if not exists or os.fstat(fd).st_size < size:
-                if reserve:
-                    # real blocks, not a sparse file: a full disk fails here, not as SIGBUS
-                    try:
-                        os.posix_fallocate(fd, 0, size)
-                    except OSError as exc:
-                        if exc.errno == errno.ENOSPC:
-                            raise DiskFullError(
-                                exc.errno, f"no space for the {size}-byte file {path}"
-                            ) from None
-                        raise
-                else:
-                    os.ftruncate(fd, size)
-            elif os.fstat(fd).st_size != size:
+            found = os.fstat(fd).st_size
+            if create and (not exists or found < size):
+                _size_file(fd, path, size, reserve)
+            elif found != size:
                 raise ValueError(
-                    f"{path} is {os.fstat(fd).st_size} bytes, not {size}:"
+                    f"{path} is {found} bytes, not {size}:"
                     " the configured file size changed, or the file is damaged"
                 )
-            self.mapping = mmap.mmap(fd, size)
+            if self.holds_descriptor:
+                self.mapping = mmap.mmap(fd, size)  # keeps a dup of fd: see mapping.py
+                anchor = ctypes.c_char.from_buffer(self.mapping)
+                self.address = ctypes.addressof(anchor)
+                del anchor  # release the export, or the mapping could never be closed
+                self.buffer = memoryview(self.mapping)
+            else:
+                self.mapping = mapping = FileMapping(fd, size)
+                self.address = mapping.address
+                self.buffer = mapping.buffer
         except BaseException as exc:
-            os.close(fd)
             if not exists:
                 path.unlink(missing_ok=True)
             if isinstance(exc, OSError):
                 raise _creation_error(exc, path) from exc
             raise
-        os.close(fd)  # the mapping keeps the file; fdatasync reopens when it needs a descriptor
-        anchor = ctypes.c_char.from_buffer(self.mapping)
-        self.address = ctypes.addressof(anchor)
-        del anchor  # release the export, or the mapping could never be closed
-        self.buffer = memoryview(self.mapping)
-        self.wrote = 0
-        self.flushed = 0
-        self.touched = 0
-        self.read_ahead_from = size  # read-ahead is off from here on (size: nowhere)
-        if not exists:
-            self.disable_read_ahead()
+        finally:
+            os.close(fd)  # the mapping keeps the file; fdatasync reopens when it needs one
+        if self.read_ahead_from < size:  # mapped again: the kernel forgot the advice
+            _madvise(self.address + self.read_ahead_from, size - self.read_ahead_from, MADV_RANDOM)
+        if self.budget is not None:
+            self.budget.admit(self)
+        return not exists
+
+    def view(self) -> memoryview:
+        """The mapped bytes, mapping the file again if the budget unmapped it (raises
+        FileCreationError when it cannot: no descriptor or no mapping left)."""
+        buffer = self.buffer
+        if buffer is None:
+            self._map()
+            buffer = self.buffer
+            assert buffer is not None
+        self.used = True
+        return buffer
+
+    def allocate(self, end: int) -> None:
+        """Give a sparse file disk blocks up to ``end`` (whole pages) before it is written
+        there through the mapping: a write to a hole on a full disk is a SIGBUS, which
+        kills the process; this raises DiskFullError instead."""
+        if end <= self.allocated:
+            return
+        end = min(self.size, -(-end // mmap.PAGESIZE) * mmap.PAGESIZE)
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except OSError as exc:
+            raise _creation_error(exc, self.path) from exc
+        try:
+            os.posix_fallocate(fd, self.allocated, end - self.allocated)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise DiskFullError(exc.errno, f"no space left for {self.path}") from None
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate: sparse
+                raise _creation_error(exc, self.path) from exc
+        finally:
+            os.close(fd)
+        self.allocated = end
+
+    def unmap(self) -> None:
+        """Let go of the mapping (the budget's call); the file and its bytes stay."""
+        mapping, self.mapping, self.buffer, self.address = self.mapping, None, None, 0
+        if mapping is not None:
+            mapping.close()
+
+    def read(self, position: int, length: int) -> bytes:
+        """``length`` bytes from ``position``, through the mapping if there is one, else
+        read from the file (no mapping made for a single look)."""
+        if self.buffer is not None:
+            return bytes(self.buffer[position : position + length])
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return os.pread(fd, length, position)
+        finally:
+            os.close(fd)
+
+    def chunks(self, length: int) -> Iterator[bytes]:
+        """The file's bytes from the start, ``length`` at a time, read without mapping
+        the file (recovery looks at thousands of queue files once)."""
+        if self.buffer is not None:
+            for position in range(0, self.size, length):
+                yield bytes(self.buffer[position : position + length])
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for position in range(0, self.size, length):
+                yield os.pread(fd, min(length, self.size - position), position)
+        finally:
+            os.close(fd)
 
     @property
     def end(self) -> int:
@@ -157,34 +272,45 @@ class MappedFile:
         if start < self.read_ahead_from:
             # through ctypes: the GIL is released while the kernel waits for the
             # mapping's lock (a pre-touch may hold it for a step)
-            _madvise(self.address + start, self.size - start, MADV_RANDOM)
+            if self.address:  # unmapped: advised when mapped again
+                _madvise(self.address + start, self.size - start, MADV_RANDOM)
             self.read_ahead_from = start
 
     def enable_read_ahead(self) -> None:
         """Read-ahead again over the whole file, once written: for readers catching up
         from disk."""
         if self.read_ahead_from < self.size:
-            _madvise(self.address, self.size, MADV_NORMAL)
+            if self.address:
+                _madvise(self.address, self.size, MADV_NORMAL)
             self.read_ahead_from = self.size
 
     def zero_from(self, position: int) -> None:
         """Erase everything after ``position``: old bytes there must never look like records.
 
-        Through the file, not the mapping, so untouched pages stay out of our memory.
+        Writes only the chunks that hold something other than zeros, and looks only where
+        the file has data (holes read as zeros already): a sparse queue file stays sparse
+        and a clean restart writes nothing. Through the file, not the mapping, so
+        untouched pages stay out of our memory.
         """
-        chunk = bytes(1 << 20)
+        zeros = bytes(ZERO_CHUNK)
         fd = os.open(self.path, os.O_RDWR)
         try:
-            while position < self.size:
-                length = min(len(chunk), self.size - position)
-                os.pwrite(fd, chunk[:length], position)
-                position += length
+            for data_start, data_end in _data_regions(fd, position, self.size):
+                at = data_start
+                while at < data_end:
+                    length = min(ZERO_CHUNK, data_end - at)
+                    if os.pread(fd, length, at) != zeros[:length]:
+                        os.pwrite(fd, zeros[:length], at)
+                    at += length
         finally:
             os.close(fd)
 
     def close(self) -> None:
-        self.buffer.release()
-        self.mapping.close()
+        if self.budget is not None:
+            self.budget.forget(self)
+        if self.holds_descriptor and self.buffer is not None:
+            self.buffer.release()  # then mmap.close() refuses while a slice is in use
+        self.unmap()
 
     def remove(self) -> None:
         """Blocking: unmap and delete the file."""
@@ -192,22 +318,55 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
+ZERO_CHUNK = 1 << 20
+
+
+def _data_regions(fd: int, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """The [start, end) ranges of the file between ``start`` and ``end`` that hold data
+    (SEEK_DATA/SEEK_HOLE); the whole range where the file system cannot tell."""
+    at = start
+    while at < end:
+        try:
+            data = os.lseek(fd, at, os.SEEK_DATA)
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after ``at``
+                return
+            if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+                yield at, end
+                return
+            raise
+        if data >= end:
+            return
+        yield data, min(hole, end)
+        at = hole
+
+
 class MappedFileQueue:
     """Files of ``file_size`` bytes in ``directory``, addressed by global offset."""
 
     def __init__(
-        self, directory: Path, file_size: int, *, reserve: bool, read_written_ahead: bool
+        self,
+        directory: Path,
+        file_size: int,
+        *,
+        reserve: bool,
+        read_written_ahead: bool,
+        budget: MappingBudget | None = None,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
         self.reserve = reserve
+        # files mapped only while in use, with no descriptor (consume queues); None: all
+        # files mapped for good (the CommitLog)
+        self.budget = budget
         # the written part of the file being written keeps read-ahead: one more mapping
         # for the file (worth it for a CommitLog; a store has thousands of queue files)
         self.read_written_ahead = read_written_ahead
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
-        """Map every existing file, in offset order."""
+        """Every existing file, in offset order: mapped now, or with a budget on first use."""
         self.directory.mkdir(parents=True, exist_ok=True)
         names = sorted(p for p in self.directory.iterdir() if p.name.isdigit())
         for path in names:
@@ -216,7 +375,14 @@ class MappedFileQueue:
                 raise ValueError(
                     f"{path}: its offset is not a multiple of the file size {self.file_size}"
                 )
-            mapped = MappedFile(path, start, self.file_size, reserve=self.reserve)
+            mapped = MappedFile(
+                path,
+                start,
+                self.file_size,
+                reserve=self.reserve,
+                budget=self.budget,
+                map_now=self.budget is None,
+            )
             mapped.wrote = mapped.flushed = self.file_size  # until recovery says otherwise
             self.files.append(mapped)
 
@@ -236,7 +402,11 @@ class MappedFileQueue:
 
     def create(self, start: int) -> MappedFile:
         mapped = MappedFile(
-            self.directory / file_name(start), start, self.file_size, reserve=self.reserve
+            self.directory / file_name(start),
+            start,
+            self.file_size,
+            reserve=self.reserve,
+            budget=self.budget,
         )
         self.append(mapped)
         return mapped

@@ -65,6 +65,7 @@ from .commitlog import WRITER_TOUCH_STEP, CommitLog
 from .consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .index import IndexService, topic_prefix_crc
 from .mapped_file import FileCreationError, PreToucher
+from .mapping import MappingBudget, mapping_limit
 from .recovery import TagsCodeRule, recover
 
 log = logging.getLogger("rocketmq.store.mmap")
@@ -109,6 +110,8 @@ class MmapStore:
         self.checkpoint = Checkpoint(root / "checkpoint")
         self.tags_code_rules: list[TagsCodeRule] = []  # e.g. delivery times of delayed topics
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        # consume-queue files mapped at once: idle ones are unmapped (mapping.py)
+        self.mappings = MappingBudget(mapping_limit(config.max_mapped_consume_queue_files))
         self._dispatchers: list[Dispatcher] = []  # all of them: recovery tells each
         # the built-in two write inline on appends (no DispatchRequest per record)
         self._writes_positions = False
@@ -154,6 +157,7 @@ class MmapStore:
         )
         self._pre_toucher.start()
         self._task_group.start_soon(self._clean_periodically)
+        self._task_group.start_soon(self.disk.watch)  # writes resume once space is freed
 
     def _open_files(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -205,9 +209,13 @@ class MmapStore:
                 if not queue_dir.name.isdigit():
                     continue
                 queue = ConsumeQueue(
-                    root, topic_dir.name, int(queue_dir.name), self.config.consume_queue_file_size
+                    root,
+                    topic_dir.name,
+                    int(queue_dir.name),
+                    self.config.consume_queue_file_size,
+                    self.mappings,
                 )
-                queue.load_and_recover()
+                queue.load_and_recover(after_crash=self.recovered_after_crash)
                 if not queue.files.files:
                     continue  # its first file was never made (a refused put): never written
                 self._queues[(topic_dir.name, queue.queue_id)] = queue
@@ -277,6 +285,8 @@ class MmapStore:
         """The ``consume_queue`` dispatcher writes here."""
         if not enters_consume_queue(request.sys_flag):
             return
+        if self.mappings.over:  # recovery replays through here, one record at a time
+            self.mappings.trim()
         queue = self._queue(request.topic, request.queue_id)
         queue.append(
             request.queue_offset, request.commit_log_offset, request.size, request.tags_code
@@ -290,7 +300,11 @@ class MmapStore:
         queue = self._queues.get((topic, queue_id))
         if queue is None:
             queue = ConsumeQueue(
-                self.root / "consumequeue", topic, queue_id, self.config.consume_queue_file_size
+                self.root / "consumequeue",
+                topic,
+                queue_id,
+                self.config.consume_queue_file_size,
+                self.mappings,
             )
             try:
                 queue.files.directory.mkdir(parents=True, exist_ok=True)
@@ -323,6 +337,8 @@ class MmapStore:
         usual = self._put_usual([message])
         if usual is not None:
             return usual
+        if self.mappings.over:  # between operations: nothing holds a view of a queue file
+            self.mappings.trim()
         refused = refusal(message, self.config) or self.disk.refusal()
         if refused is not None:
             return refused
@@ -351,6 +367,8 @@ class MmapStore:
         usual = self._put_usual(list(messages)) if messages else None
         if usual is not None:
             return usual
+        if self.mappings.over:
+            self.mappings.trim()
         refused = batch_refusal(messages, self.config)
         if refused is not None:
             return refused
@@ -432,6 +450,11 @@ class MmapStore:
             if not files or files[-1].start + files[-1].wrote != queue_offset * ENTRY_SIZE:
                 return None
             entries = files[-1]
+            if entries.buffer is None:  # unmapped while idle: the Python path maps it
+                return None
+            if entries.wrote + len(messages) * ENTRY_SIZE > entries.allocated:
+                return None  # a page without disk blocks: the Python path allocates it
+            entries.used = True
             entry_position = entries.wrote
         index_file = None
         if self._writes_index:
@@ -562,13 +585,13 @@ class MmapStore:
         log.error("cannot create a store file: %s", error)
         if error.errno in (errno.EMFILE, errno.ENFILE):
             advice = (
-                "too many open files: every consume-queue file holds a descriptor;"
-                " raise the open-files limit (ulimit -n) or use fewer queues"
+                f"{error.strerror}: the broker has no file descriptor left (each connection"
+                " holds one); raise the open-files limit (ulimit -n)"
             )
         elif error.errno == errno.ENOMEM:
             advice = (
-                "too many mapped files: every store file is one mapping;"
-                " raise vm.max_map_count or use fewer queues"
+                f"{error.strerror}: no memory mapping left; lower maxMappedConsumeQueueFiles"
+                " or raise vm.max_map_count"
             )
         else:
             advice = f"{error.strerror or error}: free disk space under {self.root}"
@@ -589,6 +612,8 @@ class MmapStore:
         queue = self._queues.get((topic, queue_id))
         if queue is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
+        if self.mappings.over:
+            self.mappings.trim()
         min_offset, max_offset = queue.min_offset, queue.max_offset
         edge = edge_result(offset, min_offset, max_offset)
         if edge is not None:
@@ -629,7 +654,7 @@ class MmapStore:
                 if len(records) >= max_count:
                     scan_left = 0
                     break
-            entries.release()
+            entries.release()  # before any await: the budget may unmap the file after
         result.next_begin_offset = position
         if records:
             result.status = GetStatus.FOUND
@@ -818,6 +843,7 @@ class MmapStore:
             "topics": len({topic for topic, _ in self._queues}),
             "queues": len(self._queues),
             "index_files": len(self.index.files),
+            "mapped_queue_files": len(self.mappings),
             "recovered_after_crash": self.recovered_after_crash,
             "refusing_writes": self.disk.refusing,
         }

@@ -199,7 +199,7 @@ def open_files_limit(headroom: int):
 async def test_a_queue_without_a_descriptor_for_its_file_refuses_the_put_and_writes_nothing(
     tmp_path, plugin_host
 ):
-    # every consume-queue file holds a descriptor (Python's mmap keeps one): once none is
+    # a new queue's file takes a descriptor while it is created and mapped: once none is
     # left, a put to a new queue is refused before its record is written
     stored = {}  # queue id -> messages acknowledged
     async with opened(tmp_path, plugin_host) as store:
@@ -306,4 +306,6 @@ async def test_a_queue_file_keeps_one_mapping_with_read_ahead_off_after_a_restar
             assert (await store.put(message(number, size=100))).ok
     async with opened(tmp_path, plugin_host, **sizes) as store:
         assert store.queues()["TopicTest"] == [0]
+        assert read_ahead_by_range(queue_file) == []  # an idle queue's file is not mapped
+        assert (await store.put(message(300, size=100))).ok  # the writer maps it again
         assert [ahead for *_, ahead in read_ahead_by_range(queue_file)] == [False]

@@ -104,6 +104,11 @@ def open_database(path: Path) -> Database:
             raise ConfigError(
                 f"the store {path} is in use by another process (RocksDB's LOCK is held)"
             ) from None
+        if "No space left" in text:  # RocksDB writes a new MANIFEST at every open
+            raise ConfigError(
+                f"cannot open the RocksDB store {path}: its disk is full; free space there"
+                " (the mmap store starts on a full disk, RocksDB cannot)"
+            ) from None
         raise ConfigError(f"cannot open the RocksDB store {path}: {text}") from None
     write_options = rocksdict.WriteOptions()
     write_options.no_slowdown = True

@@ -121,6 +121,7 @@ class RocksDBStore:
         await self._task_group.__aenter__()
         await self._task_group.start(self._flusher.run)
         self._task_group.start_soon(self._clean_periodically)
+        self._task_group.start_soon(self.disk.watch)  # writes resume once space is freed
 
     def _open_database(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -7,15 +7,18 @@ import ssl
 
 import anyio
 from anyio.abc import ByteStream, SocketAttribute, TaskStatus
-from anyio.streams.tls import TLSListener, TLSStream
+from anyio.streams.tls import TLSStream
 
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.remoting.transport import (
     StreamHandler,
     TlsOptions,
+    accept_forever,
     format_address,
     listen_error,
 )
+
+TLS_HANDSHAKE_TIMEOUT = 10.0  # s; a client that never finishes one holds a descriptor
 
 
 class TcpTransport:
@@ -40,15 +43,25 @@ class TcpTransport:
             raise listen_error(host, port, exc) from None
         bound_host, bound_port = listener.extra(SocketAttribute.local_address)[:2]
 
+        context = server_context(tls) if tls is not None else None
+
         async def serve_stream(stream: ByteStream) -> None:
             _no_delay(stream)
+            _read_on_demand(stream)
+            if context is not None:
+                try:
+                    with anyio.fail_after(TLS_HANDSHAKE_TIMEOUT):
+                        stream = await TLSStream.wrap(
+                            stream, ssl_context=context, standard_compatible=False
+                        )
+                except Exception:  # timeout, TLS alert, peer gone: its failure alone
+                    await anyio.aclose_forcefully(stream)
+                    return
             await handler(stream)
 
-        if tls is not None:
-            listener = TLSListener(listener, server_context(tls), standard_compatible=False)
         async with listener:
             task_status.started(format_address(bound_host, bound_port))
-            await listener.serve(serve_stream)
+            await accept_forever(listener, serve_stream)
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         if tls is not None:
@@ -90,6 +103,16 @@ def client_context(tls: TlsOptions) -> ssl.SSLContext:
     if tls.cert_file and tls.key_file:
         context.load_cert_chain(tls.cert_file, tls.key_file)
     return context
+
+
+def _read_on_demand(stream: ByteStream) -> None:
+    # anyio's asyncio stream reads the socket into an unbounded queue until the first
+    # receive() that has to wait pauses it: a client pipelining requests faster than they
+    # are served, or one whose reading the server holds back, would fill memory (2 GB in
+    # 10 s). Paused from the start, the socket is read only while receive() waits.
+    transport = getattr(stream, "_transport", None)
+    if transport is not None and hasattr(transport, "pause_reading"):
+        transport.pause_reading()
 
 
 def _no_delay(stream: ByteStream) -> None:

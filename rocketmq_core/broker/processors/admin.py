@@ -33,7 +33,6 @@ from ...protocol.message import decode_record
 from ...protocol.topic_validation import is_system_topic, system_topic_refusal, topic_problem
 from ...store.api import SupportsTopicDeletion
 from ..clients import Channel, ClientChannel
-from ..config import STARTUP_ONLY_KEYS
 from ..groups import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
@@ -390,7 +389,7 @@ async def update_broker_config(broker: Broker, ctx: RequestContext, request: Rem
         broker.config,
         request.body,
         black_list=broker.config.black_listed(),
-        read_only=STARTUP_ONLY_KEYS,
+        read_only=broker.config.startup_only_keys(),
         source="UPDATE_BROKER_CONFIG",
     )
     if values:

@@ -38,6 +38,11 @@ def pull_code(result: GetResult, requested: int) -> int:
 async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     broker.check_ready()
     header = PullMessageRequestHeader.from_ext_fields(request.ext_fields or {})
+    if not broker.config.broker_permission & PERM_READ:  # brokerPermission, live
+        raise ResponseError(
+            ResponseCode.NO_PERMISSION,
+            f"the broker[{broker.config.broker_ip1}] pulling message is forbidden",
+        )
     if not broker.groups.require(header.consumer_group).consume_enable:
         raise ResponseError(
             ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"

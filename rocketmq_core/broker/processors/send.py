@@ -34,6 +34,7 @@ from .retry import dead_letter_topic, max_reconsume_times
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
     from ..app import Broker
+    from ..config import BrokerConfig
 
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
@@ -75,7 +76,9 @@ def send_message(
     if header.batch:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot go to a retry topic")
-        messages = _batch_messages(body, header, topic, queue_id, sys_flag, born_host, properties)
+        messages = _batch_messages(
+            body, header, topic, queue_id, sys_flag, born_host, properties, broker.config
+        )
         if broker.put_hooks.act_on(b"\x02".join(message.properties for message in messages)):
             messages = _prepared_batch(broker, messages)
         result = store.append_batch(messages)
@@ -262,11 +265,19 @@ def _batch_messages(
     sys_flag: int,
     born_host: bytes,
     batch_properties: str,
+    config: BrokerConfig,
 ) -> list[MessageToStore]:
     batch_level = _batch_level_pairs(batch_properties.encode())
     messages = []
+    most = config.max_batch_message_count
     try:
         for item in iter_batch(bytes(body)):
+            if len(messages) == most:  # refused before the rest is read
+                raise ResponseError(
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    f"the batch holds more than {most} messages (maxBatchMessageCount):"
+                    " send it in smaller batches",
+                )
             properties = _merge(item.properties, batch_level)
             messages.append(
                 MessageToStore(
