@@ -73,3 +73,28 @@ def test_writer_refuses_what_json_cannot_carry():
         fastjson.dumps({(1, 2): "tuple key"})
     with pytest.raises(TypeError):
         fastjson.dumps(object())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b" " * 4090 + b"[" * 64 + b"]" * 64,  # deepest point across a chunk boundary
+        b"[" + b"[]," * 300_000 + b"[]]",  # many brackets, shallow
+        b'["' + b"[" * 10_000 + b'"]',  # brackets inside a string do not count
+    ],
+)
+def test_depth_check_accepts_shallow_bodies_of_any_size(body):
+    fastjson.check_depth(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * (4 << 20),
+        b" " * 4090 + b"[" * 65 + b"]" * 65,
+        b'{"a": "[", "b":' + b"[" * 65 + b"]" * 65 + b"}",
+    ],
+)
+def test_depth_check_refuses_bodies_nested_too_deep(body):
+    with pytest.raises(fastjson.JsonError, match="more than 64 levels deep"):
+        fastjson.check_depth(body)

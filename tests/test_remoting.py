@@ -16,6 +16,7 @@ from rocketmq_core.errors import (
 from rocketmq_core.protocol.codec import encode_command
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.remoting.budgets import MemoryReturner, ServerLimits
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.connection import FRAMES_PER_TURN
 from rocketmq_core.remoting.processor import ProcessorTable
@@ -183,6 +184,57 @@ async def test_waiting_invocations_fail_when_the_connection_closes(tcp):
         # the next invocation opens a new connection
         table.register(1, lambda ctx, req: req.response(remark="again"))
         assert (await client.invoke(address, request(1))).remark == "again"
+
+
+async def test_a_closed_connection_queues_nothing_and_its_charges_are_refunded_once(tcp):
+    # invoke's wait for a writable connection can time out just as the connection closes;
+    # what it then queues must not be charged to the server's budget for good
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(remark="ok"))
+    async with serving(tcp, table) as (server, address), RemotingClient(tcp) as client:
+        await client.invoke(address, request(1))
+        (connection,) = server.connections
+        connection.abort()
+        with pytest.raises(ConnectionClosedError, match="closed"):
+            connection._queue(request(RequestCode.CHECK_TRANSACTION_STATE, b"x" * 1000))
+        connection.abort()  # a second close refunds nothing more
+        with anyio.fail_after(5):
+            while server.connections:
+                await anyio.sleep(0.01)
+        assert (server.budget.unsent, server.budget.incomplete) == (0, 0)
+
+
+async def test_the_sweeper_asks_a_connection_to_close_once(tcp):
+    async def slow_to_end(ctx, req):
+        with anyio.CancelScope(shield=True):  # the close waits for it
+            await anyio.sleep(1.0)
+
+    table = ProcessorTable()
+    table.register(1, slow_to_end)
+    limits = ServerLimits(idle_seconds=0.2)
+    async with (
+        serving(tcp, table, limits=limits) as (server, address),
+        RemotingClient(tcp) as client,
+    ):
+        with pytest.raises((ConnectionClosedError, RemotingTimeoutError)):
+            await client.invoke(address, request(1), timeout=5)
+        with anyio.fail_after(5):
+            while server.connections:
+                await anyio.sleep(0.01)
+        assert server.expired["idle"] == 1
+
+
+async def test_free_memory_is_returned_at_most_once_per_interval():
+    returner = MemoryReturner(interval=0.5)
+    started = anyio.current_time()
+    async with anyio.create_task_group() as task_group:
+        for _ in range(5):
+            returner.request(task_group)  # folded into one
+        await anyio.sleep(0.1)
+        for _ in range(5):
+            returner.request(task_group)  # one more, when the interval has passed
+    assert returner.returns == 2
+    assert anyio.current_time() - started >= 0.5
 
 
 async def test_invoke_with_callback(tcp):

@@ -37,6 +37,8 @@ LIVE_KEYS = frozenset(
         "regionId",  # the send answer's MSG_REGION and TRACE_ON
         "traceOn",
         "rejectTransactionMessage",  # transactional (half) messages refused
+        "maxBatchMessageCount",  # read by the send path per batch
+        "maxTopicQueueNums",  # read by UPDATE_AND_CREATE_TOPIC per request
     }
 )
 
@@ -88,6 +90,12 @@ class BrokerConfig(EndpointSettings):
         minimum=1,
         help="messages one SEND_BATCH_MESSAGE may hold (rocketmq-py's own; Java bounds a"
         " batch by maxMessageSize alone, which lets through ~180,000 one-byte records)",
+    )
+    max_topic_queue_nums: int = setting(
+        1024,
+        minimum=1,
+        help="the most read or write queues UPDATE_AND_CREATE_TOPIC may give a topic"
+        " (rocketmq-py's own: Java takes any count, and admin requests then walk them all)",
     )
     message_delay_level: str = setting(DEFAULT_DELAY_LEVELS)
     timer_wheel_enable: bool = setting(True, help="accept timer (arbitrary-time) messages")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from itertools import accumulate
 from typing import Any
 
@@ -116,34 +117,46 @@ def loads(data: bytes | str) -> Any:
     return value
 
 
-_BRACKETS_ONLY = bytes.maketrans(b"", b"")
+# brackets opening a level become 1, those closing one 255 (-1 as a signed byte); the rest go
+_LEVEL_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+# bytes scanned at a time: a body nested too deep is refused after its first chunk or so
+_DEPTH_CHUNK = 4096
 
 
 def check_depth(raw: bytes, limit: int = MAX_DEPTH) -> None:
     """Refuse JSON nested deeper than ``limit``, without parsing it.
 
-    Counting brackets (in C) settles almost every body; the depth over every bracket
-    settles the rest but those whose strings hold brackets, which are then scanned
-    with their strings left out.
+    Brackets are counted (in C) a chunk at a time, which settles almost every chunk; one
+    that could go too deep is walked, and the scan stops at the first that does. Brackets
+    inside strings count too, so a body found too deep that has strings is checked again
+    with its strings left out.
     """
-    if raw.count(b"[") + raw.count(b"{") <= limit:
+    if len(raw) <= _DEPTH_CHUNK and raw.count(b"[") + raw.count(b"{") <= limit:
+        return  # the common case: a small body with few brackets
+    if not _deeper_than(raw, limit):
         return
-    if _depth(raw) <= limit:
+    if b'"' in raw and not _deeper_than(_STRING_BYTES.sub(b"", raw), limit):
         return
-    depth = _depth(_STRING_BYTES.sub(b"", raw))
-    if depth > limit:
-        raise JsonError(
-            f"JSON nested {depth} levels deep: at most {limit} are accepted",
-            response_code=ResponseCode.INVALID_PARAMETER,
-        )
+    raise JsonError(
+        f"JSON nested more than {limit} levels deep: at most {limit} are accepted",
+        response_code=ResponseCode.INVALID_PARAMETER,
+    )
 
 
-def _depth(raw: bytes) -> int:
-    brackets = raw.translate(_BRACKETS_ONLY, _NOT_BRACKETS)
-    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
+def _deeper_than(raw: bytes, limit: int) -> bool:
+    """Whether the brackets of ``raw`` ever open more than ``limit`` levels."""
+    depth = 0
+    for start in range(0, len(raw), _DEPTH_CHUNK):
+        chunk = raw[start : start + _DEPTH_CHUNK]
+        opening = chunk.count(b"[") + chunk.count(b"{")
+        if depth + opening > limit:  # it may go too deep within this chunk: walk it
+            steps = array("b", chunk.translate(_LEVEL_STEPS, _NOT_BRACKETS))
+            if max(accumulate(steps, initial=depth)) > limit:
+                return True
+        depth += opening - chunk.count(b"]") - chunk.count(b"}")
+    return False
 
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?")

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from ..protocol.codes import RequestCode
 
 WINDOW_SECONDS = 10.0
-# hosts remembered at once; beyond this, those quiet for a window are forgotten
+# hosts remembered at once; beyond this, those whose window has passed are forgotten (their
+# counts logged), and while all are within their window newcomers are counted together
 MAX_TRACKED = 1024
+OTHERS = "other hosts"
 REMARK_CHARACTERS = 200
 
 
@@ -68,11 +70,33 @@ class BadRequestLog:
         count of the window before."""
         now = self._clock()
         tally = tallies.get(key)
+        if tally is None and len(tallies) >= MAX_TRACKED:
+            self._forget_stale(tallies, now)
+            if len(tallies) >= MAX_TRACKED:  # all in their window: count it with the rest
+                key = who = OTHERS
+                tally = tallies.get(key)
         if tally is not None and now - tally.since < self._window:
             tally.count += 1
             tally.last = what
             return False
-        if tally is not None and tally.count:
+        if tally is not None:
+            self._log_count(tallies, tally, who, now)
+            del tallies[key]  # re-added last: the dict stays ordered by window start
+        tallies[key] = _Tally(now)
+        return True
+
+    def _forget_stale(self, tallies: dict[str, _Tally], now: float) -> None:
+        """Drop the tallies whose window has passed, oldest first, logging their counts."""
+        while tallies:
+            oldest = next(iter(tallies))
+            tally = tallies[oldest]
+            if now - tally.since < self._window:
+                return
+            del tallies[oldest]
+            self._log_count(tallies, tally, oldest, now)
+
+    def _log_count(self, tallies: dict[str, _Tally], tally: _Tally, who: str, now: float) -> None:
+        if tally.count:
             kind = "failures of" if tallies is self._failures else "bad requests from"
             self._log.warning(
                 "%d more %s %s in the last %.0f s, last: %s",
@@ -82,11 +106,6 @@ class BadRequestLog:
                 now - tally.since,
                 tally.last,
             )
-        if len(tallies) >= MAX_TRACKED:
-            for stale in [name for name, old in tallies.items() if now - old.since >= self._window]:
-                del tallies[stale]
-        tallies[key] = _Tally(now)
-        return True
 
 
 def _host(peer: str) -> str:

@@ -8,12 +8,16 @@ responses not yet sent and bytes of frames not yet complete.
 from __future__ import annotations
 
 import ctypes
-import logging
+import gc
 import resource
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
+import anyio.to_thread
+from anyio.abc import TaskGroup
 
 MiB = 1024 * 1024
 # descriptors kept back from connections for store files, logs and the name-server link
@@ -59,41 +63,53 @@ class MemoryBudget:
         self.reclaim: Callable[[Any], bool] = lambda _asking: False
 
 
-class RateLimitedLog:
-    """At most one line per ``interval`` seconds for one kind of event, with the count of
-    events since the last line: a flood of refused clients cannot flood the log."""
-
-    __slots__ = ("_interval", "_last", "_logger", "_suppressed")
-
-    def __init__(self, logger: logging.Logger, interval: float = 10.0) -> None:
-        self._logger = logger
-        self._interval = interval
-        self._last = -interval
-        self._suppressed = 0
-
-    def warning(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self._last < self._interval:
-            self._suppressed += 1
-            return
-        if self._suppressed:
-            message += f" ({self._suppressed} more since the last such line)"
-        self._logger.warning(message, *args)
-        self._last = now
-        self._suppressed = 0
-
-
-def _load_malloc_trim():
+def _load_glibc(name: str):
     try:
-        return ctypes.CDLL(None).malloc_trim  # the process's own libc
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return getattr(ctypes.CDLL(None), name)  # the process's own libc
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
         return None
 
 
-_malloc_trim = _load_malloc_trim()
+_malloc_trim = _load_glibc("malloc_trim")
 
 
 def return_free_memory() -> None:
-    """Hand the allocator's free pages back to the OS (glibc), after large buffers go."""
+    """Hand the allocator's free pages back to the OS (glibc), after large buffers go.
+
+    It walks every arena and may take tens of milliseconds: call it from a worker thread
+    (glibc's malloc_trim locks what it walks, so that is safe).
+    """
     if _malloc_trim is not None:
         _malloc_trim(0)
+
+
+class MemoryReturner:
+    """Collects garbage and returns free memory to the OS (in a worker thread), at most
+    once per ``interval``: requests while one is due are folded into it, however many
+    connections close."""
+
+    __slots__ = ("_due", "_interval", "_last", "returns")
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self._interval = interval
+        self._last = -interval
+        self._due = False
+        self.returns = 0  # memory handed back so far
+
+    def request(self, task_group: TaskGroup) -> None:
+        if self._due:
+            return
+        self._due = True
+        task_group.start_soon(self._return_when_due)
+
+    async def _return_when_due(self) -> None:
+        try:
+            await anyio.sleep(max(0.0, self._last + self._interval - time.monotonic()))
+        finally:
+            self._due = False  # what is freed from now on needs another pass
+        self._last = time.monotonic()
+        # a closed connection's buffers (its stream's unread chunks above all) sit in
+        # reference cycles: collected now, not at the next full collection
+        gc.collect()
+        await anyio.to_thread.run_sync(return_free_memory)
+        self.returns += 1

@@ -32,8 +32,9 @@ from ..errors import (
 from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_into
 from ..protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
 from ..protocol.command import OpaqueSequence, RemotingCommand
+from ..rate_limited_log import RateLimitedLog
 from .bad_requests import BadRequestLog
-from .budgets import MemoryBudget, RateLimitedLog
+from .budgets import MemoryBudget
 from .deadlines import Deadlines
 from .processor import ProcessorRoute, ProcessorTable, RequestContext, RpcHook
 from .transport import format_address
@@ -109,6 +110,7 @@ class Connection:
         self.incomplete_since: float | None = None  # when that frame last made progress
         self.last_active = time.monotonic()  # last read or completed write
         self.held_at_close = 0  # bytes it still held when it closed (to trim after)
+        self.closing = False  # a close was asked for (a sweeper asks once)
         self._wakeup = anyio.Event()  # set: the writer has something to send
         self._flushed = anyio.Event()  # set: the writer has sent everything queued
         self._flushed.set()
@@ -205,6 +207,7 @@ class Connection:
 
     async def aclose(self) -> None:
         """Close now: in-flight requests are cancelled and waiting invocations fail."""
+        self.closing = True
         self._read_scope.cancel()
         if self._task_group is not None:
             self._task_group.cancel_scope.cancel()
@@ -277,6 +280,8 @@ class Connection:
 
     def _hold_incomplete(self, held: int, progressed: bool) -> bool:
         """Charge an unfinished frame's bytes to the budget; False: over it, close."""
+        if self._closed:  # its bytes left the budget at the close
+            return False
         budget = self._budget
         budget.incomplete += held - self._incomplete
         self._incomplete = held
@@ -349,7 +354,7 @@ class Connection:
     async def _refuse_stream(self, error: RemoteProtocolError) -> None:
         """Answer the offending request when we know its id, then give up the stream."""
         BAD_REQUESTS.bad_stream(self.peer_address, error)
-        if error.opaque is not None:
+        if error.opaque is not None and not self._closed:
             response = RemotingCommand(
                 error.response_code, opaque=error.opaque, flag=FLAG_RESPONSE, remark=str(error)
             )
@@ -472,7 +477,10 @@ class Connection:
         return request.response(ResponseCode.SYSTEM_BUSY, UNREAD_REMARK.format(limit=limit))
 
     def _queue(self, command: RemotingCommand) -> None:
-        """Encode ``command`` for the writer, counting its bytes."""
+        """Encode ``command`` for the writer, counting its bytes (the budget's charge is
+        refunded by the writer once sent, or by ``_release_budget`` at close)."""
+        if self._closed:  # nothing would refund the charge: the close already did
+            raise ConnectionClosedError(f"connection to {self.peer_address} is closed")
         size = encode_into(command, self._out, self._max_frame_length)
         self._out_bytes += size
         if self._budget is not None:

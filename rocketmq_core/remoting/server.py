@@ -14,7 +14,8 @@ import anyio
 from anyio.abc import ByteStream, TaskGroup, TaskStatus
 
 from ..protocol.codec import MAX_FRAME_LENGTH
-from .budgets import MemoryBudget, MiB, RateLimitedLog, ServerLimits, return_free_memory
+from ..rate_limited_log import RateLimitedLog
+from .budgets import MemoryBudget, MemoryReturner, MiB, ServerLimits
 from .connection import Connection
 from .processor import ProcessorTable, RpcHook
 from .transport import TlsOptions, Transport, parse_endpoint
@@ -98,6 +99,7 @@ class RemotingServer:
         self.limits = limits or ServerLimits()
         self.budget = MemoryBudget(self.limits)
         self.budget.reclaim = self._close_hoarder
+        self.memory_returner = MemoryReturner()  # after big connections close
         self.max_connections = 0  # resolved when serving starts (the fd limit may change)
         self._streams = 0  # accepted and not yet closed, held and starting ones included
         self._listen_scopes: list[anyio.CancelScope] = []
@@ -250,6 +252,9 @@ class RemotingServer:
                 )
             else:
                 continue
+            if connection.closing or connection.closed:
+                continue  # asked to close on an earlier pass, still finishing
+            connection.closing = True
             self.expired[reason] += 1
             _expired_log.warning("closing connection from %s: %s", connection.peer_address, detail)
             assert self._task_group is not None
@@ -275,8 +280,8 @@ class RemotingServer:
         return True
 
     def _forget(self, connection: Connection) -> None:
-        if connection.held_at_close >= TRIM_AFTER_BYTES:
-            return_free_memory()
+        if connection.held_at_close >= TRIM_AFTER_BYTES and self._task_group is not None:
+            self.memory_returner.request(self._task_group)
         self.connections.discard(connection)
         if not self.connections:
             self._no_connections.set()

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import anyio
 
+from ..rate_limited_log import RateLimitedLog
 from .api import PutResult, PutStatus, StoreConfig
 
 log = logging.getLogger("rocketmq.store")
+# checked every second: a missing directory is reported at a bounded rate
+_unchecked_log = RateLimitedLog(log)
 
 
 def delete_hours(delete_when: str) -> set[int]:
@@ -118,4 +121,4 @@ class DiskGuard:
             try:
                 await anyio.to_thread.run_sync(self.check, time.time(), False)
             except OSError as exc:  # the store's directory went away: keep the last verdict
-                log.warning("cannot check the free space under %s: %s", self.root, exc)
+                _unchecked_log.warning("cannot check the free space under %s: %s", self.root, exc)

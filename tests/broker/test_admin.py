@@ -84,6 +84,21 @@ async def test_topic_creation_refusals_say_why(broker, client):
         assert remark in reply.remark
 
 
+async def test_queue_counts_beyond_the_maximum_are_refused(broker, client):
+    # a count near 2**31 was taken, and then every per-queue admin request walked it
+    for read, write in [(2**31 - 1, 4), (4, 2**31 - 1), (1025, 1025)]:
+        fields = create_topic("Huge")
+        fields.update(readQueueNums=str(read), writeQueueNums=str(write))
+        reply = await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, fields)
+        assert reply.code == ResponseCode.INVALID_PARAMETER, (read, write)
+        assert "at most 1024 queues are allowed (maxTopicQueueNums)" in reply.remark
+    assert broker.topics.get("Huge") is None
+    accepted = await call(client, broker, R.UPDATE_AND_CREATE_TOPIC, create_topic("Huge", 1024))
+    assert accepted.code == ResponseCode.SUCCESS, accepted.remark
+    stats = await call(client, broker, R.GET_TOPIC_STATS_INFO, {"topic": "Huge"})
+    assert stats.code == ResponseCode.SUCCESS, stats.remark
+
+
 SYSTEM_TOPICS = [
     "TBW102",
     "SCHEDULE_TOPIC_XXXX",

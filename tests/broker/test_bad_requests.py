@@ -10,7 +10,7 @@ import pytest
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.message import BatchItem, encode_batch
-from rocketmq_core.remoting.bad_requests import BadRequestLog
+from rocketmq_core.remoting.bad_requests import MAX_TRACKED, BadRequestLog
 
 from .wire import send_request
 
@@ -57,7 +57,7 @@ async def test_send_header_ints_beyond_their_java_type(
 async def test_deeply_nested_json_bodies(broker, client, caplog, code, body):
     reply = await client.invoke(broker.address, request(code, body))
     assert reply.code == ResponseCode.INVALID_PARAMETER
-    assert "JSON nested 5000 levels deep: at most 64 are accepted" in reply.remark
+    assert "JSON nested more than 64 levels deep: at most 64 are accepted" in reply.remark
     assert not [record for record in caplog.records if record.exc_info]
 
 
@@ -129,3 +129,22 @@ def test_processor_failures_keep_one_traceback_per_window(caplog):
     tracebacks = [record for record in caplog.records if record.exc_info]
     assert len(tracebacks) == 2
     assert "49 more failures of send_message" in caplog.records[1].getMessage()
+
+
+def test_beyond_the_hosts_remembered_the_rest_are_counted_together(caplog):
+    now = [0.0]
+    bad = BadRequestLog(logging.getLogger("test.many"), window=10, clock=lambda: now[0])
+    caplog.set_level(logging.WARNING, "test.many")
+    hosts = MAX_TRACKED + 500
+    for attempt in range(3):
+        for host in range(hosts):
+            bad.bad_request(f"10.{host // 256}.{host % 256}.1:1", R.HEART_BEAT, ValueError(attempt))
+    assert len(bad._peers) == MAX_TRACKED + 1
+    assert len(caplog.records) == MAX_TRACKED + 1  # one line each, one for the others
+    caplog.clear()
+    now[0] = 10.5
+    bad.bad_request("10.200.0.1:1", R.HEART_BEAT, ValueError("late"))
+    lines = [record.getMessage() for record in caplog.records]
+    # the counts of forgotten tallies are logged, not lost
+    assert "2 more bad requests from 10.0.0.1 in the last 10 s, last: HEART_BEAT: 2" in lines
+    assert "1499 more bad requests from other hosts in the last 10 s, last: HEART_BEAT: 2" in lines

@@ -16,8 +16,8 @@ from rocketmq_core.namesrv.server import NameServer
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.constants import PERM_READ
-from rocketmq_core.protocol.headers import SEND_V2_NAMES
-from rocketmq_core.protocol.message import encode_properties
+from rocketmq_core.protocol.headers import SEND_V2_NAMES, CreateTopicRequestHeader
+from rocketmq_core.protocol.message import BatchItem, encode_batch, encode_properties
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.testing.broker import broker_config
 from rocketmq_core.testing.namesrv import namesrv_config
@@ -202,6 +202,41 @@ async def reject_transaction_message(client, broker, namesrv):
     assert (await send(client, broker)).code == OK  # ordinary messages still go
 
 
+async def max_batch_message_count(client, broker, namesrv):
+    def batch(count: int) -> RemotingCommand:
+        items = [BatchItem(0, b"x", b"")] * count
+        command = send_request(topic="Live", body=encode_batch(items), batch=True)
+        command.code = RequestCode.SEND_BATCH_MESSAGE
+        return command
+
+    assert (await client.invoke(broker.address, batch(6))).code == OK
+    await applied(client, broker, maxBatchMessageCount=5)
+    refused = await client.invoke(broker.address, batch(6))
+    assert refused.code == ResponseCode.MESSAGE_ILLEGAL
+    assert "more than 5 messages (maxBatchMessageCount)" in refused.remark
+    assert (await client.invoke(broker.address, batch(5))).code == OK
+
+
+async def max_topic_queue_nums(client, broker, namesrv):
+    def create(topic: str, queues: int) -> RemotingCommand:
+        fields = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic="TBW102",
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=6,
+            topic_filter_type="SINGLE_TAG",
+        ).to_ext_fields()
+        return RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+
+    assert (await client.invoke(broker.address, create("Wide", 16))).code == OK
+    await applied(client, broker, maxTopicQueueNums=8)
+    refused = await client.invoke(broker.address, create("Wider", 16))
+    assert refused.code == ResponseCode.INVALID_PARAMETER
+    assert "at most 8 queues are allowed (maxTopicQueueNums)" in refused.remark
+    assert (await client.invoke(broker.address, create("Narrow", 8))).code == OK
+
+
 LIVE_CASES = {
     "maxMessageSize": max_message_size,
     "brokerPermission": broker_permission,
@@ -214,6 +249,8 @@ LIVE_CASES = {
     "regionId": region_id,
     "traceOn": trace_on,
     "rejectTransactionMessage": reject_transaction_message,
+    "maxBatchMessageCount": max_batch_message_count,
+    "maxTopicQueueNums": max_topic_queue_nums,
 }
 
 

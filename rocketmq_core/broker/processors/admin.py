@@ -59,6 +59,13 @@ def update_and_create_topic(broker: Broker, ctx: RequestContext, request: Remoti
         raise ResponseError(
             ResponseCode.INVALID_PARAMETER, "readQueueNums and writeQueueNums must be at least 1"
         )
+    most = broker.config.max_topic_queue_nums
+    if max(header.read_queue_nums, header.write_queue_nums) > most:
+        raise ResponseError(
+            ResponseCode.INVALID_PARAMETER,
+            f"readQueueNums {header.read_queue_nums} and writeQueueNums"
+            f" {header.write_queue_nums}: at most {most} queues are allowed (maxTopicQueueNums)",
+        )
     broker.topics.update(
         TopicConfig(
             header.topic,
