@@ -333,6 +333,9 @@ class Broker:
         for key, name in _STORE_LIVE_KEYS.items():
             if key in keys:
                 setattr(self.store.config, name, getattr(fresh, name))
+        changed = getattr(self.store, "live_config_changed", None)  # a store with cached copies
+        if changed is not None:
+            changed()
         disk = getattr(self.store, "disk", None)  # the DiskGuard of a persistent store
         if disk is not None and _DISK_RATIO_KEYS.intersection(keys):
             await anyio.to_thread.run_sync(disk.check, time.time(), False)

@@ -433,14 +433,18 @@ static void release_view(Py_buffer *view) {
     if (view->obj) PyBuffer_Release(view);
 }
 
-/* the index file's header, when all ``keys`` more entries fit; 0 when they do not */
+/* the index file's header, when all ``keys`` more entries fit; 0 when they do not.
+ * ``view`` is the part of the file with disk blocks (a write to a hole on a full disk is a
+ * SIGBUS): entries past its end are the Python path's, which allocates more first. */
 static int open_index(Index *index, const Py_buffer *view, int64_t slot_num, int64_t index_num,
                       Py_ssize_t keys) {
     index->buffer = view->buf;
     index->slot_num = slot_num;
     index->index_num = index_num;
-    if (slot_num <= 0 || view->len < INDEX_HEADER + slot_num * INDEX_SLOT + index_num * INDEX_ENTRY)
-        return 0;
+    int64_t entries_at = INDEX_HEADER + slot_num * INDEX_SLOT;
+    if (slot_num <= 0 || view->len < entries_at) return 0;
+    int64_t allocated = (view->len - entries_at) / INDEX_ENTRY;
+    if (allocated < index_num) index_num = allocated;
     index->begin_timestamp = get64(index->buffer);
     index->end_timestamp = get64(index->buffer + 8);
     index->begin_phys = get64(index->buffer + 16);
@@ -470,7 +474,8 @@ PyDoc_STRVAR(append_doc,
 "CommitLog file mapping ``commit_log``, whose first byte is global offset ``file_start``,\n"
 "with queue offsets from ``queue_offset``; their consume-queue entries from\n"
 "``entry_position`` of the mapping ``consume_queue``; and their keys into the index file\n"
-"mapping ``index``. Either mapping may be None. ``queue`` is the tuple (topic,\n"
+"mapping ``index`` (its part with disk blocks: keys past it are left to the Python\n"
+"path). Either mapping may be None. ``queue`` is the tuple (topic,\n"
 "encoded_topic, queue_id, topic_crc, store_host, max_body, slot_num, index_num,\n"
 "tags_code_of): ``topic_crc`` is the CRC of ``topic#``, ``tags_code_of`` gives the tags\n"
 "code of a TAGS value that is not ASCII.\n\n"

@@ -110,7 +110,7 @@ class ConsumeQueue:
             last = files[-1]
             last.view()
             # blocks for the entries first: on a full disk a refusal, not a SIGBUS
-            last.allocate(min(last.size, last.wrote + count * ENTRY_SIZE))
+            last.allocate_ahead(min(last.size, last.wrote + count * ENTRY_SIZE))
             if last.wrote + count * ENTRY_SIZE <= last.size:
                 return  # the usual case: room in the last file
         room = files[-1].free // ENTRY_SIZE if files else 0

@@ -21,6 +21,13 @@ from rocketmq_core.store.common import is_rollback
 
 from .mapped_file import MappedFile
 
+# bytes of entries given disk blocks ahead of the writer: one fallocate per 3,276 keys
+ENTRIES_AHEAD = 64 * 1024
+# fewer keys' room than this left after a put: more is allocated at once, so that the
+# compiled append (which only writes where blocks are) does not leave the next put to
+# the Python path
+INDEX_LOW_WATER = 1024
+
 log = logging.getLogger("rocketmq.store.mmap")
 
 HEADER = struct.Struct(">qqqqii")  # begin/end timestamp, begin/end phys offset, slots, count
@@ -51,6 +58,18 @@ def key_hash(topic: str, key: str) -> int:
     return zlib.crc32(key.encode(), topic_prefix_crc(topic)) & 0x7FFFFFFF
 
 
+def key_hashes(topic_crc: int, keys: bytes | None, uniq_key: bytes | None) -> list[int]:
+    """The hashes a record is indexed under: UNIQ_KEY and each KEYS token (``topic_crc``:
+    the CRC of ``topic#`` that every hash continues from)."""
+    crc32 = zlib.crc32
+    hashes = [crc32(uniq_key, topic_crc) & 0x7FFFFFFF] if uniq_key else []
+    if keys:
+        for key in keys.split(b" "):
+            if key:
+                hashes.append(crc32(key, topic_crc) & 0x7FFFFFFF)
+    return hashes
+
+
 def _header_field(layout: struct.Struct, offset: int) -> property:
     """A header field of an IndexFile, read from its mapped file at ``offset``."""
     return property(lambda index_file: layout.unpack_from(index_file.buffer, offset)[0])
@@ -63,10 +82,48 @@ class IndexFile:
         self.index_num = index_num
         self.entries_at = HEADER_SIZE + slot_num * SLOT_SIZE
         size = self.entries_at + index_num * INDEX_ENTRY_SIZE
-        self.file = MappedFile(path, 0, size, reserve=False)
+        created = not path.exists()
+        # no descriptor held; sparse, with disk blocks given before each write (allocate)
+        self.file = MappedFile(path, 0, size, reserve=False, holds_descriptor=False)
         self.file.disable_read_ahead()  # keys hash to slots all over the file
         self.buffer = self.file.buffer
+        # the part of the file with disk blocks: all the compiled append may write
+        self.allocated_view = self.buffer[:0]
+        self.room = 0  # entries with disk blocks not used yet
         self.dirty = False
+        if created:
+            try:  # header and slots now (slots are written all over), entries ahead
+                self._allocate(self.entries_at + ENTRIES_AHEAD)
+            except BaseException:
+                self.close()
+                path.unlink(missing_ok=True)
+                raise
+
+    def _allocate(self, end: int) -> None:
+        """Disk blocks up to ``end`` (a write to a hole on a full disk is a SIGBUS);
+        raises DiskFullError."""
+        self.file.allocate(end)
+        self.allocated_view.release()
+        self.allocated_view = self.buffer[: self.file.allocated]
+        allocated = (self.file.allocated - self.entries_at) // INDEX_ENTRY_SIZE
+        self.room = min(self.index_num, allocated) - self.index_count
+
+    def top_up(self) -> None:
+        """Allocate ahead again; on a full disk, leave it to the next put's ``reserve``."""
+        try:
+            self.reserve(INDEX_LOW_WATER)
+        except OSError as exc:
+            log.debug("index file %s not allocated ahead: %s", self.path, exc)
+
+    def reserve(self, count: int) -> int:
+        """Disk blocks for the next ``count`` entries, or as many as the file has left;
+        returns how many that is. Raises DiskFullError (nothing written)."""
+        fits = min(count, self.index_num - self.index_count)
+        if fits > 0:
+            end = self.entries_at + (self.index_count + fits) * INDEX_ENTRY_SIZE
+            if end > self.file.allocated or fits > self.room:
+                self._allocate(end + ENTRIES_AHEAD)
+        return max(0, fits)
 
     # The header lives in the mapped file only: the compiled append writes it there with
     # each record, and a copy in this object would need reading back after every put.
@@ -81,12 +138,14 @@ class IndexFile:
         return max(1, INT.unpack_from(self.buffer, 36)[0])
 
     def put(self, hashes: list[int], phys: int, store_timestamp: int) -> int:
-        """Add a record's keys, as many as fit; returns how many."""
+        """Add a record's keys, as many as fit where the file has disk blocks (``reserve``
+        gives them); returns how many."""
         buffer, slot_num, entries_at = self.buffer, self.slot_num, self.entries_at
         begin_timestamp, _, begin_phy_offset, _, slot_count, count = HEADER.unpack_from(buffer, 0)
         first = count = max(1, count)
-        if len(hashes) > self.index_num - count:
-            hashes = hashes[: self.index_num - count]
+        room = min(self.index_num, (self.file.allocated - entries_at) // INDEX_ENTRY_SIZE) - count
+        if len(hashes) > room:
+            hashes = hashes[: max(0, room)]
             if not hashes:
                 return 0
         if begin_timestamp <= 0:
@@ -116,6 +175,7 @@ class IndexFile:
         )
         for number, slot_at in enumerate(slot_ats, first):
             SLOT.pack_into(buffer, slot_at, number)
+        self.room -= len(hashes)
         self.dirty = True
         return len(hashes)
 
@@ -152,6 +212,7 @@ class IndexFile:
             self.file.sync()
 
     def close(self) -> None:
+        self.allocated_view.release()  # before the unmap: no view may outlive the mapping
         self.file.close()
 
 
@@ -191,36 +252,35 @@ class IndexService:
             return  # rollbacks are not indexed; below the mark: indexed before a replay
         keys, uniq_key = request.keys, request.uniq_key
         if keys or uniq_key:
-            self.add(
+            hashes = key_hashes(
                 topic_prefix_crc(request.topic),
                 keys.encode() if keys else None,
                 uniq_key.encode() if uniq_key else None,
-                request.commit_log_offset,
-                request.store_timestamp,
             )
+            self.add(hashes, request.commit_log_offset, request.store_timestamp)
 
-    def add(
-        self, topic_crc: int, keys: bytes | None, uniq_key: bytes | None, phys: int, stamp: int
-    ) -> None:
-        """Index one record under UNIQ_KEY and each KEYS token (``topic_crc``: the CRC of
-        ``topic#`` that every hash continues from)."""
-        crc32 = zlib.crc32
-        hashes = [crc32(uniq_key, topic_crc) & 0x7FFFFFFF] if uniq_key else []
-        if keys:
-            for key in keys.split(b" "):
-                if key:
-                    hashes.append(crc32(key, topic_crc) & 0x7FFFFFFF)
+    def reserve(self, count: int) -> None:
+        """Room with disk blocks for ``count`` more keys, made before their record is
+        written: in the newest file, or a new one. Raises FileCreationError (DiskFullError
+        on a full disk) with nothing written."""
+        current = self.files[-1] if self.files else None
+        if current is None or current.reserve(count) < count:
+            self._new_file().reserve(count)
+
+    def add(self, hashes: list[int], phys: int, stamp: int) -> None:
+        """Index one record under its key hashes (``key_hashes``)."""
         current = self.files[-1] if self.files else None
         while hashes:
-            added = current.put(hashes, phys, stamp) if current is not None else 0
-            if not added:
-                try:
+            try:
+                if current is None or not current.reserve(len(hashes)):
                     current = self._new_file()
-                except OSError as exc:
-                    # the record is stored already; as Java's IndexService, the index
-                    # goes without its keys rather than failing the put
-                    log.error("record at %d not indexed: %s", phys, exc)
-                    return
+                    current.reserve(len(hashes))
+            except OSError as exc:
+                # the record is stored already; as Java's IndexService, the index
+                # goes without its keys rather than failing the put
+                log.error("record at %d not indexed: %s", phys, exc)
+                return
+            added = current.put(hashes, phys, stamp)
             hashes = hashes[added:]
 
     def _new_file(self) -> IndexFile:

@@ -63,7 +63,7 @@ from . import retention
 from .checkpoint import Checkpoint
 from .commitlog import WRITER_TOUCH_STEP, CommitLog
 from .consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
-from .index import IndexService, topic_prefix_crc
+from .index import INDEX_LOW_WATER, IndexService, key_hashes, topic_prefix_crc
 from .mapped_file import FileCreationError, PreToucher
 from .mapping import MappingBudget, mapping_limit
 from .recovery import TagsCodeRule, recover
@@ -380,6 +380,8 @@ class MmapStore:
             self.commitlog.room_for_batch(messages, first.topic.encode())
             if self._writes_positions and not first.sys_flag & TRANSACTION_PREPARED:
                 self._queue(first.topic, first.queue_id).reserve(len(messages))
+            if self._writes_index:  # room for every key first: no batch is cut short
+                self.index.reserve(sum(_key_count(message) for message in messages))
         except FileCreationError as exc:  # raised before anything was written
             return self._file_failure_result(exc)
         except ValueError as exc:
@@ -452,8 +454,12 @@ class MmapStore:
             entries = files[-1]
             if entries.buffer is None:  # unmapped while idle: the Python path maps it
                 return None
-            if entries.wrote + len(messages) * ENTRY_SIZE > entries.allocated:
-                return None  # a page without disk blocks: the Python path allocates it
+            entries_end = entries.wrote + len(messages) * ENTRY_SIZE
+            if entries_end > entries.allocated:
+                try:  # disk blocks first: a write to a hole on a full disk is a SIGBUS
+                    entries.allocate_ahead(min(entries.size, entries_end))
+                except FileCreationError:
+                    return None  # the Python path refuses the put
             entries.used = True
             entry_position = entries.wrote
         index_file = None
@@ -462,6 +468,8 @@ class MmapStore:
                 return None
             index_file = self.index.files[-1]
         assert self.kernel is not None
+        # the index file's part with disk blocks: keys past it send the put to the Python
+        # path, which allocates more (a write to a hole on a full disk is a SIGBUS)
         written = self.kernel(
             queue.append_context or self._append_context(queue),
             messages,
@@ -472,7 +480,7 @@ class MmapStore:
             store_time,
             entries.buffer if entries is not None else None,
             entry_position or 0,
-            index_file.buffer if index_file is not None else None,
+            index_file.allocated_view if index_file is not None else None,
         )
         if written is None:
             return None
@@ -485,6 +493,9 @@ class MmapStore:
             entries.wrote = entry_position + len(messages) * ENTRY_SIZE
         if keys and index_file is not None:
             index_file.dirty = True
+            index_file.room -= keys
+            if index_file.room < INDEX_LOW_WATER:
+                index_file.top_up()  # blocks for the next puts' keys, before they come
         end = mapped.start + position
         if self._other_dispatchers and self._others_told(topic, first.queue_id):
             ends = [*offsets[1:], end]
@@ -500,6 +511,12 @@ class MmapStore:
                     raw_dispatch_fields(message),
                 )
         return offsets, queue_offset, end
+
+    def live_config_changed(self) -> None:
+        """The broker changed a live key of ``config`` (maxMessageSize): the compiled
+        append's cached arguments are made again on each queue's next put."""
+        for queue in self._queues.values():
+            queue.append_context = None
 
     def _append_context(self, queue: ConsumeQueue) -> tuple:
         """The compiled append's fixed arguments for ``queue`` (its ``queue`` tuple)."""
@@ -525,28 +542,40 @@ class MmapStore:
         queue = self._queues.get((topic, queue_id)) or self._queue(topic, queue_id)
         if self._writes_positions:
             queue.reserve(1)  # its file before the record: a failure here writes nothing
+        fields = code, keys, uniq_key = raw_dispatch_fields(message)
+        hashes = self._index_room(topic, keys, uniq_key)
         queue_offset = queue.next_offset
         phys, size, sys_flag = self.commitlog.append(
             message, queue.encoded_topic, queue_offset, store_time
         )
         queue.next_offset = queue_offset + 1
-        fields = code, keys, uniq_key = raw_dispatch_fields(message)
         if self._writes_positions:
             queue.append(queue_offset, phys, size, code)
-        if self._writes_index and (keys or uniq_key):
-            self.index.add(topic_prefix_crc(topic), keys, uniq_key, phys, store_time)
+        if hashes:
+            self.index.add(hashes, phys, store_time)
         if self._others_told(topic, queue_id):
             self._tell_others(message, phys, size, store_time, queue_offset, sys_flag, fields)
         return phys, size, queue_offset
 
+    def _index_room(self, topic: str, keys: bytes | None, uniq_key: bytes | None) -> list[int]:
+        """The key hashes of a record about to be written, with room for them made in the
+        index (raises FileCreationError, nothing written, on a full disk)."""
+        if not self._writes_index or not (keys or uniq_key):
+            return []
+        hashes = key_hashes(topic_prefix_crc(topic), keys, uniq_key)
+        self.index.reserve(len(hashes))
+        return hashes
+
     def _append_outside_queues(
         self, message: MessageToStore, store_time: int
     ) -> tuple[int, int, int]:
-        phys, size, sys_flag = self.commitlog.append(message, message.topic.encode(), 0, store_time)
         fields = _, keys, uniq_key = raw_dispatch_fields(message)
         # a rollback is not indexed; a prepared record is, under its keys
-        if self._writes_index and (keys or uniq_key) and not is_rollback(sys_flag):
-            self.index.add(topic_prefix_crc(message.topic), keys, uniq_key, phys, store_time)
+        rollback = is_rollback(message.sys_flag)
+        hashes = None if rollback else self._index_room(message.topic, keys, uniq_key)
+        phys, size, sys_flag = self.commitlog.append(message, message.topic.encode(), 0, store_time)
+        if hashes:
+            self.index.add(hashes, phys, store_time)
         if self._others_told(message.topic, message.queue_id):
             self._tell_others(message, phys, size, store_time, 0, sys_flag, fields)
         return phys, size, 0
@@ -630,31 +659,33 @@ class MmapStore:
             entries = queue.entries(position, scan_left)
             if not entries:
                 break
-            for phys, size, code in ENTRY.iter_unpack(entries):
-                position += 1
-                scan_left -= 1
-                if size == _BLANK_SIZE or (tags is not None and not tag_matches(tags, code)):
-                    continue
-                if records and total + size > max_bytes:
-                    position -= 1
-                    scan_left = 0
-                    break
-                if phys < low or phys + size > high:
-                    mapped = files.find(phys)
-                    if mapped is None:
-                        continue  # removed by retention while queued
-                    mapping, low = mapped.mapping, mapped.start
-                    high = low + mapped.wrote
-                    if phys + size > high:
+            try:
+                for phys, size, code in ENTRY.iter_unpack(entries):
+                    position += 1
+                    scan_left -= 1
+                    if size == _BLANK_SIZE or (tags is not None and not tag_matches(tags, code)):
                         continue
-                at = phys - low
-                records.append(mapping[at : at + size])  # slicing an mmap copies out bytes
-                queue_offsets.append(position - 1)
-                total += size
-                if len(records) >= max_count:
-                    scan_left = 0
-                    break
-            entries.release()  # before any await: the budget may unmap the file after
+                    if records and total + size > max_bytes:
+                        position -= 1
+                        scan_left = 0
+                        break
+                    if phys < low or phys + size > high:
+                        mapped = files.find(phys)
+                        if mapped is None:
+                            continue  # removed by retention while queued
+                        mapping, low = mapped.mapping, mapped.start
+                        high = low + mapped.wrote
+                        if phys + size > high:
+                            continue
+                    at = phys - low
+                    records.append(mapping[at : at + size])  # slicing an mmap copies out bytes
+                    queue_offsets.append(position - 1)
+                    total += size
+                    if len(records) >= max_count:
+                        scan_left = 0
+                        break
+            finally:  # before any await: the budget may unmap the file after
+                entries.release()
         result.next_begin_offset = position
         if records:
             result.status = GetStatus.FOUND
@@ -859,3 +890,11 @@ def _sync_directory(path: Path) -> None:
 
 def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _key_count(message: MessageToStore) -> int:
+    """How many index keys a record has: UNIQ_KEY and each KEYS token (none for a rollback)."""
+    if is_rollback(message.sys_flag):
+        return 0
+    _, keys, uniq_key = raw_dispatch_fields(message)
+    return (1 if uniq_key else 0) + (sum(1 for key in keys.split(b" ") if key) if keys else 0)

@@ -28,6 +28,7 @@ from tests.missing import missing
 STAMP = 1_700_000_000_000
 V4_HOST = pack_host("10.1.2.3", 5000)
 V6_HOST = pack_host("fe80::1", 5000)
+KEYED = b"KEYS\x01k1"  # the first keyed put makes the index file the kernel needs
 
 
 def kernel():
@@ -225,6 +226,39 @@ def test_usual_puts_go_through_the_kernel(tmp_path):
             assert len(found.records) == 5
             keyed = await store.query_by_key("Orders", "k2", 10, 0, 2**62)
             assert len(keyed.records) == 5
+        finally:
+            await store.close()
+
+    anyio.run(main)
+
+
+def test_a_live_max_message_size_reaches_the_kernel(tmp_path):
+    """UPDATE_BROKER_CONFIG maxMessageSize: the broker sets the store's config and tells
+    it (``live_config_changed``); the kernel's cached arguments follow, both ways."""
+    kernel()
+
+    async def main() -> None:
+        store = create_store("mmap", config(tmp_path))
+        await store.open()
+        calls = []
+
+        def counted(*args):
+            written = mmap_store.append_kernel(*args)
+            calls.append(written is not None)
+            return written
+
+        store.kernel = counted
+        try:
+            assert (await store.put(MessageToStore("Live", 0, b"x" * 100, KEYED))).ok  # cached
+            store.config.max_message_size = 8000
+            store.live_config_changed()
+            calls.clear()
+            assert (await store.put(MessageToStore("Live", 0, b"x" * 6000, KEYED))).ok
+            assert calls == [True]  # the kernel took it, no fall back to the Python path
+            store.config.max_message_size = 50
+            store.live_config_changed()
+            refused = await store.put(MessageToStore("Live", 0, b"x" * 100))
+            assert refused.status.name == "MESSAGE_ILLEGAL", refused
         finally:
             await store.close()
 

@@ -4,6 +4,7 @@ stop and start leaves the sparse queue files as sparse as they were."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -158,3 +159,35 @@ async def test_a_restart_after_a_crash_keeps_queue_files_sparse(tmp_path, plugin
     assert {name: after[name] for name in queue_files} == {
         name: before[name] for name in queue_files
     }
+
+
+def keyed(number: int) -> MessageToStore:
+    return MessageToStore("Keyed", 0, b"body-%d" % number, b"KEYS\x01key-%d" % number)
+
+
+def open_paths() -> list[str]:
+    paths = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed meanwhile
+            paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return paths
+
+
+async def test_an_index_file_holds_no_descriptor(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host, max_index_num=64) as store:
+        for number in range(200):  # 64 entries a file: four index files
+            assert (await store.put(keyed(number))).ok
+        assert len(list((tmp_path / "index").iterdir())) >= 4
+        index_directory = str(tmp_path / "index")
+        assert not [path for path in open_paths() if path.startswith(index_directory)]
+        assert (await store.query_by_key("Keyed", "key-7", 8, 0, 1 << 62)).records
+
+
+async def test_an_index_file_gets_disk_blocks_only_ahead_of_its_writer(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host, max_index_num=1_000_000) as store:
+        for number in range(100):
+            assert (await store.put(keyed(number))).ok
+        (index_file,) = (tmp_path / "index").iterdir()
+        assert index_file.stat().st_size > 20_000_000
+        # header and slots (4 KiB) and 64 KiB of entries, not the 20 MB file
+        assert index_file.stat().st_blocks * 512 <= 128 << 10

@@ -2,8 +2,7 @@
 block is a SIGBUS when the disk is full: the whole broker gone. Pages get their blocks
 before they are written, so a full disk refuses the put instead.
 
-The volume is a small tmpfs the test mounts (root only); where it cannot, the test skips
-locally and fails under CI (tests/missing.py).
+The volume is the ``volume`` fixture's small tmpfs (conftest.py).
 """
 
 from __future__ import annotations
@@ -11,12 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-
-import pytest
-
-from tests.missing import missing
-
-VOLUME_MB = 8
 
 WRITER = """
 import os, sys, anyio
@@ -52,23 +45,6 @@ async def main():
 
 anyio.run(main)
 """
-
-
-@pytest.fixture
-def volume(tmp_path):
-    point = tmp_path / "volume"
-    point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={VOLUME_MB}m", "tmpfs", str(point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        missing(f"cannot mount a {VOLUME_MB} MB tmpfs (needs root): {mounted.stderr.strip()}")
-    try:
-        yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 def test_a_put_on_a_full_disk_is_refused_not_a_sigbus(volume):
