@@ -1,12 +1,15 @@
 """``rocketmq broker``, ``standalone`` and ``namesrv`` refuse a bad setup in one line.
 
-Each case runs the real command in a child process and expects what a person can act
-on: exit status 2, one line on stderr naming the path or key (and the fix), no
-traceback. The stores, sockets and files are real.
+Each case runs the real command and expects what a person can act on: exit status 2, one
+line on stderr naming the path or key (and the fix), no traceback. The stores, sockets and
+files are real. Most cases run ``rocketmq_core.cli.main`` in this process (a child process
+costs ~1 s of imports); the cases that read HOME (the standalone data directory, the default
+store) and the clean stops run the command in a child process, end to end.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -15,25 +18,60 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from rocketmq_core.cli import main
 
 STORES = ["mmap", "rocksdb"]
 BROKER_COMMAND = [sys.executable, "-m", "rocketmq_core.cli", "broker"]
 
 
-def rocketmq(*args: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def rocketmq_in_child(*args: str, home: Path, timeout: float = 60) -> Result:
+    """``rocketmq ARGS`` as a user runs it: a process of its own, with ``HOME`` set."""
+    done = subprocess.run(
         [sys.executable, "-m", "rocketmq_core.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         env={**os.environ, "HOME": str(home)},
     )
+    return Result(done.returncode, done.stdout, done.stderr)
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
+@pytest.fixture
+def rocketmq(capsys, caplog):
+    """``rocketmq ARGS`` in this process, through ``cli.main``: what a user would see. On
+    stderr a server also logs (INFO and up, one line per record), so the records caught
+    count as stderr lines; an exception escaping ``main`` fails the test, as a traceback
+    would. HOME is read when the modules are imported, so a case whose outcome depends on
+    HOME uses ``rocketmq_in_child``."""
+    caplog.set_level(logging.INFO)
+
+    def invoke(*args: str) -> Result:
+        capsys.readouterr()
+        caplog.clear()
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors
+            code = exit_.code
+        out, err = capsys.readouterr()
+        logged = "".join(f"{r.levelname} {r.name}: {r.getMessage()}\n" for r in caplog.records)
+        return Result(code, out, err + logged)
+
+    return invoke
+
+
+def assert_one_line_error(result: Result, *needles: str) -> str:
     err = result.stderr
     assert result.returncode == 2, err
     assert "Traceback" not in err and "ExceptionGroup" not in err, err
@@ -51,6 +89,15 @@ def server_args(command: str, conf: Path, *more: str) -> list[str]:
     if command == "namesrv" and "--listen" not in more:
         args += ["--listen", "127.0.0.1:0"]
     return args
+
+
+def run_server(rocketmq, command: str, conf: Path, *more: str, home: Path) -> Result:
+    """A server command that gets past its config: ``standalone`` then checks its data
+    directory under HOME, so it runs in a child process with ``home``; the rest in-process."""
+    args = server_args(command, conf, *more)
+    if command == "standalone":
+        return rocketmq_in_child(*args, home=home)
+    return rocketmq(*args)
 
 
 def broker_conf(tmp_path: Path, *lines: str) -> Path:
@@ -100,31 +147,31 @@ def regular_file(tmp_path):
 
 @pytest.mark.parametrize("command", ["broker", "standalone"])
 @pytest.mark.parametrize("store", STORES)
-def test_a_read_only_store_directory_is_one_line(tmp_path, read_only_dir, command, store):
+def test_a_read_only_store_directory_is_one_line(tmp_path, read_only_dir, rocketmq, command, store):
     root = read_only_dir / "store"
     conf = broker_conf(tmp_path, f"storePathRootDir={root}")
-    result = rocketmq(*server_args(command, conf, "--store", store), home=tmp_path)
+    result = run_server(rocketmq, command, conf, "--store", store, home=tmp_path)
     assert_one_line_error(result, "storePathRootDir", str(root), "not writable", "chmod")
     assert not root.exists()
 
 
 @pytest.mark.parametrize("command", ["broker", "standalone"])
-def test_a_store_path_through_a_file_is_one_line(tmp_path, regular_file, command):
+def test_a_store_path_through_a_file_is_one_line(tmp_path, regular_file, rocketmq, command):
     root = regular_file / "store"
     conf = broker_conf(tmp_path, f"storePathRootDir={root}")
-    result = rocketmq(*server_args(command, conf), home=tmp_path)
+    result = run_server(rocketmq, command, conf, home=tmp_path)
     assert_one_line_error(result, "storePathRootDir", str(root), f"{regular_file} is a file")
 
 
 @pytest.mark.parametrize("command", ["broker", "standalone"])
-def test_a_store_path_that_is_a_file_is_one_line(tmp_path, regular_file, command):
+def test_a_store_path_that_is_a_file_is_one_line(tmp_path, regular_file, rocketmq, command):
     conf = broker_conf(tmp_path, f"storePathRootDir={regular_file}")
-    result = rocketmq(*server_args(command, conf), home=tmp_path)
+    result = run_server(rocketmq, command, conf, home=tmp_path)
     assert_one_line_error(result, f"storePathRootDir {regular_file} is a file")
 
 
 @pytest.mark.parametrize("store", STORES)
-def test_store_files_left_unwritable_are_named(tmp_path, store):
+def test_store_files_left_unwritable_are_named(tmp_path, rocketmq, store):
     """A store an earlier run (another user, say) left with a file this user cannot write."""
     root = tmp_path / "store"
     conf = broker_conf(tmp_path, f"storePathRootDir={root}", "mappedFileSizeCommitLog=4194304")
@@ -136,7 +183,7 @@ def test_store_files_left_unwritable_are_named(tmp_path, store):
     if immutable:
         subprocess.run(["chattr", "+i", str(victim)], check=True)
     try:
-        result = rocketmq("broker", "-c", str(conf), "--store", store, home=tmp_path)
+        result = rocketmq("broker", "-c", str(conf), "--store", store)
     finally:
         if immutable:
             subprocess.run(["chattr", "-i", str(victim)], check=True)
@@ -145,30 +192,30 @@ def test_store_files_left_unwritable_are_named(tmp_path, store):
 
 def test_standalone_with_an_unwritable_home_says_to_set_home(tmp_path, read_only_dir):
     conf = broker_conf(tmp_path, f"storePathRootDir={tmp_path / 'store'}")
-    result = rocketmq(*server_args("standalone", conf), home=read_only_dir)
+    result = rocketmq_in_child(*server_args("standalone", conf), home=read_only_dir)
     assert_one_line_error(result, str(read_only_dir / "rocketmq-py"), "set HOME")
 
 
 # --- the name server's files ------------------------------------------------------------------
 
 
-def test_namesrv_kv_config_in_a_read_only_directory_is_one_line(tmp_path, read_only_dir):
+def test_namesrv_kv_config_in_a_read_only_directory_is_one_line(tmp_path, read_only_dir, rocketmq):
     kv = read_only_dir / "kvConfig.json"
     conf = namesrv_conf(tmp_path, f"kvConfigPath={kv}")
-    result = rocketmq(*server_args("namesrv", conf), home=tmp_path)
+    result = rocketmq(*server_args("namesrv", conf))
     assert_one_line_error(result, "kvConfigPath", str(kv), "not writable")
 
 
-def test_namesrv_kv_config_through_a_file_is_one_line(tmp_path, regular_file):
+def test_namesrv_kv_config_through_a_file_is_one_line(tmp_path, regular_file, rocketmq):
     kv = regular_file / "kvConfig.json"
     conf = namesrv_conf(tmp_path, f"kvConfigPath={kv}")
-    result = rocketmq(*server_args("namesrv", conf), home=tmp_path)
+    result = rocketmq(*server_args("namesrv", conf))
     assert_one_line_error(result, "kvConfigPath", str(kv), f"{regular_file} is a file")
 
 
-def test_namesrv_kv_config_that_is_a_directory_is_one_line(tmp_path):
+def test_namesrv_kv_config_that_is_a_directory_is_one_line(tmp_path, rocketmq):
     conf = namesrv_conf(tmp_path, f"kvConfigPath={tmp_path}")
-    result = rocketmq(*server_args("namesrv", conf), home=tmp_path)
+    result = rocketmq(*server_args("namesrv", conf))
     assert_one_line_error(result, f"kvConfigPath {tmp_path} is a directory")
 
 
@@ -177,14 +224,14 @@ def test_namesrv_kv_config_that_is_a_directory_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("command", ["broker", "standalone", "namesrv"])
 @pytest.mark.parametrize("kind", ["missing", "a directory"])
-def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path, command, kind):
+def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path, rocketmq, command, kind):
     conf = tmp_path / "absent.conf" if kind == "missing" else tmp_path
-    result = rocketmq(*server_args(command, conf), home=tmp_path)
+    result = rocketmq(*server_args(command, conf))
     assert_one_line_error(result, "cannot read the config file", str(conf), "-c")
 
 
 @pytest.mark.parametrize("command", ["broker", "standalone", "namesrv"])
-def test_a_listen_port_in_use_is_one_line(tmp_path, command):
+def test_a_listen_port_in_use_is_one_line(tmp_path, rocketmq, command):
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
@@ -195,7 +242,10 @@ def test_a_listen_port_in_use_is_one_line(tmp_path, command):
             conf = broker_conf(tmp_path, f"storePathRootDir={tmp_path / 'store'}")
             conf.write_text(conf.read_text() + f"listenPort={port}\n")
             args = server_args(command, conf)
-        result = rocketmq(*args, home=tmp_path)
+        if command == "standalone":
+            result = rocketmq_in_child(*args, home=tmp_path)  # its name server's files: HOME
+        else:
+            result = rocketmq(*args)
     assert_one_line_error(result, f":{port}", "in use", "choose another port")
 
 
@@ -213,9 +263,9 @@ def test_a_listen_port_in_use_is_one_line(tmp_path, command):
         ("diskMaxUsedSpaceRatio=150", ["diskMaxUsedSpaceRatio must be between 0 and 100"]),
     ],
 )
-def test_a_bad_broker_value_is_one_line(tmp_path, command, line, needles):
+def test_a_bad_broker_value_is_one_line(tmp_path, rocketmq, command, line, needles):
     conf = broker_conf(tmp_path, f"storePathRootDir={tmp_path / 'store'}", line)
-    result = rocketmq(*server_args(command, conf), home=tmp_path)
+    result = rocketmq(*server_args(command, conf))
     assert_one_line_error(result, *needles)
     assert not (tmp_path / "store").exists()
 
@@ -228,9 +278,9 @@ def test_a_bad_broker_value_is_one_line(tmp_path, command, line, needles):
         ("scanNotActiveBrokerInterval=-5", ["scanNotActiveBrokerInterval must be 1 or more"]),
     ],
 )
-def test_a_bad_namesrv_value_is_one_line(tmp_path, line, needles):
+def test_a_bad_namesrv_value_is_one_line(tmp_path, rocketmq, line, needles):
     conf = namesrv_conf(tmp_path, f"kvConfigPath={tmp_path / 'kv.json'}", line)
-    result = rocketmq("namesrv", "-c", str(conf), home=tmp_path)
+    result = rocketmq("namesrv", "-c", str(conf))
     assert_one_line_error(result, *needles)
 
 
@@ -241,7 +291,8 @@ def test_a_bad_namesrv_value_is_one_line(tmp_path, line, needles):
 def test_a_misspelt_broker_key_is_refused_with_a_suggestion(tmp_path, command):
     store = tmp_path / "my-store"
     conf = broker_conf(tmp_path, f"storePathRotDir={store}", "listenPrt=20921")
-    result = rocketmq(*server_args(command, conf), home=tmp_path)
+    # in a child: the defaults it must not have created (HOME/store, HOME/rocketmq-py) are HOME's
+    result = rocketmq_in_child(*server_args(command, conf), home=tmp_path)
     assert_one_line_error(
         result,
         "storePathRotDir (did you mean storePathRootDir?)",
@@ -253,7 +304,8 @@ def test_a_misspelt_broker_key_is_refused_with_a_suggestion(tmp_path, command):
 
 def test_allow_unknown_keys_starts_with_a_warning(tmp_path):
     conf = broker_conf(tmp_path, f"storePathRotDir={tmp_path / 'my-store'}")
-    result = rocketmq("broker", "-c", str(conf), "--allow-unknown-keys", "-p", home=tmp_path)
+    args = ("broker", "-c", str(conf), "--allow-unknown-keys", "-p")
+    result = rocketmq_in_child(*args, home=tmp_path)  # the default store is under HOME
     assert result.returncode == 0, result.stderr
     assert "ignoring unknown keys: storePathRotDir (did you mean storePathRootDir?)" in (
         result.stderr
@@ -261,20 +313,20 @@ def test_allow_unknown_keys_starts_with_a_warning(tmp_path):
     assert f"storePathRootDir={tmp_path / 'store'}\n" in result.stdout  # the default stays
 
 
-def test_java_keys_we_do_not_implement_are_a_warning_only(tmp_path):
+def test_java_keys_we_do_not_implement_are_a_warning_only(tmp_path, rocketmq):
     # RocketMQ 5 keys: one we lack (a warning), one that is meaningless here (silent)
     conf = broker_conf(tmp_path, "storePathEpochFile=/data/epoch", "sendMessageThreadPoolNums=4")
-    result = rocketmq("broker", "-c", str(conf), "-p", home=tmp_path)
+    result = rocketmq("broker", "-c", str(conf), "-p")
     assert result.returncode == 0, result.stderr
     assert "does not implement: storePathEpochFile" in result.stderr
     assert "sendMessageThreadPoolNums" not in result.stderr
 
 
-def test_a_misspelt_namesrv_key_is_refused_unless_allowed(tmp_path):
+def test_a_misspelt_namesrv_key_is_refused_unless_allowed(tmp_path, rocketmq):
     conf = namesrv_conf(tmp_path, "listenPrt=9999", "serverWorkerThreads=8")
-    refused = rocketmq("namesrv", "-c", str(conf), "-p", home=tmp_path)
+    refused = rocketmq("namesrv", "-c", str(conf), "-p")
     assert_one_line_error(refused, f"{conf}: unknown key listenPrt (did you mean listenPort?)")
-    allowed = rocketmq("namesrv", "-c", str(conf), "-p", "--allow-unknown-keys", home=tmp_path)
+    allowed = rocketmq("namesrv", "-c", str(conf), "-p", "--allow-unknown-keys")
     assert allowed.returncode == 0, allowed.stderr
     assert "listenPort=9876\n" in allowed.stdout
     assert "listenPrt (did you mean listenPort?)" in allowed.stderr

@@ -102,6 +102,10 @@ async def wait_for(condition, process: subprocess.Popen, log: Path, timeout: flo
         pytest.fail(f"timed out after {timeout} s; the consumer's log:\n{log.read_text()}")
 
 
+# the consumers are child processes and the broker an EmbeddedCluster, both on asyncio
+# whatever the test's backend: a trio run would only repeat the producer, which
+# test_producer covers on both
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_killed_consumer_process_is_succeeded_without_loss_and_few_duplicates(
     cluster, tmp_path
 ):
