@@ -14,8 +14,8 @@ from rocketmq_core.store.loader import create_store
 from rocketmq_core.testing.store_crash import run_crash_cycles, soak_cycles
 
 BACKENDS = ("asyncio", "trio")
-SYNC_CYCLES = soak_cycles(7)  # per backend; `tox -e soak` runs many more
-ASYNC_CYCLES = soak_cycles(4)  # per backend
+SYNC_CYCLES = soak_cycles(4)  # per backend; `tox -e soak` runs ten times as many
+ASYNC_CYCLES = soak_cycles(3)  # per backend
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
