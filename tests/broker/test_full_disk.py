@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -26,7 +22,7 @@ from rocketmq_core.protocol.message import iter_records
 from rocketmq_core.remoting.client import RemotingClient
 from tests.cpp_client import load_cpp_client
 from tests.interop.cpp import message, producer
-from tests.missing import missing
+from tests.processes import StandaloneProcess, tmpfs
 
 from .wire import pull_request, send_request
 
@@ -37,74 +33,19 @@ JAVA_DISK_FULL = (
     "service not available now. It may be caused by one of the following reasons:"
     " the broker's disk is full ["
 )
-READY = re.compile(rb"ready: name server (\S+), broker (\S+) ")
 
 
 @pytest.fixture
 def volume(tmp_path):
     """A tmpfs of VOLUME_MB, unmounted afterwards."""
-    point = tmp_path / "volume"
-    point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={VOLUME_MB}m", "tmpfs", str(point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        missing(f"cannot mount a {VOLUME_MB} MB tmpfs (needs root): {mounted.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "volume", VOLUME_MB) as point:
         yield point
-    finally:
-        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
-class StandaloneProcess:
-    """``rocketmq standalone`` on the volume, in a process of its own (kill -9 able)."""
-
-    def __init__(self, tmp_path: Path, store: Path) -> None:
-        self.conf = tmp_path / "broker.conf"
-        self.conf.write_text(
-            f"storePathRootDir={store}\nlistenPort=0\nmappedFileSizeCommitLog={4 << 20}\n"
-        )
-        self.log = tmp_path / "standalone.log"
-        self.env = {**os.environ, "HOME": str(tmp_path)}  # the name server's files go there
-        self.process: subprocess.Popen | None = None
-        self.broker = self.namesrv = ""
-        self.started = 0  # ready lines in the log: one per start
-
-    def start(self, timeout: float = 15.0) -> None:
-        command = ["standalone", "-c", str(self.conf), "--namesrv-listen", "127.0.0.1:0"]
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "rocketmq_core.cli", *command],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready = READY.findall(self.log.read_bytes())
-            if len(ready) > self.started:
-                self.namesrv, self.broker = (part.decode() for part in ready[-1])
-                self.started = len(ready)
-                return
-            if self.process.poll() is not None:
-                pytest.fail(f"the broker exited {self.process.returncode}:\n{self.output()}")
-            time.sleep(0.05)
-        pytest.fail(f"the broker did not start in {timeout} s:\n{self.output()}")
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
-
-    def stop(self) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=15)
+def standalone(tmp_path: Path, store: Path) -> StandaloneProcess:
+    """``rocketmq standalone`` with its store on the volume (kill -9 able)."""
+    conf = f"storePathRootDir={store}\nlistenPort=0\nmappedFileSizeCommitLog={4 << 20}\n"
+    return StandaloneProcess(tmp_path, conf)
 
 
 def fill(volume: Path) -> Path:
@@ -146,7 +87,7 @@ async def until_accepted(client: RemotingClient, address: str, body: bytes, with
 async def test_full_volume_refuses_sends_serves_pulls_and_recovers_without_restart(
     volume, tmp_path, plugin_host
 ):
-    broker = StandaloneProcess(tmp_path, volume / "store")
+    broker = standalone(tmp_path, volume / "store")
     broker.start()
     try:
         async with RemotingClient(plugin_host.registry.transports.get("tcp")) as client:
@@ -193,7 +134,7 @@ def test_the_cpp_client_gets_the_disk_full_answer_and_the_route_stays(volume, tm
     from rocketmq.exceptions import ProducerSendSyncFailed  # the wheel loaded: so does this
 
     client_log = Path.home() / "logs" / "rocketmq-cpp" / f"{os.getpid()}_rocketmq-cpp.log.0"
-    broker = StandaloneProcess(tmp_path, volume / "store")
+    broker = standalone(tmp_path, volume / "store")
     broker.start()
     try:
         with producer(client, broker.namesrv, "PID-full-disk") as sender:

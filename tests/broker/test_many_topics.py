@@ -4,13 +4,7 @@ the same limit with every topic's messages there (issue 27, findings 1 and 2).""
 
 from __future__ import annotations
 
-import os
-import re
 import resource
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -18,12 +12,12 @@ import pytest
 
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import MQClientError, Producer
+from tests.processes import StandaloneProcess
 
 pytestmark = pytest.mark.anyio
 
 OPEN_FILES = 256
 NEW_TOPICS = 2_000
-READY = re.compile(rb"ready: name server (\S+), broker (\S+) ")
 
 
 def limit_open_files() -> None:
@@ -31,59 +25,12 @@ def limit_open_files() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
 
 
-class LimitedStandalone:
+def limited_standalone(tmp_path: Path) -> StandaloneProcess:
     """``rocketmq standalone`` in a process of its own, with OPEN_FILES descriptors."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.conf = tmp_path / "broker.conf"
-        self.conf.write_text(
-            f"storePathRootDir={tmp_path / 'store'}\nlistenPort=0\n"
-            f"mappedFileSizeCommitLog={16 << 20}\n"
-        )
-        self.log = tmp_path / "standalone.log"
-        self.env = {**os.environ, "HOME": str(tmp_path)}
-        self.process: subprocess.Popen | None = None
-        self.namesrv = self.broker = ""
-        self.started = 0
-
-    def start(self, timeout: float = 15.0) -> None:
-        command = ["standalone", "-c", str(self.conf), "--namesrv-listen", "127.0.0.1:0"]
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "rocketmq_core.cli", *command],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                preexec_fn=limit_open_files,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready = READY.findall(self.log.read_bytes())
-            if len(ready) > self.started:
-                self.namesrv, self.broker = (part.decode() for part in ready[-1])
-                self.started = len(ready)
-                return
-            if self.process.poll() is not None:
-                pytest.fail(f"the broker exited {self.process.returncode}:\n{self.output()}")
-            time.sleep(0.05)
-        pytest.fail(f"the broker did not start in {timeout} s:\n{self.output()}")
-
-    def descriptors(self) -> int:
-        assert self.process is not None
-        return len(os.listdir(f"/proc/{self.process.pid}/fd"))
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-    def stop(self) -> int:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=15)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+    conf = (
+        f"storePathRootDir={tmp_path / 'store'}\nlistenPort=0\nmappedFileSizeCommitLog={16 << 20}\n"
+    )
+    return StandaloneProcess(tmp_path, conf, preexec_fn=limit_open_files)
 
 
 async def send_to_new_topics(producer: Producer, topics: list[str]) -> list[str]:
@@ -106,7 +53,7 @@ async def send_to_new_topics(producer: Producer, topics: list[str]) -> list[str]
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the broker is the subject, not the SDK
 async def test_a_broker_at_256_open_files_takes_2000_new_topics_and_restarts(tmp_path):
-    broker = LimitedStandalone(tmp_path)
+    broker = limited_standalone(tmp_path)
     broker.start()
     try:
         topics = [f"Many{number:05d}" for number in range(NEW_TOPICS)]
