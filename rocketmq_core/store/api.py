@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import StoreError
 from ..protocol.codes import ResponseCode
 from ..protocol.message import StoredMessage, encode_properties, offset_msg_id, pack_host
 
@@ -134,6 +135,33 @@ class PutResult:
     store_host: bytes = b""
     # the log offset ``put`` waits to be on disk before answering; -1: nothing to wait for
     flush_to: int = -1
+
+    @classmethod
+    def written(
+        cls,
+        commit_log_offsets: list[int],
+        queue_offset: int,
+        store_timestamp: int,
+        store_host: bytes,
+        flush_to: int = -1,
+    ) -> PutResult:
+        """PUT_OK: records appended at ``commit_log_offsets`` (one or more, in log order),
+        the first at ``queue_offset`` of its queue."""
+        return cls(
+            PutStatus.PUT_OK,
+            commit_log_offsets[0],
+            queue_offset,
+            commit_log_offsets,
+            store_timestamp,
+            "",
+            store_host,
+            flush_to,
+        )
+
+    @classmethod
+    def refused(cls, status: PutStatus, remark: str) -> PutResult:
+        """Nothing was written: ``status`` and the reason the producer is shown."""
+        return cls(status, remark=remark)
 
     @property
     def ok(self) -> bool:
@@ -344,5 +372,5 @@ class HasIndex(Protocol):
         """Index the record's keys (the ``index`` dispatcher)."""
 
 
-class StoreClosedError(RuntimeError):
+class StoreClosedError(StoreError, RuntimeError):
     """The store was closed; nothing more can be put or read."""

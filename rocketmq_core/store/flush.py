@@ -16,10 +16,16 @@ PAGE_SIZE = 4096
 
 
 class FlushPolicy(Protocol):
-    name: str
+    # read-only (properties), so that a frozen dataclass is a FlushPolicy
+    @property
+    def name(self) -> str: ...
+
     # puts wait until their bytes are durable (group commit), up to ``timeout`` seconds
-    waits: bool
-    timeout: float
+    @property
+    def waits(self) -> bool: ...
+
+    @property
+    def timeout(self) -> float: ...
 
     def delay(self, dirty_bytes: int, since_last_flush: float, waiters: int) -> float:
         """Seconds until the next flush; 0 means flush now."""

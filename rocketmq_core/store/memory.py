@@ -20,13 +20,12 @@ from .api import (
     GetStatus,
     MessageToStore,
     PutResult,
-    PutStatus,
     QueryResult,
     StoreClosedError,
     StoreConfig,
     TagFilter,
 )
-from .common import (
+from .rules import (
     StoreClock,
     batch_refusal,
     dispatch_fields,
@@ -105,16 +104,12 @@ class MemoryStore:
         if refused is not None:
             return refused
         store_time = self.clock.now()
-        result = PutResult(
-            PutStatus.PUT_OK, store_timestamp=store_time, store_host=self.config.store_host
-        )
-        for message in messages:
-            phys, queue_offset = self._append(message, store_time)
-            if result.commit_log_offset < 0:
-                result.commit_log_offset, result.queue_offset = phys, queue_offset
-            result.commit_log_offsets.append(phys)
+        appended = [self._append(message, store_time) for message in messages]
         self._puts += len(messages)
-        return result
+        first_queue_offset = appended[0][1]
+        return PutResult.written(
+            [phys for phys, _ in appended], first_queue_offset, store_time, self.config.store_host
+        )
 
     def _append(self, message: MessageToStore, store_time: int) -> tuple[int, int]:
         queue_offset = 0  # prepared and rolled-back records: no queue, offset 0

@@ -85,7 +85,7 @@ class DiskGuard:
 
     def refusal(self) -> PutResult | None:
         if self.refusing is not None:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=self.refusing)
+            return PutResult.refused(PutStatus.SERVICE_NOT_AVAILABLE, self.refusing)
         return None
 
     def update(self, decision: CleanupDecision) -> None:

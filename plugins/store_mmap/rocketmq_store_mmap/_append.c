@@ -186,7 +186,7 @@ static int is_name(const uint8_t *name, Py_ssize_t length, const char *expected)
     return length == n && memcmp(name, expected, (size_t)n) == 0;
 }
 
-/* TAGS, KEYS and UNIQ_KEY of a message, as store.common.raw_dispatch_fields reads them */
+/* TAGS, KEYS and UNIQ_KEY of a message, as store.rules.raw_dispatch_fields reads them */
 static int read_properties(Message *message, int has_tags_code, PyObject *tags_code_of) {
     const uint8_t *at = (const uint8_t *)PyBytes_AS_STRING(message->properties);
     const uint8_t *end = at + PyBytes_GET_SIZE(message->properties);

@@ -8,10 +8,12 @@ from pathlib import Path
 
 from .mapped_file import MappedFile, MappedFileQueue, file_name
 from .mapping import MappingBudget
+from .queue_ends import NEVER
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size  # 20
-_BLANK_ENTRY = ENTRY.pack(0, 0x7FFFFFFF, 0)  # a hole before the first real entry
+_BLANK_SIZE = 0x7FFFFFFF
+_BLANK_ENTRY = ENTRY.pack(0, _BLANK_SIZE, 0)  # a hole before the first real entry
 # whole entries and whole pages: all that an idle queue's file holds, in one read
 _SCAN_CHUNK = ENTRY_SIZE * 4096
 RECOVERED_FILES = 3  # recovery checks the newest files only; the older ones are full (as Java)
@@ -173,12 +175,24 @@ class ConsumeQueue:
         end = min(mapped.wrote, position + count * ENTRY_SIZE)
         return mapped.view()[position:end]
 
-    def last_phys_end(self) -> int:
-        """The CommitLog offset just after the last record this queue refers to."""
-        if self.max_offset <= self.min_offset:
-            return -1
-        entry = self.entry(self.max_offset - 1)
-        return entry[0] + entry[1] if entry is not None else -1
+    def retention_mark(self) -> int:
+        """The lowest CommitLog min offset at which ``delete_expired`` changes this queue:
+        the record at its min offset falls below it, or every record of its oldest file
+        (one file is never deleted). NEVER when neither can happen."""
+        mark = NEVER
+        if self.min_offset < self.max_offset:
+            entry = self.entry(self.min_offset)
+            mark = 0 if entry is None or entry[1] == _BLANK_SIZE else entry[0] + 1
+        files = self.files.files
+        if len(files) > 1:
+            first = files[0]
+            phys, size, _ = ENTRY.unpack(first.read(first.size - ENTRY_SIZE, ENTRY_SIZE))
+            mark = min(mark, phys + size)
+        return mark
+
+    def dirty_files(self) -> list[MappedFile]:
+        """Files with entries written since their last sync."""
+        return [mapped for mapped in self.files.files if mapped.flushed < mapped.wrote]
 
     def truncate_from_phys(self, phys_end: int) -> None:
         """Drop entries that refer at or after ``phys_end`` (the CommitLog was cut there)."""
@@ -213,9 +227,6 @@ class ConsumeQueue:
             deleted += 1
         self.correct_min_offset(commit_log_min)
         return deleted
-
-    def sync(self) -> None:
-        self.files.sync()
 
     def close(self) -> None:
         self.files.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.store.api import DispatchRequest
-from rocketmq_core.store.common import is_rollback
+from rocketmq_core.store.rules import is_rollback
 
 from .mapped_file import MappedFile
 

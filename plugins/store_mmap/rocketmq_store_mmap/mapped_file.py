@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from rocketmq_core.errors import ConfigError, StoreError
+
 from .mapping import FileMapping, MappingBudget
 
 log = logging.getLogger("rocketmq.store.mmap")
@@ -30,9 +32,20 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 _madvise = _libc.madvise
 _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 _madvise.restype = ctypes.c_int
+_syncfs = _libc.syncfs
+_syncfs.argtypes = (ctypes.c_int,)
+_syncfs.restype = ctypes.c_int
+
+# dirty files above which one syncfs(2) of the whole file system replaces one fdatasync
+# per file. Measured on our VM: an fdatasync of a queue file (open, sync, close) costs
+# 0.4 to 2.7 ms, so closing after 10,000 queues got one entry each took 4 to 27 s (9.4 s
+# in benchmarks/restart_many_topics.py); one syncfs of the same files took 1.3 s, and the
+# close 3.4 s. Below the threshold per-file syncs cost less, and do not wait for other
+# writers' dirty data on the same file system.
+SYNCFS_ABOVE = 64
 
 
-class FileCreationError(OSError):
+class FileCreationError(StoreError, OSError):
     """A store file could not be created or mapped (no space, no descriptors, no
     mappings left): the write that needed it is refused, nothing is corrupted."""
 
@@ -329,6 +342,32 @@ class MappedFile:
         self.path.unlink(missing_ok=True)
 
 
+def sync_files(files: list[MappedFile], directory: Path) -> None:
+    """Make the written bytes of ``files`` durable: each with fdatasync when there are
+    few, else one syncfs(2) of the file system that holds ``directory`` (blocking)."""
+    if len(files) <= SYNCFS_ABOVE:
+        for mapped in files:
+            mapped.sync()
+        return
+    # the writer may go on meanwhile: only what was written before the call is durable
+    targets = [mapped.wrote for mapped in files]
+    sync_file_system(directory)
+    for mapped, target in zip(files, targets, strict=True):
+        mapped.flushed = max(mapped.flushed, target)
+
+
+def sync_file_system(directory: Path) -> None:
+    """syncfs(2): every dirty page and inode of the file system holding ``directory``,
+    mapped pages included, on disk; raises OSError with the write-back error (Linux 5.8+)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            number = ctypes.get_errno()
+            raise OSError(number, f"syncfs of {directory}: {os.strerror(number)}")
+    finally:
+        os.close(fd)
+
+
 ZERO_CHUNK = 1 << 20
 
 
@@ -383,8 +422,10 @@ class MappedFileQueue:
         for path in names:
             start = int(path.name)
             if start % self.file_size:
-                raise ValueError(
+                # a user's mistake (a copied or renamed file), not damage: one line at start
+                raise ConfigError(
                     f"{path}: its offset is not a multiple of the file size {self.file_size}"
+                    " (a file renamed or copied in by hand?); move it out of the store"
                 )
             mapped = MappedFile(
                 path,
@@ -466,11 +507,6 @@ class MappedFileQueue:
         """Take the oldest file out of the queue; ``remove()`` it off the event loop."""
         return self.files.pop(0)
 
-    def sync(self) -> None:
-        for mapped in self.files:
-            if mapped.flushed < mapped.wrote:
-                mapped.sync()
-
     def close(self) -> None:
         for mapped in self.files:
             mapped.close()
@@ -506,8 +542,8 @@ class PreToucher:
         _run_only_when_idle()
         while not self._stopping.is_set():
             last = self.files.last
-            behind = last is not None and last.touched - last.wrote < self.ahead
-            if behind and last.touched < last.size:
+            # behind the writer by less than ``ahead``, and not at the end of the file
+            if last is not None and last.touched < min(last.wrote + self.ahead, last.size):
                 try:
                     last.pre_touch(self.step)
                 except (OSError, ValueError) as exc:  # unmapped meanwhile: try the next

@@ -4,6 +4,7 @@
     <root>/consumequeue/<topic>/<queue>/<...>   20-byte entries per queue offset
     <root>/index/<yyyyMMddHHmmssSSS>            key index
     <root>/checkpoint, abort, lock, config/
+    <root>/queue_ends                           each queue's ends at the last clean stop
 
 One event loop owns the store. Appends and dispatch run inline in ``put`` (no reput
 thread: a message is in its consume queue when ``put`` returns); fdatasync, file
@@ -19,12 +20,12 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.message import TRANSACTION_PREPARED, tags_code_of
@@ -42,7 +43,10 @@ from rocketmq_core.store.api import (
     StoreConfig,
     TagFilter,
 )
-from rocketmq_core.store.common import (
+from rocketmq_core.store.flush import AsyncFlush, FlushPolicy
+from rocketmq_core.store.flusher import Flusher
+from rocketmq_core.store.retention import DiskGuard
+from rocketmq_core.store.rules import (
     StoreClock,
     batch_refusal,
     decode_dispatch_fields,
@@ -55,17 +59,15 @@ from rocketmq_core.store.common import (
     tag_matches,
     waits_for_flush,
 )
-from rocketmq_core.store.flush import AsyncFlush, FlushPolicy
-from rocketmq_core.store.flusher import Flusher
-from rocketmq_core.store.retention import DiskGuard
 
-from . import retention
+from . import queue_ends, retention
 from .checkpoint import Checkpoint
 from .commitlog import WRITER_TOUCH_STEP, CommitLog
 from .consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .index import INDEX_LOW_WATER, IndexService, key_hashes, topic_prefix_crc
-from .mapped_file import FileCreationError, PreToucher
+from .mapped_file import FileCreationError, MappedFile, PreToucher, sync_files
 from .mapping import MappingBudget, mapping_limit
+from .queue_ends import QueueEnds, QueueEndsSummary
 from .recovery import TagsCodeRule, recover
 
 log = logging.getLogger("rocketmq.store.mmap")
@@ -94,6 +96,7 @@ PRE_TOUCH_AHEAD = 32 << 20  # keep this much of the CommitLog faulted in ahead o
 PRE_TOUCH_STEP = 1 << 20
 PREPARE_INTERVAL = 0.01  # the writer can go through ~1 MiB in this time
 _BLANK_SIZE = 0x7FFFFFFF
+QUEUE_ENDS = "queue_ends"  # the summary a clean stop leaves in the store root (queue_ends.py)
 
 
 class MmapStore:
@@ -110,6 +113,9 @@ class MmapStore:
         self.checkpoint = Checkpoint(root / "checkpoint")
         self.tags_code_rules: list[TagsCodeRule] = []  # e.g. delivery times of delayed topics
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        # queues known from the last clean stop's summary, their files not loaded yet:
+        # loaded on first use (``_wake``), answered from here meanwhile
+        self._dormant: dict[tuple[str, int], QueueEnds] = {}
         # consume-queue files mapped at once: idle ones are unmapped (mapping.py)
         self.mappings = MappingBudget(mapping_limit(config.max_mapped_consume_queue_files))
         self._dispatchers: list[Dispatcher] = []  # all of them: recovery tells each
@@ -119,8 +125,8 @@ class MmapStore:
         # with their ``wants(topic, queue_id)``, None for those that want every record
         self._other_dispatchers: list[tuple[Dispatcher, QueueFilter | None]] = []
         self._flusher: Flusher | None = None
-        self._pre_toucher: PreToucher | None = None
-        self._task_group: TaskGroup | None = None
+        # what open() entered, each with what undoes it; close() unwinds it
+        self._lifetime = AsyncExitStack()
         self._lock_fd: int | None = None
         self._opened = False
         self._closed = False
@@ -135,60 +141,89 @@ class MmapStore:
     # --- lifecycle -------------------------------------------------------------------------
 
     async def open(self) -> None:
+        try:
+            await self._enter(self._lifetime)
+        except BaseException:
+            await self._lifetime.aclose()  # a failed open leaves nothing held
+            raise
+
+    async def _enter(self, lifetime: AsyncExitStack) -> None:
+        """Open the store; each step pushes onto ``lifetime`` what undoes it, so that
+        unwinding it (at close, or when a later step fails) undoes them in reverse."""
         # in the event loop's thread: recovery calls the dispatchers, which may be
         # the broker's and expect to run there
-        self._open_files()
+        self._open_files(lifetime)
         # a disk already full refuses puts from the first one
         self.disk.check(time.time(), manual=False)
-        self._flusher = Flusher(
+        flusher = self._flusher = Flusher(
             self.policy,
             written=lambda: self.commitlog.max_offset,
             sync=self.commitlog.sync,
             flushed=self.commitlog.max_offset,
         )
-        self._opened = True
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
-        await self._task_group.start(self._flusher.run)
-        self._task_group.start_soon(self._flush_logics_periodically)
-        self._task_group.start_soon(self._prepare_next_file)
-        self._pre_toucher = PreToucher(
+        # pushed before the tasks: it runs once they have stopped, when nothing writes
+        lifetime.push_async_callback(_in_worker, self._write_clean_stop)
+        tasks = await lifetime.enter_async_context(anyio.create_task_group())
+        lifetime.callback(tasks.cancel_scope.cancel)  # the tasks are told to stop first
+        await tasks.start(flusher.run)
+        tasks.start_soon(self._flush_logics_periodically)
+        tasks.start_soon(self._prepare_next_file)
+        tasks.start_soon(self._clean_periodically)
+        tasks.start_soon(self.disk.watch)  # writes resume once space is freed
+        pre_toucher = PreToucher(
             self.commitlog.files, PRE_TOUCH_AHEAD, PRE_TOUCH_STEP, PREPARE_INTERVAL
         )
-        self._pre_toucher.start()
-        self._task_group.start_soon(self._clean_periodically)
-        self._task_group.start_soon(self.disk.watch)  # writes resume once space is freed
+        pre_toucher.start()
+        lifetime.push_async_callback(_in_worker, pre_toucher.stop)
+        self._opened = True
 
-    def _open_files(self) -> None:
+    def _open_files(self, lifetime: AsyncExitStack) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise ConfigError(
-                f"the store {self.root} is in use by another process (its lock file is held)"
-            ) from None
+        self._take_lock()
+        lifetime.callback(self._release_lock)
         abort = self.root / "abort"
         self.recovered_after_crash = abort.exists()
+        # taken (deleted) before anything is written: a crash from here on never trusts it
+        summary = queue_ends.take(self.root / QUEUE_ENDS)
         abort.touch()
         _sync_directory(self.root)
         (self.root / "config").mkdir(exist_ok=True)
+        # each undo pushed before its load: a load that fails halfway closes what it made
+        lifetime.push_async_callback(_in_worker, self.commitlog.close)
         self.commitlog.load()
         self.checkpoint.load()
-        self._load_queues()
+        lifetime.push_async_callback(_in_worker, self._close_queues)
+        trusted = self._load_queues(summary)
+        lifetime.push_async_callback(_in_worker, self.index.close)
         self.index.load()
         dispatchers = self._dispatchers
         end, self.replayed = recover(
             self.commitlog,
-            self._queues.values(),
+            self._queues.values(),  # a dormant queue a replayed record reaches is loaded
             dispatchers,
             start=self.checkpoint.dispatched_offset,
             check_crc=self.config.check_crc_on_recover,
             after_crash=self.recovered_after_crash,
             rules=self.tags_code_rules,
         )
+        if trusted is not None and (end, self.commitlog.min_offset) != (
+            trusted.commit_log_end,
+            trusted.commit_log_min,
+        ):
+            log.warning(
+                "%s: the CommitLog spans [%d, %d), not [%d, %d) as at the last clean stop:"
+                " loading every consume queue",
+                self.root,
+                self.commitlog.min_offset,
+                end,
+                trusted.commit_log_min,
+                trusted.commit_log_end,
+            )
+            self._dormant.clear()
+            self._load_queues(None)
+            for queue in self._queues.values():
+                queue.truncate_from_phys(end)
+                queue.correct_min_offset(self.commitlog.min_offset)
         # records appended from here on are new, even where a lost tail was indexed
         self.index.indexed_below = min(self.index.indexed_below, end)
         for queue in self._queues.values():
@@ -201,61 +236,124 @@ class MmapStore:
                 self.replayed,
             )
 
-    def _load_queues(self) -> None:
+    def _take_lock(self) -> None:
+        self._lock_fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._release_lock()
+            raise ConfigError(
+                f"the store {self.root} is in use by another process (its lock file is held)"
+            ) from None
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    def _load_queues(self, summary: QueueEndsSummary | None) -> QueueEndsSummary | None:
+        """Every consume queue. After a clean stop whose summary fits this store, all
+        dormant, nothing listed or read (a start costs the same with 10 or 10,000 idle
+        queues); else each loaded from its files. Returns the summary it trusted."""
         root = self.root / "consumequeue"
         root.mkdir(exist_ok=True)
+        if summary is not None and self._trusts(summary):
+            self._dormant = summary.queues
+            return summary
         for topic_dir in sorted(root.iterdir()):
             for queue_dir in sorted(topic_dir.iterdir()):
                 if not queue_dir.name.isdigit():
                     continue
-                queue = ConsumeQueue(
-                    root,
-                    topic_dir.name,
-                    int(queue_dir.name),
-                    self.config.consume_queue_file_size,
-                    self.mappings,
-                )
+                key = (topic_dir.name, int(queue_dir.name))
+                if key in self._queues:
+                    continue  # loaded already (woken by a replayed record)
+                queue = self._new_queue(*key)
                 queue.load_and_recover(after_crash=self.recovered_after_crash)
                 if not queue.files.files:
                     continue  # its first file was never made (a refused put): never written
-                self._queues[(topic_dir.name, queue.queue_id)] = queue
+                self._queues[key] = queue
+        return None
+
+    def _trusts(self, summary: QueueEndsSummary) -> bool:
+        """Whether the summary describes these queues: written by the last stop, a clean
+        one, against this CommitLog and this queue file size."""
+        return (
+            not self.recovered_after_crash
+            and summary.queue_file_size == self.config.consume_queue_file_size
+            and summary.commit_log_end == self.checkpoint.dispatched_offset
+            and summary.commit_log_min == self.commitlog.min_offset
+        )
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(
+            self.root / "consumequeue",
+            topic,
+            queue_id,
+            self.config.consume_queue_file_size,
+            self.mappings,
+        )
+
+    def _wake(self, key: tuple[str, int]) -> ConsumeQueue | None:
+        """The dormant queue ``key`` loaded from its files, as a start without a summary
+        loads it; None when ``key`` is not dormant."""
+        if self._dormant.pop(key, None) is None:
+            return None
+        queue = self._new_queue(*key)
+        queue.load_and_recover(after_crash=False)  # dormant only after a clean stop
+        queue.correct_min_offset(self.commitlog.min_offset)
+        queue.next_offset = queue.max_offset
+        self._queues[key] = queue
+        return queue
+
+    def _loaded_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The queue with its files loaded (woken if dormant); None if there is none."""
+        key = (topic, queue_id)
+        return self._queues.get(key) or self._wake(key)
 
     async def close(self) -> None:
         if self._closed or not self._opened:
             self._closed = True
             return
-        if self._task_group is not None:
-            self._task_group.cancel_scope.cancel()
-            await self._task_group.__aexit__(None, None, None)
-            self._task_group = None
         self._closed = True
-        if self._pre_toucher is not None:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(self._pre_toucher.stop)
-            self._pre_toucher = None
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._close_files)
+        await self._lifetime.aclose()
 
-    def _close_files(self) -> None:
+    def _write_clean_stop(self) -> None:
+        """Everything on disk, then what a clean stop leaves: the checkpoint at the
+        CommitLog's end, the queue-ends summary, no abort file."""
         end = self.commitlog.max_offset
         self.commitlog.sync(end)
-        for queue in self._queues.values():
-            queue.sync()
+        self._sync_queue_files()
         self.index.sync()
         self.checkpoint.dispatched_offset = end
         self.checkpoint.physic_msg_timestamp = self.checkpoint.logics_msg_timestamp = (
             self.clock.last
         )
         self.checkpoint.save()
-        self.commitlog.close()
-        for queue in self._queues.values():
-            queue.close()
-        self.index.close()
+        queue_ends.write(self.root / QUEUE_ENDS, self._queue_ends(end))
         (self.root / "abort").unlink(missing_ok=True)
         _sync_directory(self.root)
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+
+    def _queue_ends(self, commit_log_end: int) -> QueueEndsSummary:
+        summary = QueueEndsSummary(
+            self.commitlog.min_offset,
+            commit_log_end,
+            self.config.consume_queue_file_size,
+            dict(self._dormant),
+        )
+        for key, queue in self._queues.items():
+            summary.queues[key] = QueueEnds(
+                queue.min_offset, queue.max_offset, queue.retention_mark()
+            )
+        return summary
+
+    def _sync_queue_files(self) -> None:
+        """Blocking: the written entries of every queue on disk."""
+        dirty = [mapped for queue in list(self._queues.values()) for mapped in queue.dirty_files()]
+        sync_files(dirty, self.root / "consumequeue")
+
+    def _close_queues(self) -> None:
+        for queue in self._queues.values():
+            queue.close()
 
     def add_dispatcher(self, dispatcher: Dispatcher) -> None:
         self._dispatchers.append(dispatcher)
@@ -266,7 +364,7 @@ class MmapStore:
         else:
             self._other_dispatchers.append((dispatcher, getattr(dispatcher, "wants", None)))
 
-    def _others_told(self, topic: str, queue_id: int) -> bool:
+    def _others_want(self, topic: str, queue_id: int) -> bool:
         """Whether another dispatcher hears of a record of this queue: building the
         request costs ~5 us a send, paid only when one of them wants it."""
         for _, wants in self._other_dispatchers:  # noqa: SIM110 (any() of a generator costs more)
@@ -297,15 +395,10 @@ class MmapStore:
         self.index.put(request)
 
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        queue = self._queues.get((topic, queue_id))
+        """The queue to write to: loaded, woken, or made."""
+        queue = self._loaded_queue(topic, queue_id)
         if queue is None:
-            queue = ConsumeQueue(
-                self.root / "consumequeue",
-                topic,
-                queue_id,
-                self.config.consume_queue_file_size,
-                self.mappings,
-            )
+            queue = self._new_queue(topic, queue_id)
             try:
                 queue.files.directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -334,7 +427,7 @@ class MmapStore:
 
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
-        usual = self._put_usual([message])
+        usual = self._put_compiled([message])
         if usual is not None:
             return usual
         if self.mappings.over:  # between operations: nothing holds a view of a queue file
@@ -348,23 +441,14 @@ class MmapStore:
         except FileCreationError as exc:  # raised before anything was written
             return self._file_failure_result(exc)
         except ValueError as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+            return PutResult.refused(PutStatus.MESSAGE_ILLEGAL, str(exc))
         self._puts += 1
         flush_to = phys + size if self.policy.waits and waits_for_flush(message) else -1
-        return PutResult(
-            PutStatus.PUT_OK,
-            phys,
-            queue_offset,
-            [phys],
-            store_time,
-            "",
-            self.config.store_host,
-            flush_to,
-        )
+        return PutResult.written([phys], queue_offset, store_time, self.config.store_host, flush_to)
 
     def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
-        usual = self._put_usual(list(messages)) if messages else None
+        usual = self._put_compiled(list(messages)) if messages else None
         if usual is not None:
             return usual
         if self.mappings.over:
@@ -385,7 +469,7 @@ class MmapStore:
         except FileCreationError as exc:  # raised before anything was written
             return self._file_failure_result(exc)
         except ValueError as exc:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=str(exc))
+            return PutResult.refused(PutStatus.MESSAGE_ILLEGAL, str(exc))
         store_time = self.clock.now()
         append = self._append
         phys, size, first_queue_offset = append(first, store_time)
@@ -394,44 +478,36 @@ class MmapStore:
             phys, size, _ = append(message, store_time)
             offsets.append(phys)
         end = phys + size
-        result = PutResult(
-            PutStatus.PUT_OK,
-            offsets[0],
-            first_queue_offset,
-            offsets,
-            store_time,
-            "",
-            self.config.store_host,
-        )
         self._puts += len(messages)
-        if self.policy.waits and waits_for_flush(first):
-            result.flush_to = end
-        return result
+        return PutResult.written(
+            offsets,
+            first_queue_offset,
+            store_time,
+            self.config.store_host,
+            end if self.policy.waits and waits_for_flush(first) else -1,
+        )
 
-    def _put_usual(self, messages: list[MessageToStore]) -> PutResult | None:
+    def _put_compiled(self, messages: list[MessageToStore]) -> PutResult | None:
         """The put of ``messages`` (one queue's) when the compiled kernel takes them;
         None, with nothing written or taken, when the Python path must."""
         if self.kernel is None or self.disk.refusing is not None:
             return None
         store_time = self.clock.next()
-        written = self._append_usual(messages, store_time)
+        written = self._append_compiled(messages, store_time)
         if written is None:
             return None
         self.clock.last = store_time
         offsets, queue_offset, end = written
         self._puts += len(offsets)
-        return PutResult(
-            PutStatus.PUT_OK,
-            offsets[0],
-            queue_offset,
+        return PutResult.written(
             offsets,
+            queue_offset,
             store_time,
-            "",
             self.config.store_host,
             end if self.policy.waits and waits_for_flush(messages[0]) else -1,
         )
 
-    def _append_usual(
+    def _append_compiled(
         self, messages: list[MessageToStore], store_time: int
     ) -> tuple[list[int], int, int] | None:
         """Messages of one queue written by the compiled kernel: their CommitLog offsets,
@@ -446,7 +522,8 @@ class MmapStore:
             return None
         mapped = logs[-1]
         queue_offset = queue.next_offset
-        entries = entry_position = None
+        entries: MappedFile | None = None
+        entry_position = 0  # where the kernel writes the queue entries, when it does
         if self._writes_positions:
             files = queue.files.files
             if not files or files[-1].start + files[-1].wrote != queue_offset * ENTRY_SIZE:
@@ -497,11 +574,11 @@ class MmapStore:
             if index_file.room < INDEX_LOW_WATER:
                 index_file.top_up()  # blocks for the next puts' keys, before they come
         end = mapped.start + position
-        if self._other_dispatchers and self._others_told(topic, first.queue_id):
+        if self._other_dispatchers and self._others_want(topic, first.queue_id):
             ends = [*offsets[1:], end]
             for number, message in enumerate(messages):
                 phys = offsets[number]
-                self._tell_others(
+                self._dispatch_to_others(
                     message,
                     phys,
                     ends[number] - phys,
@@ -553,8 +630,10 @@ class MmapStore:
             queue.append(queue_offset, phys, size, code)
         if hashes:
             self.index.add(hashes, phys, store_time)
-        if self._others_told(topic, queue_id):
-            self._tell_others(message, phys, size, store_time, queue_offset, sys_flag, fields)
+        if self._others_want(topic, queue_id):
+            self._dispatch_to_others(
+                message, phys, size, store_time, queue_offset, sys_flag, fields
+            )
         return phys, size, queue_offset
 
     def _index_room(self, topic: str, keys: bytes | None, uniq_key: bytes | None) -> list[int]:
@@ -576,11 +655,11 @@ class MmapStore:
         phys, size, sys_flag = self.commitlog.append(message, message.topic.encode(), 0, store_time)
         if hashes:
             self.index.add(hashes, phys, store_time)
-        if self._others_told(message.topic, message.queue_id):
-            self._tell_others(message, phys, size, store_time, 0, sys_flag, fields)
+        if self._others_want(message.topic, message.queue_id):
+            self._dispatch_to_others(message, phys, size, store_time, 0, sys_flag, fields)
         return phys, size, 0
 
-    def _tell_others(
+    def _dispatch_to_others(
         self,
         message: MessageToStore,
         phys: int,
@@ -624,7 +703,7 @@ class MmapStore:
             )
         else:
             advice = f"{error.strerror or error}: free disk space under {self.root}"
-        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, remark=advice)
+        return PutResult.refused(PutStatus.CREATE_MAPPED_FILE_FAILED, advice)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -638,7 +717,7 @@ class MmapStore:
         max_bytes: int = 256 * 1024,
     ) -> GetResult:
         self._check_open()
-        queue = self._queues.get((topic, queue_id))
+        queue = self._loaded_queue(topic, queue_id)
         if queue is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
         if self.mappings.over:
@@ -678,7 +757,8 @@ class MmapStore:
                         if phys + size > high:
                             continue
                     at = phys - low
-                    records.append(mapping[at : at + size])  # slicing an mmap copies out bytes
+                    # slicing an mmap copies out bytes; a CommitLog file is mapped until closed
+                    records.append(mapping[at : at + size])  # type: ignore[index]
                     queue_offsets.append(position - 1)
                     total += size
                     if len(records) >= max_count:
@@ -692,15 +772,17 @@ class MmapStore:
         return result
 
     def min_offset(self, topic: str, queue_id: int) -> int:
-        queue = self._queues.get((topic, queue_id))
+        key = (topic, queue_id)
+        queue = self._queues.get(key) or self._dormant.get(key)
         return queue.min_offset if queue is not None else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
-        queue = self._queues.get((topic, queue_id))
+        key = (topic, queue_id)
+        queue = self._queues.get(key) or self._dormant.get(key)
         return queue.max_offset if queue is not None else 0
 
     def queues(self) -> dict[str, list[int]]:
-        return queue_ids_by_topic(self._queues)
+        return queue_ids_by_topic([*self._queues, *self._dormant])
 
     def _store_time(self, queue: ConsumeQueue, offset: int) -> int:
         entry = queue.entry(offset)
@@ -710,7 +792,7 @@ class MmapStore:
         self, topic: str, queue_id: int, timestamp: int, boundary: str = "lower"
     ) -> int:
         self._check_open()
-        queue = self._queues.get((topic, queue_id))
+        queue = self._loaded_queue(topic, queue_id)
         if queue is None:
             return 0
         low, high = queue.min_offset, queue.max_offset
@@ -727,7 +809,7 @@ class MmapStore:
 
     async def earliest_store_time(self, topic: str, queue_id: int) -> int:
         self._check_open()
-        queue = self._queues.get((topic, queue_id))
+        queue = self._loaded_queue(topic, queue_id)
         if queue is None or queue.max_offset <= queue.min_offset:
             return -1
         return self._store_time(queue, queue.min_offset)
@@ -770,8 +852,7 @@ class MmapStore:
         stamp = self.clock.last
 
         def work() -> None:
-            for queue in list(self._queues.values()):
-                queue.sync()
+            self._sync_queue_files()
             self.index.sync()
 
         await anyio.to_thread.run_sync(work)
@@ -836,6 +917,9 @@ class MmapStore:
                 break
         if deleted:
             floor = self.commitlog.min_offset
+            # a dormant queue is loaded only when retention changes it
+            for key in [k for k, ends in self._dormant.items() if floor >= ends.retention_mark]:
+                self._wake(key)
             for queue in list(self._queues.values()):
                 queue.delete_expired(floor)
             self.index.delete_before(floor)
@@ -844,6 +928,8 @@ class MmapStore:
 
     async def delete_topic(self, topic: str) -> None:
         self._check_open()
+        for key in [k for k in self._dormant if k[0] == topic]:
+            del self._dormant[key]  # its files go with the topic's directory below
         for key in [k for k in self._queues if k[0] == topic]:
             queue = self._queues.pop(key)
             directory = queue.files.directory
@@ -865,14 +951,19 @@ class MmapStore:
             "store": "mmap",
             "root": str(self.root),
             "puts": self._puts,
-            "messages": sum(q.max_offset - q.min_offset for q in self._queues.values()),
+            "messages": sum(
+                q.max_offset - q.min_offset
+                for queues in (self._queues, self._dormant)
+                for q in queues.values()
+            ),
             "commit_log_min_offset": self.commitlog.min_offset,
             "commit_log_max_offset": self.commitlog.max_offset,
             "commit_log_files": len(self.commitlog.files.files),
             "flushed_offset": flusher.flushed if flusher else 0,
             "flushes": flusher.flushes if flusher else 0,
-            "topics": len({topic for topic, _ in self._queues}),
-            "queues": len(self._queues),
+            "topics": len({topic for topic, _ in [*self._queues, *self._dormant]}),
+            "queues": len(self._queues) + len(self._dormant),
+            "dormant_queues": len(self._dormant),
             "index_files": len(self.index.files),
             "mapped_queue_files": len(self.mappings),
             "recovered_after_crash": self.recovered_after_crash,
@@ -886,6 +977,13 @@ def _sync_directory(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+async def _in_worker(function: Callable[[], object]) -> None:
+    """Blocking cleanup in a worker thread, shielded: it runs to its end even when the
+    task that closes the store is cancelled."""
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(function)
 
 
 def _remove_tree(path: Path) -> None:

@@ -21,8 +21,8 @@ from rocketmq_store_mmap import store as mmap_store
 
 from rocketmq_core.protocol.message import TRANSACTION_COMMIT, TRANSACTION_PREPARED, pack_host
 from rocketmq_core.store.api import MessageToStore, StoreConfig
-from rocketmq_core.store.common import StoreClock
 from rocketmq_core.store.loader import create_store
+from rocketmq_core.store.rules import StoreClock
 from tests.missing import missing
 
 STAMP = 1_700_000_000_000

@@ -9,6 +9,12 @@ the write-ahead log with one write(), as the mmap store copies a record into its
 mapping, and it never waits there (a stall answers OS_PAGE_CACHE_BUSY). What can block
 runs in worker threads: syncing the log, reads (which may miss the cache and go to
 disk), retention, opening and closing.
+
+On a full disk RocksDB cannot open for writing (it writes a MANIFEST at every open), and
+once a write fails for lack of space it takes none until reopened. Either way the store
+goes on with RocksDB open read-only: reads are served, puts are refused as a full disk
+is (SERVICE_NOT_AVAILABLE, Java's remark), and once the disk has room again the
+database is reopened for writing, with no restart.
 """
 
 from __future__ import annotations
@@ -16,15 +22,17 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import anyio
-from anyio.abc import TaskGroup
 
+from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.message import record_store_time
 from rocketmq_core.store.api import (
     Dispatcher,
@@ -39,7 +47,16 @@ from rocketmq_core.store.api import (
     StoreConfig,
     TagFilter,
 )
-from rocketmq_core.store.common import (
+from rocketmq_core.store.flush import AsyncFlush, FlushPolicy
+from rocketmq_core.store.flusher import Flusher
+from rocketmq_core.store.retention import (
+    DISK_CHECK_INTERVAL,
+    CleanupDecision,
+    DiskGuard,
+    disk_full_remark,
+    disk_used_percent,
+)
+from rocketmq_core.store.rules import (
     StoreClock,
     batch_refusal,
     dispatch_fields,
@@ -53,12 +70,16 @@ from rocketmq_core.store.common import (
     tag_matches,
     waits_for_flush,
 )
-from rocketmq_core.store.flush import AsyncFlush, FlushPolicy
-from rocketmq_core.store.flusher import Flusher
-from rocketmq_core.store.retention import CleanupDecision, DiskGuard
 
 from . import layout
-from .database import Database, WriteFailed, WriteStalled, open_database
+from .database import (
+    Database,
+    NoSpaceToOpen,
+    StoreLock,
+    WriteFailed,
+    WriteStalled,
+    open_database,
+)
 from .layout import LOG_KEY, QUEUE_ENTRY, QUEUE_KEY, QUEUE_NUMBER
 
 log = logging.getLogger("rocketmq.store.rocksdb")
@@ -70,6 +91,8 @@ CLEANUP_INTERVAL = 10.0  # cleanResourceInterval
 FORCED_SEGMENTS_MAX = 10  # deleteFileBatchMax: segments one forced cleanup removes
 BUSY_RETRY = 0.005  # seconds between tries of a put RocksDB held back
 BUSY_TIMEOUT = 1.0  # osPageCacheBusyTimeOutMills: then the put answers busy
+# seconds between tries to reopen for writing while they fail: each try writes a little
+REOPEN_BACKOFF_MAX = 60.0
 
 
 @dataclass(slots=True)
@@ -77,6 +100,18 @@ class QueueState:
     number: int  # the queue's number in consume-queue keys
     min_offset: int
     max_offset: int  # the next offset to assign
+
+
+@dataclass
+class LoadedState:
+    """The store's in-memory state, as read back from RocksDB."""
+
+    queues: dict[tuple[str, int], QueueState] = field(default_factory=dict)
+    next_queue_number: int = 0
+    min_log_offset: int = 0
+    write_offset: int = 0  # the next record's CommitLog offset
+    last_record: int = -1  # offset of the newest record
+    last_store_time: int = 0
 
 
 class RocksDBStore:
@@ -96,7 +131,7 @@ class RocksDBStore:
         self._index_last = (0, 0)  # store time and offset of the newest indexed record
         self._dispatchers: list[Dispatcher] = []
         self._flusher: Flusher | None = None
-        self._task_group: TaskGroup | None = None
+        self._lifetime = AsyncExitStack()  # what open entered; close leaves it in reverse
         self._opened = False
         self._closed = False
         self._in_threads = 0  # calls running in worker threads: close waits for them
@@ -104,74 +139,131 @@ class RocksDBStore:
         self.clock = StoreClock()
         self._puts = 0
         self.recovered_after_crash = False
+        # RocksDB's LOCK, held by the store while RocksDB is open read-only (and holds none)
+        self._lock = StoreLock(self.root / "db")
+        # why RocksDB takes no writes now (open read-only, or a write found the disk full):
+        # the remark puts are refused with; None while it takes them
+        self._not_writable: str | None = None
+        self._reopening: anyio.Event | None = None  # set while the database is swapped
+        self._deleted_while_read_only: set[str] = set()  # written at the reopen
 
     # --- lifecycle -------------------------------------------------------------------------
 
     async def open(self) -> None:
-        await anyio.to_thread.run_sync(self._open_database)
-        assert self.db is not None
-        self._flusher = Flusher(
-            self.policy,
-            written=lambda: self._write_offset,
-            sync=lambda _upto: self.db.sync_wal(),
-            flushed=self._write_offset,
-        )
-        self._opened = True
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
-        await self._task_group.start(self._flusher.run)
-        self._task_group.start_soon(self._clean_periodically)
-        self._task_group.start_soon(self.disk.watch)  # writes resume once space is freed
+        # whatever fails here, what was entered before is left again (database closed,
+        # LOCK freed); once open, the stack is the store's to leave at close
+        async with AsyncExitStack() as stack:
+            self.db = await anyio.to_thread.run_sync(self._open_database)
+            stack.push_async_callback(self._close_database)
+            await anyio.to_thread.run_sync(self._mark_open)
+            self._adopt(await anyio.to_thread.run_sync(self._load, self.db))
+            if not self.db.writable:
+                self._refuse_writes(
+                    f"The RocksDB store under {self.root} is open read-only: its disk was full"
+                    " when it opened. It takes writes again, with no restart, once space is"
+                    " freed there."
+                )
+            if self.recovered_after_crash:
+                log.warning(
+                    "%s was not closed cleanly: RocksDB replayed its log; the CommitLog ends at %d",
+                    self.root,
+                    self._write_offset,
+                )
+            self._flusher = Flusher(
+                self.policy,
+                written=lambda: self._write_offset,
+                sync=self._sync_wal,
+                flushed=self._write_offset,
+            )
+            task_group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(task_group.cancel_scope.cancel)  # left first: the tasks end
+            await task_group.start(self._flusher.run)
+            task_group.start_soon(self._clean_periodically)
+            task_group.start_soon(self.disk.watch)  # writes resume once space is freed
+            task_group.start_soon(self._reopen_when_space)
+            self._opened = True
+            self._lifetime = stack.pop_all()
 
-    def _open_database(self) -> None:
+    def _open_database(self) -> Database:
+        """Blocking: RocksDB opened for writing or, when its disk is too full for that,
+        read-only with the LOCK held by the store."""
         self.root.mkdir(parents=True, exist_ok=True)
-        self.db = open_database(self.root / "db")
+        path = self.root / "db"
+        try:
+            return open_database(path)
+        except NoSpaceToOpen as exc:
+            log.error("%s; opening it read-only meanwhile: reads are served, puts refused", exc)
+        try:
+            self._lock.hold()
+            return open_database(path, read_only=True)
+        except NoSpaceToOpen:  # a store never created: there is nothing to read
+            self._lock.release()
+            raise ConfigError(
+                f"cannot create the RocksDB store {path}: its disk is full; free space there"
+            ) from None
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _mark_open(self) -> None:
+        """Blocking: the abort marker (found: the last stop was a crash), the disk checked."""
         abort = self.root / "abort"
         self.recovered_after_crash = abort.exists()
-        abort.touch()
-        self._load()
+        try:
+            abort.touch()
+        except OSError as exc:  # a full disk: the next open cannot tell a crash, no more
+            log.warning("cannot create %s: %s", abort, exc)
         self.disk.check(time.time(), manual=False)  # a disk already full refuses puts at once
-        if self.recovered_after_crash:
-            log.warning(
-                "%s was not closed cleanly: RocksDB replayed its log; the CommitLog ends at %d",
-                self.root,
-                self._write_offset,
-            )
 
-    def _load(self) -> None:
-        """The in-memory state, from what RocksDB holds (the truth after any crash)."""
-        db = self.db
-        assert db is not None
+    def _load(self, db: Database) -> LoadedState:
+        """Blocking: the in-memory state, from what RocksDB holds (the truth after any crash)."""
+        state = LoadedState()
         minimums: dict[int, int] = {}
         names: dict[int, tuple[str, int]] = {}
         for key, value in db.meta.items():
-            prefix, (number,) = key[:1], QUEUE_NUMBER.unpack_from(key, 1)
-            if prefix == layout.QUEUE_NAME_PREFIX:
-                names[number] = layout.parse_queue_name(value)
-            elif prefix == layout.QUEUE_MIN_PREFIX:
-                minimums[number] = layout.MIN_OFFSET.unpack(value)[0]
+            try:
+                prefix, (number,) = key[:1], QUEUE_NUMBER.unpack_from(key, 1)
+                if prefix == layout.QUEUE_NAME_PREFIX:
+                    names[number] = layout.parse_queue_name(value)
+                elif prefix == layout.QUEUE_MIN_PREFIX:
+                    minimums[number] = layout.MIN_OFFSET.unpack(value)[0]
+            except (struct.error, UnicodeDecodeError) as exc:
+                raise ConfigError(
+                    f"the RocksDB store {self.root / 'db'} holds a meta entry it cannot read"
+                    f" ({key!r}: {exc}); restore the store from a copy or move it aside"
+                ) from None
         for number, place in names.items():
-            first, last = self._queue_bounds(number)
+            first, last = self._queue_bounds(db, number)
             floor = minimums.get(number, 0)
             low = first if first is not None else floor
             high = last + 1 if last is not None else floor
-            self._queues[place] = QueueState(number, max(low, floor), max(high, floor))
-        self._next_queue_number = max(names, default=-1) + 1
+            state.queues[place] = QueueState(number, max(low, floor), max(high, floor))
+        state.next_queue_number = max(names, default=-1) + 1
         iterator = db.log.iter()
         iterator.seek_to_last()
         if iterator.valid():
-            self._last_record = LOG_KEY.unpack(iterator.key())[0]
+            state.last_record = LOG_KEY.unpack(iterator.key())[0]
             record = iterator.value()
-            self._write_offset = self._last_record + len(record)
-            self.clock.last = record_store_time(record)
-            self._index_last = (self.clock.last, self._last_record)
+            state.write_offset = state.last_record + len(record)
+            state.last_store_time = record_store_time(record)
             iterator.seek_to_first()
-            self._min_log_offset = LOG_KEY.unpack(iterator.key())[0]
+            state.min_log_offset = LOG_KEY.unpack(iterator.key())[0]
+        return state
 
-    def _queue_bounds(self, number: int) -> tuple[int | None, int | None]:
-        """First and last offset with an entry in queue ``number``."""
-        db = self.db
-        assert db is not None
+    def _adopt(self, state: LoadedState) -> None:
+        """Take ``state`` as the store's: the write path goes on from it."""
+        self._queues = state.queues
+        self._next_queue_number = state.next_queue_number
+        self._min_log_offset = state.min_log_offset
+        self._write_offset = state.write_offset
+        self._last_record = state.last_record
+        self.clock.last = max(self.clock.last, state.last_store_time)
+        if state.last_record >= 0:
+            self._index_last = (state.last_store_time, state.last_record)
+
+    @staticmethod
+    def _queue_bounds(db: Database, number: int) -> tuple[int | None, int | None]:
+        """Blocking: first and last offset with an entry in queue ``number``."""
         iterator = db.queues.iter()
         iterator.seek(QUEUE_KEY.pack(number, 0))
         if not iterator.valid():
@@ -187,28 +279,130 @@ class RocksDBStore:
             self._closed = True
             return
         self._closed = True  # from here every call refuses
-        if self._task_group is not None:
-            self._task_group.cancel_scope.cancel()
-            await self._task_group.__aexit__(None, None, None)
-            self._task_group = None
-        with anyio.CancelScope(shield=True):
-            if self._in_threads:
-                self._threads_done = anyio.Event()
-                await self._threads_done.wait()
-            await anyio.to_thread.run_sync(self._close_database)
+        await self._lifetime.aclose()
 
-    def _close_database(self) -> None:
-        assert self.db is not None
-        self.db.close()
-        (self.root / "abort").unlink(missing_ok=True)
+    async def _close_database(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._threads_idle()
+            await anyio.to_thread.run_sync(self._close_database_files)
+
+    def _close_database_files(self) -> None:
+        """Blocking: the database closed, the LOCK freed; the abort marker goes unless this
+        is a failed open of a store that had crashed (the next open should say so)."""
+        try:
+            if self.db is not None:
+                self.db.close()
+        finally:
+            self._lock.release()
+        if self._opened or not self.recovered_after_crash:
+            (self.root / "abort").unlink(missing_ok=True)
         fd = os.open(self.root, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
 
+    # --- a full disk: read-only, then writable again ---------------------------------------
+
+    def _refuse_writes(self, why: str) -> None:
+        """From now on puts are refused with Java's disk-full remark and ``why``, until the
+        database is reopened for writing."""
+        used = disk_used_percent(self.root)  # one statfs, when the store stops writing
+        self._not_writable = f"{disk_full_remark(used)} {why}"
+
+    def _writes_refused(self) -> PutResult | None:
+        if self._not_writable is None:
+            return None
+        return PutResult.refused(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable)
+
+    async def _reopen_when_space(self) -> None:
+        """While RocksDB takes no writes, reopen it for writing once the disk is below
+        diskSpaceWarningLevelRatio (DiskGuard's verdict), less often while that fails."""
+        delay = DISK_CHECK_INTERVAL
+        while True:
+            await anyio.sleep(delay)
+            if self._not_writable is None or self.disk.refusing is not None:
+                delay = DISK_CHECK_INTERVAL
+                continue
+            writable = await self._reopen()
+            delay = DISK_CHECK_INTERVAL if writable else min(delay * 2, REOPEN_BACKOFF_MAX)
+
+    async def _reopen(self) -> bool:
+        """Swap the database for one open for writing, and the state for what it holds;
+        calls in worker threads wait meanwhile. True when it took."""
+        with anyio.CancelScope(shield=True):  # never left half swapped
+            self._reopening = anyio.Event()
+            try:
+                await self._threads_idle()
+                state = await anyio.to_thread.run_sync(self._reopen_database)
+            finally:
+                self._reopening.set()
+                self._reopening = None
+            if state is None:
+                return False
+            if state.write_offset != self._write_offset:
+                log.warning(
+                    "RocksDB reopened with its CommitLog ending at %d (it ended at %d)",
+                    state.write_offset,
+                    self._write_offset,
+                )
+            self._adopt(state)
+            self._not_writable = None
+            log.warning("%s: RocksDB is open for writing again; puts are taken", self.root)
+            return True
+        return False  # not reached: nothing cancels the shielded scope itself
+
+    def _reopen_database(self) -> LoadedState | None:
+        """Blocking: ``self.db`` reopened for writing, and what it holds; None when the disk
+        is still too full (``self.db`` is then a read-only one)."""
+        old = self.db
+        assert old is not None
+        path = self.root / "db"
+        if old.writable:  # a write failed: RocksDB takes no more until it is reopened
+            old.close()
+            old = None
+        try:
+            db = open_database(path)
+        except NoSpaceToOpen as exc:
+            log.warning("%s; staying read-only", exc)
+            if old is None:
+                self.db = open_database(path, read_only=True)
+            self._lock.hold()  # RocksDB's failed open dropped it
+            return None
+        if old is not None:
+            old.close()  # the read-only one: RocksDB holds the LOCK now
+        self.db = db
+        try:
+            (self.root / "abort").touch()  # when the full disk refused it at the open
+        except OSError as exc:
+            log.warning("cannot create %s: %s", self.root / "abort", exc)
+        state = self._load(db)
+        # topics deleted meanwhile (delete_topic waits while this runs)
+        doomed = {place for place in state.queues if place[0] in self._deleted_while_read_only}
+        if doomed:
+            try:
+                db.write(self._deletion_batch(db, [state.queues[place] for place in doomed]))
+            except WriteFailed as exc:
+                log.error("topics deleted while read-only stay in RocksDB: %s", exc)
+            for place in doomed:
+                del state.queues[place]
+        self._deleted_while_read_only.clear()
+        return state
+
+    def _sync_wal(self, _upto: int) -> None:
+        """The flusher's sync, on the database open now (a reopen swaps it)."""
+        db = self.db
+        assert db is not None  # the flusher runs only while the store is open
+        db.sync_wal()
+
     def add_dispatcher(self, dispatcher: Dispatcher) -> None:
         self._dispatchers.append(dispatcher)
+
+    async def _threads_idle(self) -> None:
+        """Wait until no call runs in a worker thread."""
+        while self._in_threads:
+            self._threads_done = anyio.Event()
+            await self._threads_done.wait()
 
     def _check_open(self) -> Database:
         if self._closed or not self._opened:
@@ -218,7 +412,11 @@ class RocksDBStore:
         return self.db
 
     async def _in_thread(self, function: Callable[..., T], *args: Any) -> T:
-        """``function(*args)`` in a worker thread; the database stays open until it ends."""
+        """``function(*args)`` in a worker thread; the database stays open until it ends
+        (``function`` takes ``self.db`` there: a reopen may have swapped it meanwhile)."""
+        while self._reopening is not None:
+            await self._reopening.wait()
+        self._check_open()
         self._in_threads += 1
         try:
             return await anyio.to_thread.run_sync(function, *args)
@@ -256,14 +454,16 @@ class RocksDBStore:
 
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
-        refused = refusal(message, self.config) or self.disk.refusal()
+        refused = refusal(message, self.config) or self.disk.refusal() or self._writes_refused()
         if refused is not None:
             return refused
         return self._write((message,))
 
     def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
-        refused = batch_refusal(messages, self.config) or self.disk.refusal()
+        refused = (
+            batch_refusal(messages, self.config) or self.disk.refusal() or self._writes_refused()
+        )
         if refused is not None:
             return refused
         return self._write(messages)
@@ -319,10 +519,9 @@ class RocksDBStore:
         try:
             db.write(batch)
         except WriteStalled:
-            return PutResult(
+            return PutResult.refused(
                 PutStatus.OS_PAGE_CACHE_BUSY,
-                remark="RocksDB is holding writes back while its compactions catch up;"
-                " retry shortly",
+                "RocksDB is holding writes back while its compactions catch up; retry shortly",
             )
         except WriteFailed as exc:
             return self._write_failure(exc)
@@ -341,19 +540,13 @@ class RocksDBStore:
         for request in requests:
             for dispatcher in self._dispatchers:
                 dispatcher(request)
-        head = requests[0]
-        result = PutResult(
-            PutStatus.PUT_OK,
-            head.commit_log_offset,
-            head.queue_offset,
+        return PutResult.written(
             [request.commit_log_offset for request in requests],
+            requests[0].queue_offset,
             store_time,
-            "",
             self.config.store_host,
+            offset if self.policy.waits and waits_for_flush(first) else -1,
         )
-        if self.policy.waits and waits_for_flush(first):
-            result.flush_to = offset
-        return result
 
     def _stage(
         self, batch: Any, request: DispatchRequest, record: bytearray, number: int | None
@@ -384,11 +577,16 @@ class RocksDBStore:
         text = str(error)
         log.error("RocksDB refused a write: %s", text)
         if "no space" in text.lower():
-            return PutResult(
-                PutStatus.CREATE_MAPPED_FILE_FAILED,
-                remark=f"{text}: free disk space under {self.root}",
+            # RocksDB takes no write after this one until it is reopened (measured)
+            self._refuse_writes(
+                f"RocksDB under {self.root} stopped taking writes when its disk filled. It takes"
+                " them again, with no restart, once space is freed there."
             )
-        return PutResult(PutStatus.UNKNOWN_ERROR, remark=f"RocksDB refused the write: {text}")
+            return PutResult.refused(
+                PutStatus.CREATE_MAPPED_FILE_FAILED,
+                f"{text}: free disk space under {self.root}",
+            )
+        return PutResult.refused(PutStatus.UNKNOWN_ERROR, f"RocksDB refused the write: {text}")
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -505,10 +703,14 @@ class RocksDBStore:
         return entry[3] if entry is not None else -1
 
     async def message_at(self, commit_log_offset: int) -> bytes | None:
-        db = self._check_open()
+        self._check_open()
         if not 0 <= commit_log_offset < 2**63:
             return None
-        return await self._in_thread(db.log.get, LOG_KEY.pack(commit_log_offset))
+        return await self._in_thread(self._record_at, LOG_KEY.pack(commit_log_offset))
+
+    def _record_at(self, key: bytes) -> bytes | None:
+        assert self.db is not None
+        return self.db.log.get(key)
 
     async def query_by_key(
         self, topic: str, key: str, max_count: int, begin: int, end: int
@@ -524,14 +726,16 @@ class RocksDBStore:
             )
         return result
 
-    def _query_index(self, prefix: bytes, max_count: int, begin: int, end: int) -> list[bytes]:
+    def _query_index(
+        self, prefix: bytes, max_count: int, begin: int, end: int
+    ) -> list[bytes | memoryview]:
         """Blocking: records indexed under ``prefix`` stored in [begin, end], newest first."""
         db = self.db
         assert db is not None
         low = layout.index_key(prefix, max(begin, 0), 0)
         iterator = db.index.iter()
         iterator.seek_for_prev(layout.index_key(prefix, min(max(end, 0), 2**64 - 1), 2**64 - 1))
-        keys = []
+        keys: list[bytes] = []
         while iterator.valid() and len(keys) < max_count:
             entry = iterator.key()
             if entry < low or not entry.startswith(prefix):
@@ -563,8 +767,8 @@ class RocksDBStore:
 
     async def _delete_expired(self, now: float, manual: bool) -> int:
         decision = await self._in_thread(self.disk.check, now, manual)
-        if not (decision.delete_expired or decision.forcibly):
-            return 0
+        if not (decision.delete_expired or decision.forcibly) or self._not_writable is not None:
+            return 0  # nothing expired, or RocksDB takes no writes (a delete is one)
         by_number = {queue.number: queue for queue in self._queues.values()}
         bounds = {number: (q.min_offset, q.max_offset) for number, q in by_number.items()}
         deleted, floor, minimums = await self._in_thread(
@@ -659,12 +863,28 @@ class RocksDBStore:
             db.write(batch)
 
     async def delete_topic(self, topic: str) -> None:
-        db = self._check_open()
+        self._check_open()
+        while self._reopening is not None:  # a reopen writes the deletions pending
+            await self._reopening.wait()
         doomed = {place: queue for place, queue in self._queues.items() if place[0] == topic}
         if not doomed:
             return
+        if self._not_writable is not None:  # forgotten now, removed from RocksDB at the reopen
+            self._deleted_while_read_only.add(topic)
+        else:
+            await self._in_thread(self._delete_queues, list(doomed.values()))
+        for place in doomed:
+            self._queues.pop(place, None)
+
+    def _delete_queues(self, queues: list[QueueState]) -> None:
+        """Blocking: the entries, names and minimums of ``queues`` deleted."""
+        assert self.db is not None
+        self.db.write(self._deletion_batch(self.db, queues))
+
+    @staticmethod
+    def _deletion_batch(db: Database, queues: list[QueueState]) -> Any:
         batch = db.batch()
-        for queue in doomed.values():
+        for queue in queues:
             batch.delete_range(
                 QUEUE_KEY.pack(queue.number, 0),
                 QUEUE_KEY.pack(queue.number + 1, 0),
@@ -672,9 +892,7 @@ class RocksDBStore:
             )
             batch.delete(layout.queue_name_key(queue.number), db.handles[layout.META])
             batch.delete(layout.queue_min_key(queue.number), db.handles[layout.META])
-        await self._in_thread(db.write, batch)
-        for place in doomed:
-            self._queues.pop(place, None)
+        return batch
 
     @property
     def min_commit_log_offset(self) -> int:
@@ -698,7 +916,12 @@ class RocksDBStore:
             "flushes": flusher.flushes if flusher else 0,
             "topics": len({topic for topic, _ in self._queues}),
             "queues": len(self._queues),
-            "table_file_bytes": db.disk_bytes() if db is not None and not self._closed else 0,
+            # not while a reopen swaps the database in a worker thread
+            "table_file_bytes": db.disk_bytes() if self._readable(db) else 0,
             "recovered_after_crash": self.recovered_after_crash,
-            "refusing_writes": self.disk.refusing,
+            "refusing_writes": self.disk.refusing or self._not_writable,
+            "read_only": db is not None and not db.writable,
         }
+
+    def _readable(self, db: Database | None) -> TypeGuard[Database]:
+        return db is not None and self._opened and not self._closed and self._reopening is None

@@ -47,34 +47,34 @@ class StoreClock:
 def refusal(message: MessageToStore, config: StoreConfig) -> PutResult | None:
     """Why ``message`` cannot be stored, or None when it can."""
     if len(message.body) > config.max_message_size:
-        return PutResult(
+        return PutResult.refused(
             PutStatus.MESSAGE_ILLEGAL,
-            remark=f"the message body is {len(message.body)} bytes;"
+            f"the message body is {len(message.body)} bytes;"
             f" maxMessageSize is {config.max_message_size}",
         )
     if len(message.properties) > MAX_PROPERTIES_LENGTH:
-        return PutResult(
+        return PutResult.refused(
             PutStatus.PROPERTIES_SIZE_EXCEEDED,
-            remark=f"the message properties are {len(message.properties)} bytes;"
+            f"the message properties are {len(message.properties)} bytes;"
             f" at most {MAX_PROPERTIES_LENGTH} fit",
         )
     topic = message.topic
     # isascii is O(1): an ASCII topic's length is its UTF-8 length, no encoding needed
     topic_length = len(topic) if topic.isascii() else len(topic.encode())
     if not 0 < topic_length <= MAX_TOPIC_LENGTH:
-        return PutResult(
+        return PutResult.refused(
             PutStatus.MESSAGE_ILLEGAL,
-            remark=f"the topic is {topic_length} bytes; 1 to {MAX_TOPIC_LENGTH} are allowed",
+            f"the topic is {topic_length} bytes; 1 to {MAX_TOPIC_LENGTH} are allowed",
         )
     if not 0 <= message.queue_id <= 0x7FFFFFFF:
-        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {message.queue_id}")
+        return PutResult.refused(PutStatus.MESSAGE_ILLEGAL, f"bad queue id {message.queue_id}")
     return None
 
 
 def batch_refusal(messages: Sequence[MessageToStore], config: StoreConfig) -> PutResult | None:
     """Why a batch cannot be stored (empty, one bad message, several queues), or None."""
     if not messages:
-        return PutResult(PutStatus.MESSAGE_ILLEGAL, remark="an empty batch")
+        return PutResult.refused(PutStatus.MESSAGE_ILLEGAL, "an empty batch")
     first = messages[0]
     topic, queue_id = first.topic, first.queue_id
     for message in messages:
@@ -82,8 +82,8 @@ def batch_refusal(messages: Sequence[MessageToStore], config: StoreConfig) -> Pu
         if refused is not None:
             return refused
         if message.topic != topic or message.queue_id != queue_id:
-            return PutResult(
-                PutStatus.MESSAGE_ILLEGAL, remark="a batch goes to one topic and queue"
+            return PutResult.refused(
+                PutStatus.MESSAGE_ILLEGAL, "a batch goes to one topic and queue"
             )
     return None
 
