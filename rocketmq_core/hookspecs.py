@@ -129,7 +129,7 @@ def rocketmq_register_put_hooks(register: NamedRegister) -> None:
     (a send, a batch's records, a consumer's send-back, a committed transaction)
     before it is appended, and returns it as it should be stored: as it was, rewritten
     (a delayed message moved to SCHEDULE_TOPIC_XXXX, a transaction half message to
-    RMQ_SYS_TRANS_HALF_TOPIC), or it raises ``rocketmq_core.errors.ResponseError`` to
+    RMQ_SYS_TRANS_HALF_TOPIC), or it raises ``rocketmq_core.errors.RequestRefused`` to
     refuse it with a ResponseCode and a remark. Every registered hook runs, in
     registration order; a hook must leave alone what it does not own, and cost next
     to nothing for a message it does not touch (it runs per message).

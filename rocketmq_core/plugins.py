@@ -1,9 +1,10 @@
 """Finding, loading, blocking and describing plugins.
 
-Plugins come from two places: the built-ins in ``rocketmq_core/builtin/`` and the
-entry points of group ``rocketmq``. ``ROCKETMQ_DISABLE_PLUGINS=a,b`` blocks plugins
-by name (or by distribution name). A plugin that fails to import or to register is
-kept in the list with the reason; it never stops the others from loading.
+Plugins come from two places: the built-ins (in ``rocketmq_core/builtin/``, and in
+``rocketmq_core/cli/`` for the command line's own) and the entry points of group
+``rocketmq``. ``ROCKETMQ_DISABLE_PLUGINS=a,b`` blocks plugins by name (or by
+distribution name). A plugin that fails to import or to register is kept in the list
+with the reason; it never stops the others from loading.
 """
 
 from __future__ import annotations
@@ -28,21 +29,21 @@ DISABLE_ENV = "ROCKETMQ_DISABLE_PLUGINS"
 
 # Built-in plugins: registered through the same hooks as any installed plugin.
 BUILTIN_PLUGINS = (
-    "rocketmq_core.builtin.plugins_command",
+    "rocketmq_core.cli.plugins_command",
     "rocketmq_core.builtin.namesrv",
     "rocketmq_core.builtin.store",
     "rocketmq_core.builtin.broker",
     "rocketmq_core.builtin.allocation",
-    "rocketmq_core.builtin.admin_commands",
+    "rocketmq_core.cli.admin_commands",
 )
 
 # The CLI commands each built-in registers, known before it loads: when one fails, the
 # CLI can name it as the reason its commands are missing (a test keeps this in step).
 BUILTIN_COMMANDS = {
-    "rocketmq_core.builtin.plugins_command": ("plugins",),
+    "rocketmq_core.cli.plugins_command": ("plugins",),
     "rocketmq_core.builtin.namesrv": ("namesrv",),
     "rocketmq_core.builtin.broker": ("broker", "standalone"),
-    "rocketmq_core.builtin.admin_commands": (
+    "rocketmq_core.cli.admin_commands": (
         "broker-config",
         "cluster",
         "consume",
@@ -165,15 +166,22 @@ class PluginHost:
             if wanted is not None and collection_name not in wanted:
                 continue
             collection = getattr(self.registry, collection_name)
-            caller = getattr(self.manager.hook, hook_name)
-            # pluggy calls the last registered first; registration keeps load order
-            for impl in caller.get_hookimpls():
+            # One pluggy call per plugin, not one for all: a single call would run the last
+            # registered first, stop at the first exception (the plugins after it never
+            # register) and give every plugin one ``register``, so entries could not be
+            # filed under the plugin that made them. A subset caller holding one plugin's
+            # implementation keeps pluggy's call loop (tracing, hook-call monitoring,
+            # that plugin's wrappers); get_hookimpls() lists them in load order.
+            everyone = self.manager.get_plugins()
+            for impl in getattr(self.manager.hook, hook_name).get_hookimpls():
                 info = self.info(impl.plugin_name)
-                if info.status != "loaded":
-                    continue
-                register = _bound_register(collection, info)
+                if info.status != "loaded" or impl.wrapper or impl.hookwrapper:
+                    continue  # a wrapper runs around its own plugin's call
+                only_this_plugin = self.manager.subset_hook_caller(
+                    hook_name, remove_plugins=everyone - {impl.plugin}
+                )
                 try:
-                    impl.function(register=register)
+                    only_this_plugin(register=_bound_register(collection, info))
                 except Exception as exc:
                     info.status = "failed"
                     info.error = _describe(exc, info.distribution)

@@ -41,6 +41,36 @@ def test_golden_frame_whole_and_byte_by_byte(golden):
     assert FrameDecoder().feed(encode_command(whole)) == [whole]
 
 
+@pytest.mark.parametrize("serialize_type", list(SerializeType), ids=lambda t: t.name)
+def test_each_decoder_sets_every_slot_of_the_command(serialize_type):
+    # the JSON decoder fills a bare object (no __init__): a slot it forgets is unset
+    golden = next(g for g in GOLDEN if g.frame[4] == serialize_type)
+    (decoded,) = FrameDecoder().feed(golden.frame)
+    slots = RemotingCommand.__slots__
+    assert [slot for slot in slots if not hasattr(decoded, slot)] == []
+    # and each slot carries what was sent: a command with no default left in it
+    sent = RemotingCommand(
+        RequestCode.SEND_MESSAGE_V2,
+        opaque=77,
+        flag=1,
+        remark="why",
+        ext_fields={"a": "1"},
+        body=b"payload",
+        language=LanguageCode.GO,
+        version=399,
+        serialize_type=serialize_type,
+    )
+    defaults = RemotingCommand(0)
+    assert [slot for slot in slots if getattr(sent, slot) == getattr(defaults, slot)] in (
+        [],
+        ["serialize_type"],  # JSON is the default encoding
+    )
+    (received,) = FrameDecoder().feed(encode_command(sent))
+    assert {slot: getattr(received, slot) for slot in slots} == {
+        slot: getattr(sent, slot) for slot in slots
+    }
+
+
 def test_cpp_send_message_quirks():
     send = next(g for g in captured_frames() if g.code == RequestCode.SEND_MESSAGE)
     (command,) = FrameDecoder().feed(send.frame)

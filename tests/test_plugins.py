@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from functools import partial
 from importlib import metadata
 
 import pytest
 
 from rocketmq_core.errors import ConfigError, PluginError
 from rocketmq_core.hookspecs import hookimpl
-from rocketmq_core.plugins import BUILTIN_COMMANDS, load_plugins
+from rocketmq_core.plugins import BUILTIN_COMMANDS, PluginHost, PluginInfo, load_plugins
 from rocketmq_core.registry import Deferred, Registry
 
 
@@ -132,6 +134,47 @@ def test_invalid_names_are_refused(plugin_modules):
     )
     host = load_plugins(blocked=(), entry_points=[entry_point("caps", "caps_plugin")])
     assert "lower snake case" in host.info("caps").error
+
+
+STORE_PLUGIN = """
+    from rocketmq_core.hookspecs import hookimpl
+
+    @hookimpl
+    def rocketmq_register_stores(register):
+        register("{name}", object())
+"""
+
+
+def test_registration_goes_through_pluggy_one_plugin_at_a_time_in_load_order(plugin_modules):
+    failing = STORE_PLUGIN.replace('register("{name}", object())', "raise RuntimeError('no')")
+    plugin_modules(
+        {
+            "first_plugin": STORE_PLUGIN.format(name="first"),
+            "failing_plugin": failing,
+            "third_plugin": STORE_PLUGIN.format(name="third"),
+        }
+    )
+    host = PluginHost()
+    calls = []
+    host.manager.add_hookcall_monitoring(
+        lambda hook, impls, kwargs: calls.append((hook, [impl.plugin_name for impl in impls])),
+        lambda outcome, hook, impls, kwargs: None,
+    )
+    for name in ("first", "failing", "third"):
+        info = PluginInfo(name, f"{name}_plugin", None, None, "entry point")
+        host.add(info, partial(importlib.import_module, f"{name}_plugin"), blocked=set())
+    host.register_all(["stores"])
+    # pluggy saw each call (a monitor, a tracer would), each with one plugin, in load order
+    assert calls == [
+        ("rocketmq_register_stores", ["first"]),
+        ("rocketmq_register_stores", ["failing"]),
+        ("rocketmq_register_stores", ["third"]),
+    ]
+    # the failure is that plugin's alone: the one after it still registered
+    assert host.info("failing").status == "failed"
+    assert "RuntimeError: no" in host.info("failing").error
+    assert host.registry.stores.names() == ["first", "third"]
+    assert host.info("third").registered == {"store": ["third"]}
 
 
 def test_blocked_plugins_are_listed_but_not_loaded(plugin_modules, monkeypatch):

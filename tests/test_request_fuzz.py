@@ -3,7 +3,7 @@
 Mutated requests for every code a real broker and name server register (the seeded
 mutator of rocketmq_core.testing.frame_fuzz) go straight to their processors, with the
 context of a real server-side connection. A processor may refuse a request (a
-ProtocolError or ResponseError, answered with its code); anything else is a crash the
+ProtocolError or RequestRefused, answered with its code); anything else is a crash the
 dispatcher would answer SYSTEM_ERROR with a traceback in the log, and fails the test.
 ROCKETMQ_FUZZ_CASES raises the count (``tox -e soak`` runs 100,000).
 """
@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from rocketmq_core.broker.app import Broker
-from rocketmq_core.errors import ProtocolError, ResponseError
+from rocketmq_core.errors import ProtocolError, RequestRefused
 from rocketmq_core.namesrv.server import NameServer
 from rocketmq_core.protocol.codec import encode_command
 from rocketmq_core.protocol.command import RemotingCommand
@@ -51,7 +51,7 @@ async def run_case(table, ctx, command: RemotingCommand) -> BaseException | None
         if isinstance(result, RemotingCommand):
             result.opaque = command.opaque
             encode_command(result)  # an answer that cannot be sent is a crash too
-    except (ProtocolError, ResponseError):
+    except (ProtocolError, RequestRefused):
         return None
     except Exception as exc:
         return exc

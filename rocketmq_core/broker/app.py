@@ -15,17 +15,17 @@ import random
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Collection
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
 from ..data_paths import check_writable_directory, check_writable_file, data_path_error
-from ..errors import RemotingError, ResponseError
+from ..errors import RemotingError, RequestRefused
 from ..limits import raise_open_files_limit
 from ..plugins import PluginHost, load_plugins
 from ..protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigWrapper
@@ -37,12 +37,13 @@ from ..protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
 )
+from ..registry import NamedRegistry
 from ..remoting.client import RemotingClient
 from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
 from ..remoting.server import RemotingServer
 from ..remoting.transport import format_address, parse_endpoint
-from ..store.api import MessageToStore
+from ..store.api import MessageStore, MessageToStore
 from ..store.loader import create_store
 from .clients import ConsumerManager, ProducerManager
 from .config import BrokerConfig
@@ -55,6 +56,7 @@ from .put_hooks import PutHooks
 from .topics import TopicConfigManager
 
 log = logging.getLogger("rocketmq.broker")
+T = TypeVar("T")  # what a plugin factory builds for a broker
 
 # live keys the store keeps a copy of: broker.conf key -> StoreConfig attribute
 _STORE_LIVE_KEYS = {
@@ -90,10 +92,11 @@ class Broker:
         self.pulls = PullHoldService()
         self.pull_rates = PullRates(clock)  # the consumeTps of GET_CONSUME_STATS
         self.queue_locks = QueueLockTable()
-        self.store: Any = None
+        self._store: MessageStore | None = None  # made and opened by run
         # the plugins' put hooks, built from their factories when the broker starts
         self.put_hooks = PutHooks()
-        self.services: dict[str, Any] = {}  # the running broker services by name
+        # the running broker services by name (Any: a plugin uses its own service's methods)
+        self.services: dict[str, Any] = {}
         self._services_group: TaskGroup | None = None
         self._services_done: anyio.Event | None = None
         self.server: RemotingServer | None = None
@@ -109,6 +112,9 @@ class Broker:
         self._stop_requested: anyio.Event | None = None
         self._stopped: anyio.Event | None = None
         self._grace = 5.0
+        self._failure: Exception | None = None  # a broker task's, raised by run once stopped
+        self._started = False
+        self._routine: anyio.CancelScope | None = None  # registration and housekeeping
 
     def now(self) -> float:
         """Milliseconds on the liveness clock."""
@@ -118,6 +124,13 @@ class Broker:
     def serving(cls, config: BrokerConfig, **options: Any) -> AbstractAsyncContextManager[Broker]:
         """A started broker, stopped gracefully when the block exits."""
         return runtime.serving(cls(config, **options))
+
+    @property
+    def store(self) -> MessageStore:
+        """The message store: open from start-up on, closed once the broker has stopped."""
+        if self._store is None:
+            raise RuntimeError("the broker has no store before it starts: use it once running")
+        return self._store
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -142,13 +155,19 @@ class Broker:
         self._register_now = anyio.Event()
         self._stop_requested = anyio.Event()
         self._stopped = anyio.Event()
-        self._failure: Exception | None = None
+        self._failure = None
         self._started = False
         self._routine = anyio.CancelScope()
         # a run that ends by an error still lets stop() return (it waits, shielded, for
         # _stopped; the error then reaches whoever started the broker)
         try:
-            async with anyio.create_task_group() as task_group:
+            # each part pushes what stops it: a stop, or a part that fails to start, leaves
+            # those started in reverse order; the store and the name-server client enter
+            # task groups in this task and scope, so they are left here too, with no
+            # scope in between
+            async with AsyncExitStack() as parts:
+                task_group = await parts.enter_async_context(anyio.create_task_group())
+                parts.callback(task_group.cancel_scope.cancel)
                 self._task_group = task_group
                 # bind first: with port 0 the store must know the real port (its store host)
                 serve = partial(self.server.serve, extra=self.config.listeners(transports))
@@ -163,43 +182,50 @@ class Broker:
                 ]
                 if transport.name != "tcp":  # brokerAddr itself is not tcp: say what it is
                     self.endpoints.insert(0, f"{transport.name}://{self.address}")
-                try:
-                    self.topics.load()
-                    self.offsets.load()
-                    self.groups.load()
-                    self.store = create_store(
-                        self.config.store, self.config.store_config(), self.host
-                    )
-                    self.store.add_dispatcher(self.pulls)  # wakes held pulls
-                    await self.store.open()
-                except OSError as exc:  # a file the checks could not foresee (permissions)
-                    root = self.config.store_path_root_dir
-                    raise data_path_error(exc, "storePathRootDir", root) from exc
+                await self._open_store()
+                parts.push_async_callback(self._save_and_close_store)
                 self.put_hooks = PutHooks(self._built(self.host.registry.put_hooks).values())
                 self.services = self._built(self.host.registry.broker_services)
                 await task_group.start(self._stopping_on_failure(self._run_services))
+                parts.push_async_callback(self._stop_services)
+                parts.push_async_callback(self._stop_serving)
                 await self.topics.persist()
                 self.topics.on_change(self.request_registration)
                 dial = self.config.client_transports(transports)
-                self._namesrv_client = RemotingClient(dial(self.config.transport), transports=dial)
-                await self._namesrv_client.__aenter__()
+                parts.callback(self._forget_namesrv_client)
+                self._namesrv_client = await parts.enter_async_context(
+                    RemotingClient(dial(self.config.transport), transports=dial)
+                )
+                parts.push_async_callback(self._leave_name_servers)
                 self.ready = True
+                parts.callback(self._refuse_requests)
                 self.server.open_for_requests()
                 await self._register_all()
                 task_group.start_soon(self._stopping_on_failure(self._routine_work))
                 self.host.hook.rocketmq_broker_started(broker=self, address=self.address)
+                parts.callback(self.host.hook.rocketmq_broker_stopping, broker=self)
                 self._started = True
                 task_status.started(self.address)
-                # the store and the name-server client entered task groups in this task and
-                # scope: they are left here too, in reverse order, with no scope in between
                 await self._stop_requested.wait()
-                await self._shut_down()
-                task_group.cancel_scope.cancel()
         finally:
             self._task_group = None
             self._stopped.set()
         if self._failure is not None:
             raise self._failure
+
+    async def _open_store(self) -> None:
+        """Load the config files and open the store (the store needs the bound port)."""
+        try:
+            self.topics.load()
+            self.offsets.load()
+            self.groups.load()
+            store = self._store = create_store(
+                self.config.store, self.config.store_config(), self.host
+            )
+            store.add_dispatcher(self.pulls)  # wakes held pulls
+            await store.open()
+        except OSError as exc:  # a file the checks could not foresee (permissions)
+            raise data_path_error(exc, "storePathRootDir", self.config.store_path_root_dir) from exc
 
     def _check_data_paths(self) -> None:
         """ConfigErrors naming the setting, before a path fails deep in the store."""
@@ -223,13 +249,14 @@ class Broker:
                 log.error("stopping the broker: a broker task failed", exc_info=exc)
                 if self._failure is None:
                     self._failure = exc
+                assert self._stop_requested is not None  # made by run before any task
                 self._stop_requested.set()
 
         return guarded
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, unregister, answer held pulls, persist, close the store."""
-        if self._task_group is None:
+        if self._task_group is None or self._stop_requested is None or self._stopped is None:
             return
         self._grace = grace
         self._stop_requested.set()
@@ -237,28 +264,38 @@ class Broker:
 
     async def _routine_work(self) -> None:
         """Registration every 30 s and housekeeping, until the shutdown begins."""
+        assert self._routine is not None
         with self._routine:
             async with anyio.create_task_group() as routine:
                 routine.start_soon(self._register_periodically)
                 routine.start_soon(self._housekeeping)
 
-    async def _shut_down(self) -> None:
-        self.host.hook.rocketmq_broker_stopping(broker=self)
-        self.ready = False
+    # the steps of a stop, pushed by run as their parts start; they run in reverse
+
+    def _refuse_requests(self) -> None:
+        self.ready = False  # requests are answered "starting or stopping" from here on
+
+    async def _leave_name_servers(self) -> None:
         # no registration may follow the unregistration, nor use the closing client
+        assert self._routine is not None
         self._routine.cancel()
         await self._unregister_all()
-        if self._namesrv_client is not None:
-            await self._namesrv_client.__aexit__(None, None, None)
-            self._namesrv_client = None
+
+    def _forget_namesrv_client(self) -> None:
+        self._namesrv_client = None
+
+    async def _stop_serving(self) -> None:
         self.pulls.release_all()
         if self.server is not None:
             await self.server.stop(self._grace)
-        await self._stop_services()
-        await self.offsets.persist()
-        await self.topics.persist()
-        await self.groups.persist()
-        if self.store is not None:
+
+    async def _save_and_close_store(self) -> None:
+        try:
+            with anyio.CancelScope(shield=True):  # a start cut short saves what it loaded
+                await self.offsets.persist()
+                await self.topics.persist()
+                await self.groups.persist()
+        finally:
             try:
                 await self.store.close()
             except OSError as exc:  # its last writes failed: say where, not a traceback
@@ -267,9 +304,9 @@ class Broker:
 
     # --- plugins: put hooks and services -----------------------------------------------------
 
-    def _built(self, registry: Any) -> dict[str, Any]:
+    def _built(self, registry: NamedRegistry[Callable[[Broker], T | None]]) -> dict[str, T]:
         """Each factory of ``registry`` called with this broker; None means "not here"."""
-        built = {}
+        built: dict[str, T] = {}
         for entry in registry.entries():
             made = entry.obj(self)
             if made is not None:
@@ -279,7 +316,7 @@ class Broker:
     def prepare(self, message: MessageToStore) -> MessageToStore:
         """``message`` as the put hooks leave it (a delayed message moved to
         SCHEDULE_TOPIC_XXXX, a half message to the half topic); a hook rejects a
-        message by raising ResponseError."""
+        message by raising RequestRefused."""
         return self.put_hooks.prepare(message)
 
     async def _run_services(self, *, task_status: TaskStatus[None]) -> None:
@@ -308,7 +345,7 @@ class Broker:
 
     def check_ready(self) -> None:
         if not self.ready:
-            raise ResponseError(
+            raise RequestRefused(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
                 "the broker is starting or stopping; retry in a moment",
             )
@@ -319,7 +356,7 @@ class Broker:
         the config file (``brokerConfigPath``) rewritten when there is one."""
         self.config_version = self.config_version.next(int(time.time() * 1000))
         self.groups.auto_create = self.config.auto_create_subscription_group
-        if self.store is not None:
+        if self._store is not None:
             await self._apply_to_store(keys)
         if "brokerPermission" in keys:
             self.topics.touch()  # registers the topics again, with the new permission

@@ -12,10 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
-from ..errors import ResponseError
-from ..protocol.bodies import DataVersion, SubscriptionGroupConfig
+from ..errors import RequestRefused
+from ..protocol.bodies import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
 from ..protocol.codes import ResponseCode
 from .config_files import VersionedConfigFile
 
@@ -48,7 +46,7 @@ class SubscriptionGroupManager(VersionedConfigFile):
         """The group's config, or SUBSCRIPTION_GROUP_NOT_EXIST for the client."""
         config = self.find(group)
         if config is None:
-            raise ResponseError(
+            raise RequestRefused(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                 f"subscription group not exist, {group}; create it first",
             )
@@ -65,15 +63,10 @@ class SubscriptionGroupManager(VersionedConfigFile):
         return True
 
     def encode(self) -> bytes:
-        value = {
-            "subscriptionGroupTable": {name: g.to_json() for name, g in self.table.items()},
-            "forbiddenTable": {},
-            "dataVersion": self.data_version.to_json(),
-        }
-        return orjson.dumps(value, option=orjson.OPT_INDENT_2)
+        """The file, and GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body."""
+        return SubscriptionGroupWrapper(self.table, self.data_version).encode()
 
 
 def _parse_table(value: Any) -> tuple[dict[str, SubscriptionGroupConfig], DataVersion]:
-    table = value.get("subscriptionGroupTable") or {}
-    groups = {name: SubscriptionGroupConfig.from_json(group) for name, group in table.items()}
-    return groups, DataVersion.from_json(value.get("dataVersion") or {})
+    wrapper = SubscriptionGroupWrapper.from_json(value)
+    return wrapper.subscription_group_table, wrapper.data_version

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import anyio
 
 from ..store.api import DispatchRequest
-from ..store.common import enters_consume_queue, tag_matches
+from ..store.rules import enters_consume_queue, tag_matches
 
 
 @dataclass(eq=False, slots=True)

@@ -7,9 +7,8 @@ them (bare integer keys), so Java tools and brokers read the file and we read th
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from ..protocol import fastjson
+from ..protocol.bodies import ConsumerOffsetWrapper
 from .config_files import ConfigFile
 
 log = logging.getLogger("rocketmq.broker")
@@ -27,9 +26,9 @@ class ConsumerOffsetManager(ConfigFile):
         self.table: dict[str, dict[int, int]] = {}
 
     def load(self) -> None:
-        table = self.read("a consumer offset table", _parse_table)
-        if table is not None:
-            self.table = table
+        wrapper = self.read("a consumer offset table", ConsumerOffsetWrapper.from_json)
+        if wrapper is not None:
+            self.table = wrapper.offset_table
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET and the commit-offset flag of a pull."""
@@ -66,13 +65,5 @@ class ConsumerOffsetManager(ConfigFile):
             self._dirty = True
 
     def encode(self) -> bytes:
-        # fastjson's default form: queue ids as bare integer keys, as Java writes them
-        return fastjson.dumps({"offsetTable": self.table}, standard=False)
-
-
-def _parse_table(value: Any) -> dict[str, dict[int, int]]:
-    table = value.get("offsetTable") or {}
-    return {
-        str(key): {int(queue): int(offset) for queue, offset in offsets.items()}
-        for key, offsets in table.items()
-    }
+        """The file, and GET_ALL_CONSUMER_OFFSET's body."""
+        return ConsumerOffsetWrapper(self.table).encode()

@@ -20,14 +20,16 @@ class PutHooks:
 
     def __init__(self, hooks: Iterable[PutHook] = ()) -> None:
         self._hooks = list(hooks)
-        markers: list[bytes] | None = []
+        self._markers: tuple[bytes, ...] | None
+        markers: list[bytes] = []
         for hook in self._hooks:
             declared = getattr(hook, "markers", None)
             if declared is None:
-                markers = None  # a hook that may act on any message sees every message
+                self._markers = None  # a hook that may act on any message sees every message
                 break
             markers.extend(declared)
-        self._markers = tuple(markers) if markers is not None else None
+        else:
+            self._markers = tuple(markers)
 
     def __bool__(self) -> bool:
         return bool(self._hooks)
@@ -43,7 +45,7 @@ class PutHooks:
         return False
 
     def prepare(self, message: MessageToStore) -> MessageToStore:
-        """``message`` as the hooks leave it; a hook refuses by raising ResponseError."""
+        """``message`` as the hooks leave it; a hook refuses by raising RequestRefused."""
         for hook in self._hooks:
             message = hook(message)
         return message

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import ResponseError
+from ..errors import RequestRefused
 from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -89,7 +89,7 @@ class HalfMessageHook:
         if message.reconsume_times > 0 and _delay_level(properties) > 0:
             return message  # a retry of a transaction's message: an ordinary delayed message
         if self.config.reject_transaction_message:
-            raise ResponseError(
+            raise RequestRefused(
                 ResponseCode.NO_PERMISSION,
                 f"the broker[{self.config.broker_ip1}] sending transaction message is"
                 " forbidden (rejectTransactionMessage=true)",
@@ -202,7 +202,7 @@ def _op_halves(record: bytes | memoryview, queue_offset: int) -> list[int]:
 def decisions_of(broker: Broker) -> Decisions:
     service = broker.services.get(CHECK_SERVICE)
     if service is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,
             f"the broker service {CHECK_SERVICE!r} is not running: transactions cannot end",
         )
@@ -221,7 +221,7 @@ async def end_transaction(
     broker.check_ready()
     header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields or {})
     if broker.config.broker_role == "SLAVE":
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SLAVE_NOT_AVAILABLE,
             "this broker is a slave: end transactions on the master",
         )
@@ -229,7 +229,7 @@ async def end_transaction(
     if decision == TRANSACTION_NOT_TYPE:
         return None  # the producer does not know yet: the check-back will ask again
     if decision not in (TRANSACTION_COMMIT, TRANSACTION_ROLLBACK):
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.INVALID_PARAMETER,
             f"commitOrRollback is {decision}: send 8 (commit), 12 (rollback) or 0 (unknown)",
         )
@@ -262,26 +262,26 @@ async def _half_message(broker: Broker, header: EndTransactionRequestHeader) -> 
     except RecordError:
         half = None
     if half is None or half.topic != TRANS_HALF_TOPIC or REAL_TOPIC not in half.properties:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,
             f"Find prepared transaction message failed: no half message at commitLogOffset"
             f" {header.commit_log_offset}",
         )
     group = half.properties.get(PGROUP)
     if group != header.producer_group:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,
             f"The producer group wrong: the half message belongs to group {group!r},"
             f" not {header.producer_group!r}",
         )
     if half.queue_offset != header.tran_state_table_offset:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,
             f"The transaction state table offset wrong: the half message is at"
             f" {half.queue_offset}, not {header.tran_state_table_offset}",
         )
     if half.commit_log_offset != header.commit_log_offset:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,
             f"The commit log offset wrong: the half message is at {half.commit_log_offset}",
         )
@@ -292,7 +292,7 @@ async def _put(broker: Broker, message: MessageToStore, what: str) -> None:
     result = await broker.store.put(message)
     if not result.status.stored:
         log.error("%s was not stored: %s %s", what, result.status.name, result.remark)
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,
             f"{what} was not stored: {result.status.name} {result.remark}".rstrip(),
         )

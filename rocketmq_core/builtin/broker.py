@@ -33,7 +33,7 @@ def rocketmq_register_broker_services(register):
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from ..broker.command import BrokerCommand, StandaloneCommand
+    from ..broker.startup import BrokerCommand, StandaloneCommand
 
     register("broker", BrokerCommand())
     register("standalone", StandaloneCommand())

@@ -17,6 +17,6 @@ def rocketmq_register_processors(register):
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from ..namesrv.command import NamesrvCommand
+    from ..namesrv.startup import NamesrvCommand
 
     register("namesrv", NamesrvCommand())

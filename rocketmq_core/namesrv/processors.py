@@ -2,7 +2,7 @@
 
 Each is ``(namesrv, ctx, request)``; the built-in namesrv plugin binds them to the
 running NameServer and registers them by code. Failures a client can act on are
-answered with their ResponseCode (ResponseError, HeaderError, BodyError).
+answered with their ResponseCode (RequestRefused, HeaderError, BodyError).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..config_update import apply_config_update
-from ..errors import ResponseError
+from ..errors import RequestRefused
 from ..protocol import fastjson
 from ..protocol.bodies import (
     DataVersion,
@@ -66,7 +66,7 @@ def get_kv_config(namesrv: NameServer, ctx: RequestContext, request: Request) ->
     header = KVConfigKeyRequestHeader.from_ext_fields(request.ext_fields or {})
     value = namesrv.kv.get(header.namespace, header.key)
     if value is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.QUERY_NOT_FOUND,
             f"No config item, Namespace: {header.namespace} Key: {header.key}",
         )
@@ -84,7 +84,7 @@ def get_kv_list_by_namespace(namesrv: NameServer, ctx: RequestContext, request: 
     header = GetKVListByNamespaceRequestHeader.from_ext_fields(request.ext_fields or {})
     table = namesrv.kv.namespace(header.namespace)
     if not table:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}"
         )
     return request.response(body=KVTable(table).encode())
@@ -98,7 +98,7 @@ def register_broker(namesrv: NameServer, ctx: RequestContext, request: Request) 
     header = RegisterBrokerRequestHeader.from_ext_fields(ext)
     body = request.body
     if header.body_crc32 and body and zlib.crc32(body) & 0x7FFFFFFF != header.body_crc32:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,
             f"crc32 not match: the REGISTER_BROKER body of {header.broker_addr} is damaged",
         )
@@ -162,7 +162,7 @@ def _json_body(request: Request) -> Any:
     try:
         return fastjson.loads(request.body)
     except ValueError as exc:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, f"the body is not JSON: {exc}") from None
+        raise RequestRefused(ResponseCode.SYSTEM_ERROR, f"the body is not JSON: {exc}") from None
 
 
 def wipe_write_perm_of_broker(
@@ -205,7 +205,7 @@ def get_route_info_by_topic(namesrv: NameServer, ctx: RequestContext, request: R
             route.order_topic_conf = order_conf
         body = route.encode(standard=standard) if route is not None else None
     if body is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.TOPIC_NOT_EXIST,
             f"No topic route info in name server for the topic: {header.topic}{FAQ}",
         )
@@ -234,13 +234,13 @@ def get_broker_cluster_info(namesrv: NameServer, ctx: RequestContext, request: R
 
 def get_all_topic_list(namesrv: NameServer, ctx: RequestContext, request: Request) -> Request:
     if not namesrv.config.enable_all_topic_list:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, "disable")
+        raise RequestRefused(ResponseCode.SYSTEM_ERROR, "disable")
     return request.response(body=TopicList(namesrv.routes.topics()).encode())
 
 
 def _topic_list_enabled(namesrv: NameServer) -> None:
     if not namesrv.config.enable_topic_list:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, "disable")
+        raise RequestRefused(ResponseCode.SYSTEM_ERROR, "disable")
 
 
 def get_topics_by_cluster(namesrv: NameServer, ctx: RequestContext, request: Request) -> Request:

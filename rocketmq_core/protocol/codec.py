@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Mapping
+from typing import NoReturn
 
 import orjson
 
@@ -111,7 +113,7 @@ class FrameDecoder:
             buffer += data[position:]
         return commands
 
-    def _fail(self, message: str, opaque: int | None = None) -> None:
+    def _fail(self, message: str, opaque: int | None = None) -> NoReturn:
         self._failed = RemoteProtocolError(message, opaque=opaque)
         raise self._failed
 
@@ -137,7 +139,7 @@ class FrameDecoder:
         raise self._failed
 
 
-def _copy_out(buffer: bytearray, start: int, end: int) -> bytes:
+def _copy_out(buffer: bytes | bytearray, start: int, end: int) -> bytes:
     with memoryview(buffer) as view:
         return view[start:end].tobytes()  # one copy, where bytes(buffer[a:b]) makes two
 
@@ -257,7 +259,9 @@ def _decode_json_header(header: bytes | bytearray) -> RemotingCommand:
     return command
 
 
-def _json_int(fields: dict, name: str, opaque: int | None, default: int | None = None) -> int:
+def _json_int(
+    fields: Mapping[str, object], name: str, opaque: int | None, default: int | None = None
+) -> int:
     value = fields.get(name, default)
     if type(value) is int:
         return value
@@ -277,7 +281,7 @@ def _json_language(value: object) -> int:
     return _OTHER
 
 
-def _stringify_values(fields: dict) -> dict[str, str]:
+def _stringify_values(fields: Mapping[str, object]) -> dict[str, str]:
     """Values as Java would read them: numbers as decimal text, null as absent."""
     result = {}
     for key, value in fields.items():
@@ -405,7 +409,9 @@ def _encode_binary_header(command: RemotingCommand) -> bytes:
         if value is None:
             continue
         key_bytes = key.encode()
-        value_bytes = (value if type(value) is str else _stringify_values({0: value})[0]).encode()
+        value_bytes = (
+            value if type(value) is str else _stringify_values({key: value})[key]
+        ).encode()
         entries.append(_BINARY_KEY_LEN.pack(len(key_bytes)) + key_bytes)
         entries.append(_INT32.pack(len(value_bytes)) + value_bytes)
     ext_block = b"".join(entries)

@@ -18,7 +18,7 @@ import json
 import re
 from array import array
 from itertools import accumulate
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -172,7 +172,7 @@ class _LenientParser:
         self.text = text
         self.pos = 0
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str) -> NoReturn:
         raise JsonError(f"invalid JSON at character {self.pos}: {message}")
 
     def skip_space(self) -> None:
@@ -203,8 +203,9 @@ class _LenientParser:
         match = _STRING.match(self.text, self.pos)
         if match is None:
             self.fail("unterminated string")
-        self.pos = match.end()  # type: ignore[union-attr]
-        return self.scalar(match.group())  # type: ignore[union-attr]
+        self.pos = match.end()
+        text: str = self.scalar(match.group())
+        return text
 
     def scalar(self, text: str) -> Any:
         """A string or number, read by the json module (which refuses 5,000-digit ints)."""

@@ -18,14 +18,18 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..errors import HeaderError
 from .codes import ResponseCode
 
-# Java's Long: an int fits in an int32 unless declared Long
-Long = typing.NewType("Long", int)
+# Java's Long: an int fits in an int32 unless declared Long. A marker only the codec
+# reads: to a type checker (and to whoever builds a header) it is a plain int.
+if TYPE_CHECKING:
+    Long = int
+else:
+    Long = typing.NewType("Long", int)
 
 _STR, _INT, _BOOL, _LONG = 0, 1, 2, 3
 _KINDS = {str: _STR, int: _INT, bool: _BOOL, Long: _LONG}
@@ -34,7 +38,7 @@ _RANGES = {_INT: (-(2**31), 2**31 - 1, "an int32"), _LONG: (-(2**63), 2**63 - 1,
 H = TypeVar("H", bound="CustomHeader")
 
 
-def wire(name: str, default: Any = dataclasses.MISSING) -> Any:
+def wire(name: str, *, default: Any = dataclasses.MISSING) -> Any:
     """A field whose wire name is not the camelCase of its attribute."""
     return dataclasses.field(default=default, metadata={"wire": name})
 
@@ -45,6 +49,8 @@ class CustomHeader:
     __slots__ = ()
     # (attribute, wire name, kind, required), filled in by @custom_header
     _fields: ClassVar[tuple[_WireField, ...]] = ()
+    if TYPE_CHECKING:  # set by dataclasses: what makes a header a DataclassInstance
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     @classmethod
     def from_ext_fields(
@@ -54,7 +60,8 @@ class CustomHeader:
 
         Raises HeaderError naming the field that is missing or malformed.
         """
-        return cls._codec(names).decode(ext_fields)
+        header: H = cls._codec(names).decode(ext_fields)
+        return header
 
     def to_ext_fields(self, names: Mapping[str, str] | None = None) -> dict[str, str]:
         """The header as extFields, every value a string."""
@@ -147,11 +154,11 @@ class _Codec:
         where = f"<{cls.__name__} codec>"
         exec(compile("\n".join(decode), where, "exec"), scope)
         exec(compile("\n".join(encode), where, "exec"), scope)
-        self.decode = scope["decode"]
-        self.encode = scope["encode"]
+        self.decode: Callable[[Mapping[str, str]], Any] = scope["decode"]
+        self.encode: Callable[[Any], dict[str, str]] = scope["encode"]
 
 
-def _default(field: dataclasses.Field, scope: dict[str, Any]) -> str:
+def _default(field: dataclasses.Field[Any], scope: dict[str, Any]) -> str:
     """The expression giving ``field``'s default inside a compiled decoder."""
     name = f"default_{field.name}"
     if field.default_factory is not dataclasses.MISSING:
@@ -182,6 +189,8 @@ def camel_case(name: str) -> str:
     return first + "".join(part.capitalize() for part in rest)
 
 
+# tells type checkers that a header's __init__ takes its fields by keyword
+@typing.dataclass_transform(kw_only_default=True, field_specifiers=(dataclasses.field, wire))
 def custom_header(cls: type[H]) -> type[H]:
     """Make ``cls`` a keyword-only slotted dataclass and record its wire fields."""
     cls = dataclasses.dataclass(kw_only=True, slots=True)(cls)
@@ -258,8 +267,8 @@ class SendMessageResponseHeader(CustomHeader):
     transaction_id: str | None = None
     batch_uniq_id: str | None = None
     recall_handle: str | None = None
-    region_id: str | None = wire("MSG_REGION", None)
-    trace_on: bool | None = wire("TRACE_ON", None)
+    region_id: str | None = wire("MSG_REGION", default=None)
+    trace_on: bool | None = wire("TRACE_ON", default=None)
 
 
 # --- pulling and offsets (CODES.md §3.4-§3.6) ----------------------------------------
@@ -355,7 +364,7 @@ class QueryMessageRequestHeader(CustomHeader):
     max_num: int
     begin_timestamp: Long
     end_timestamp: Long
-    unique_key_query: bool | None = wire("_UNIQUE_KEY_QUERY", None)
+    unique_key_query: bool | None = wire("_UNIQUE_KEY_QUERY", default=None)
 
 
 @custom_header
@@ -438,7 +447,7 @@ class CheckTransactionStateRequestHeader(CustomHeader):
     transaction_id: str | None = None
     offset_msg_id: str | None = None
     topic: str | None = None
-    broker_name: str | None = wire("bname", None)
+    broker_name: str | None = wire("bname", default=None)
 
 
 @custom_header
@@ -446,7 +455,7 @@ class RecallMessageRequestHeader(CustomHeader):
     topic: str
     recall_handle: str
     producer_group: str | None = None
-    broker_name: str | None = wire("bname", None)
+    broker_name: str | None = wire("bname", default=None)
 
 
 @custom_header

@@ -13,8 +13,8 @@ from typing import Any
 
 from ..errors import BodyError
 from . import fastjson
-from .bodies import body_decoder
 from .codes import ResponseCode
+from .json_body import body_decoder, load_object
 from .message import tags_code
 
 SUB_ALL = "*"
@@ -40,7 +40,8 @@ class ConsumeFromWhere(IntEnum):
     CONSUME_FROM_TIMESTAMP = 5
 
 
-def _enum(kind: type[IntEnum], raw: Any, default: IntEnum) -> Any:
+def enum_of(kind: type[IntEnum], raw: Any, default: IntEnum | None) -> Any:
+    """An enum sent by name (Java) or by ordinal (C++); ``default`` when absent."""
     if raw is None:
         return default
     try:
@@ -132,9 +133,9 @@ class ConsumerData:
             raise BodyError("a consumerDataSet entry has no groupName")
         return cls(
             str(value["groupName"]),
-            _enum(ConsumeType, value.get("consumeType"), ConsumeType.CONSUME_PASSIVELY),
-            _enum(MessageModel, value.get("messageModel"), MessageModel.CLUSTERING),
-            _enum(
+            enum_of(ConsumeType, value.get("consumeType"), ConsumeType.CONSUME_PASSIVELY),
+            enum_of(MessageModel, value.get("messageModel"), MessageModel.CLUSTERING),
+            enum_of(
                 ConsumeFromWhere,
                 value.get("consumeFromWhere"),
                 ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
@@ -204,9 +205,20 @@ class MessageQueue:
             raise BodyError(f"{value!r} is not a message queue") from None
 
 
-def encode_consumer_list(client_ids: list[str]) -> bytes:
-    """GET_CONSUMER_LIST_BY_GROUP's body (the C++ client parses it strictly)."""
-    return fastjson.dumps({"consumerIdList": client_ids})
+@dataclass(slots=True)
+class ConsumerIdList:
+    """GET_CONSUMER_LIST_BY_GROUP's reply body (the C++ client parses it strictly)."""
+
+    consumer_id_list: list[str] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return fastjson.dumps({"consumerIdList": self.consumer_id_list})
+
+    @classmethod
+    @body_decoder("consumer list")
+    def decode(cls, body: bytes) -> ConsumerIdList:
+        value = load_object(body, "consumer list")
+        return cls([str(client_id) for client_id in value.get("consumerIdList") or []])
 
 
 @dataclass(slots=True)
@@ -250,16 +262,22 @@ class LockBatchRequest:
         )
 
 
-def encode_locked_queues(queues: list[MessageQueue]) -> bytes:
+@dataclass(slots=True)
+class LockBatchResponse:
     """LOCK_BATCH_MQ's reply body: the queues now held by the asking client."""
-    return fastjson.dumps({"lockOKMQSet": [queue.to_json() for queue in queues]})
 
+    lock_ok_mq_set: list[MessageQueue] = field(default_factory=list)
 
-@body_decoder("lock reply")
-def decode_locked_queues(body: bytes | None) -> list[MessageQueue]:
-    if not body:
-        return []
-    value = fastjson.loads(body)
-    if not isinstance(value, dict):
-        raise BodyError("a lock reply body must be a JSON object")
-    return [MessageQueue.from_json(queue) for queue in value.get("lockOKMQSet") or []]
+    def encode(self) -> bytes:
+        return fastjson.dumps({"lockOKMQSet": [queue.to_json() for queue in self.lock_ok_mq_set]})
+
+    @classmethod
+    @body_decoder("lock reply")
+    def decode(cls, body: bytes | None) -> LockBatchResponse:
+        """An empty body (the C++ client accepts one) holds no queue."""
+        if not body:
+            return cls()
+        value = fastjson.loads(body)
+        if not isinstance(value, dict):
+            raise BodyError("a lock reply body must be a JSON object")
+        return cls([MessageQueue.from_json(queue) for queue in value.get("lockOKMQSet") or []])

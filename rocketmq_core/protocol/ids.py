@@ -15,7 +15,7 @@ import random
 import struct
 from datetime import UTC, datetime
 
-_STRUCT_V4 = struct.Struct(">4shiih")  # ip, pid, random, ms since the month began, counter
+_STRUCT_V4 = struct.Struct(">4sHiih")  # ip, pid, random, ms since the month began, counter
 
 
 def _month_start_ms(now_ms: int) -> int:
@@ -32,7 +32,8 @@ class UniqueIdGenerator:
         pid = os.getpid() if pid is None else pid
         salt = random.getrandbits(31) if salt is None else salt
         # the first 10 bytes never change: ip, pid, salt
-        self._prefix = _STRUCT_V4.pack(ip, _int16(pid), salt, 0, 0)[:10].hex().upper()
+        # the pid's low 16 bits: the bytes Java's (short) cast leaves
+        self._prefix = _STRUCT_V4.pack(ip, pid & 0xFFFF, salt, 0, 0)[:10].hex().upper()
         self._counter = itertools.count(random.getrandbits(15))
         self._month_start = 0
         self._month_end = 0
@@ -50,8 +51,3 @@ def _next_month_start_ms(month_start_ms: int) -> int:
     moment = datetime.fromtimestamp(month_start_ms / 1000, UTC)
     year, month = (moment.year + 1, 1) if moment.month == 12 else (moment.year, moment.month + 1)
     return calendar.timegm((year, month, 1, 0, 0, 0)) * 1000
-
-
-def _int16(value: int) -> int:
-    value &= 0xFFFF
-    return value - 0x10000 if value & 0x8000 else value

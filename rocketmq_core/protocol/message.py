@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from ipaddress import ip_address
 
+from ..errors import RocketMQError
+
 MAGIC_V1 = -626843481  # 0xDAA320A7: one-byte topic length
 MAGIC_V2 = -626843477  # 0xDAA320AB: two-byte topic length, for topics over 127 bytes
 BLANK_MAGIC = -875286124  # 0xCBD43194: end-of-file filler in the CommitLog
@@ -44,10 +46,8 @@ _TAIL = struct.Struct(">iqi")  # reconsume times, prepared transaction offset, b
 _BLANK = struct.Struct(">ii")
 FIXED_SIZE = _HEAD.size + _MIDDLE.size + _TAIL.size + 2  # + hosts, body, topic, properties
 
-# byte offsets inside an IPv4 record
-QUEUE_OFFSET_AT = 20
+# where a record holds its own commit-log offset (before the hosts: IPv4 and IPv6 alike)
 PHYSICAL_OFFSET_AT = 28
-STORE_TIMESTAMP_AT_V4 = 56
 
 
 def pack_host(host: str, port: int) -> bytes:
@@ -244,7 +244,7 @@ class StoredMessage:
         return [key for key in self.properties.get("KEYS", "").split(" ") if key]
 
 
-class RecordError(ValueError):
+class RecordError(RocketMQError, ValueError):
     """Bytes that are not a whole, valid record (a torn tail, garbage, a bad CRC)."""
 
 
@@ -263,7 +263,8 @@ _SYS_FLAG_AT = 36
 def record_store_time(record: bytes | memoryview) -> int:
     """The store timestamp of a whole record, without decoding the rest."""
     (sys_flag,) = _INT.unpack_from(record, _SYS_FLAG_AT)
-    return _LONG.unpack_from(record, _STORE_TIME_AT[bool(sys_flag & BORNHOST_V6)])[0]
+    store_time: int = _LONG.unpack_from(record, _STORE_TIME_AT[bool(sys_flag & BORNHOST_V6)])[0]
+    return store_time
 
 
 def decode_record(

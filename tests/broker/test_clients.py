@@ -9,11 +9,11 @@ from rocketmq_core.errors import BodyError
 from rocketmq_core.protocol.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
+    ConsumerIdList,
     ConsumeType,
     HeartbeatData,
     MessageModel,
     SubscriptionData,
-    encode_consumer_list,
 )
 from rocketmq_core.protocol.message import tags_code
 
@@ -127,4 +127,4 @@ def test_producers():
 
 
 def test_consumer_list_body_is_strict_json():
-    assert encode_consumer_list(["a", "b"]) == b'{"consumerIdList":["a","b"]}'
+    assert ConsumerIdList(["a", "b"]).encode() == b'{"consumerIdList":["a","b"]}'

@@ -11,8 +11,8 @@ from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.heartbeat import (
     LockBatchRequest,
+    LockBatchResponse,
     MessageQueue,
-    decode_locked_queues,
 )
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.testing.broker import broker_config
@@ -70,14 +70,14 @@ async def test_lock_and_unlock_over_tcp(tmp_path, plugin_host):
 
         first = await lock(RequestCode.LOCK_BATCH_MQ, "c1", [Q0, Q1])
         assert first.code == ResponseCode.SUCCESS
-        assert decode_locked_queues(first.body) == [Q0, Q1]
+        assert LockBatchResponse.decode(first.body).lock_ok_mq_set == [Q0, Q1]
         second = await lock(RequestCode.LOCK_BATCH_MQ, "c2", [Q1, Q2])
-        assert decode_locked_queues(second.body) == [Q2]
+        assert LockBatchResponse.decode(second.body).lock_ok_mq_set == [Q2]
         assert fastjson.loads(second.body) == {"lockOKMQSet": [Q2.to_json()]}
         released = await lock(RequestCode.UNLOCK_BATCH_MQ, "c1", [Q1])
         assert released.code == ResponseCode.SUCCESS
         third = await lock(RequestCode.LOCK_BATCH_MQ, "c2", [Q1])
-        assert decode_locked_queues(third.body) == [Q1]
+        assert LockBatchResponse.decode(third.body).lock_ok_mq_set == [Q1]
         broken = await client.invoke(
             broker.address, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, {}, b"[1]")
         )

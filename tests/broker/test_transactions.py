@@ -11,7 +11,7 @@ import pytest
 from rocketmq_core.broker.config import BrokerConfig
 from rocketmq_core.broker.transaction_check import encoded_record
 from rocketmq_core.broker.transactions import HalfMessageHook
-from rocketmq_core.errors import ResponseError
+from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -70,7 +70,7 @@ def test_the_hook_parks_a_transaction_message_in_the_half_topic():
 
 
 def test_a_broker_rejecting_transactions_refuses_the_half_and_says_why():
-    with pytest.raises(ResponseError) as refused:
+    with pytest.raises(RequestRefused) as refused:
         hook(reject_transaction_message=True)(message(HALF))
     assert refused.value.code == ResponseCode.NO_PERMISSION
     assert "rejectTransactionMessage" in str(refused.value)

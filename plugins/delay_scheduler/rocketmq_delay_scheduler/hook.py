@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from rocketmq_core.errors import ResponseError
+from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from rocketmq_core.protocol.message import (
@@ -88,13 +88,13 @@ class DelayPutHook:
             return message  # due already: delivered as it is, like RocketMQ
         limit_ms = config.timer_max_delay_sec * 1000
         if deliver_ms - now_ms > limit_ms:
-            raise ResponseError(
+            raise RequestRefused(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"timer message illegal: it asks to be delivered {deliver_ms - now_ms} ms from"
                 f" now, more than the max delay {limit_ms} ms (timerMaxDelaySec)",
             )
         if not config.timer_wheel_enable:
-            raise ResponseError(
+            raise RequestRefused(
                 ResponseCode.SYSTEM_ERROR,
                 "accurate timer message is not enabled, timerWheelEnable is false",
             )
@@ -112,7 +112,7 @@ def _delay_level(text: str | None) -> int:
     try:
         return int(text)
     except ValueError:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.MESSAGE_ILLEGAL, f"the DELAY property {text!r} is not a delay level"
         ) from None
 
@@ -130,7 +130,7 @@ def _deliver_time(properties: dict[str, str], now_ms: int) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise ResponseError(
+            raise RequestRefused(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"timer message illegal: {name} {text!r} is not a whole number",
             ) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketmq_core.errors import ResponseError
+from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.constants import TIMER_TOPIC
@@ -30,7 +30,7 @@ async def recall_message(
     broker.check_ready()
     header = RecallMessageRequestHeader.from_ext_fields(request.ext_fields or {})
     if broker.topics.get(header.topic) is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.TOPIC_NOT_EXIST, f"recall failed, the topic[{header.topic}] not exist"
         )
     handle = _checked_handle(broker, header)
@@ -54,7 +54,7 @@ async def recall_message(
     )
     result = await broker.store.put(marker)
     if not result.status.stored:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR, f"recall failed, the store refused it: {result.status.name}"
         )
     service = broker.services.get("timer_wheel")
@@ -68,26 +68,26 @@ def _checked_handle(broker: Broker, header: RecallMessageRequestHeader) -> Recal
     try:
         handle = RecallHandle.decode(header.recall_handle)
     except ValueError as exc:
-        raise ResponseError(ResponseCode.ILLEGAL_OPERATION, str(exc)) from None
+        raise RequestRefused(ResponseCode.ILLEGAL_OPERATION, str(exc)) from None
     if handle.topic != header.topic:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.ILLEGAL_OPERATION,
             f"recall failed, topic not match: the handle is for topic {handle.topic}",
         )
     if handle.broker_name != broker.config.broker_name:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.ILLEGAL_OPERATION,
             f"recall failed, the handle is for broker {handle.broker_name},"
             f" not {broker.config.broker_name}",
         )
     now = now_ms()
     if handle.deliver_ms <= now:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.ILLEGAL_OPERATION,
             "recall failed, timestamp invalid: the message is due already (delivered)",
         )
     if handle.deliver_ms - now > broker.config.timer_max_delay_sec * 1000:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.ILLEGAL_OPERATION,
             "recall failed, timestamp invalid: beyond the max delay (timerMaxDelaySec)",
         )
@@ -99,5 +99,5 @@ def get_all_delay_offset(
 ) -> RemotingCommand:
     service = broker.services.get("delay_levels")
     if service is None:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, "the delay level service is not running")
+        raise RequestRefused(ResponseCode.SYSTEM_ERROR, "the delay level service is not running")
     return request.response(body=service.table.encode())

@@ -5,13 +5,27 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...config_update import apply_config_update
-from ...errors import BodyError, ResponseError
-from ...protocol import fastjson
-from ...protocol.bodies import GroupList, KVTable, TopicConfig, TopicList
+from ...errors import BodyError, RequestRefused
+from ...protocol.bodies import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    KVTable,
+    OffsetWrapper,
+    ProducerConnection,
+    QueryConsumeTimeSpanBody,
+    QueueTimeSpan,
+    ResetOffsetBody,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicList,
+    TopicOffset,
+    TopicStatsTable,
+)
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import SYSTEM_TOPICS
@@ -33,7 +47,6 @@ from ...protocol.message import decode_record
 from ...protocol.topic_validation import is_system_topic, system_topic_refusal, topic_problem
 from ...store.api import SupportsTopicDeletion
 from ..clients import Channel, ClientChannel
-from ..groups import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
@@ -56,12 +69,12 @@ def update_and_create_topic(broker: Broker, ctx: RequestContext, request: Remoti
     header = CreateTopicRequestHeader.from_ext_fields(_fields(request))
     _check_changeable(broker, header.topic)
     if header.read_queue_nums <= 0 or header.write_queue_nums <= 0:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.INVALID_PARAMETER, "readQueueNums and writeQueueNums must be at least 1"
         )
     most = broker.config.max_topic_queue_nums
     if max(header.read_queue_nums, header.write_queue_nums) > most:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.INVALID_PARAMETER,
             f"readQueueNums {header.read_queue_nums} and writeQueueNums"
             f" {header.write_queue_nums}: at most {most} queues are allowed (maxTopicQueueNums)",
@@ -95,9 +108,9 @@ def _check_changeable(broker: Broker, topic: str) -> None:
     INVALID_PARAMETER as Java 5.x answers (4.9 answered SYSTEM_ERROR)."""
     problem = topic_problem(topic)
     if problem is not None:
-        raise ResponseError(ResponseCode.INVALID_PARAMETER, problem)
+        raise RequestRefused(ResponseCode.INVALID_PARAMETER, problem)
     if is_system_topic(topic, broker.topics.system_topics):
-        raise ResponseError(ResponseCode.INVALID_PARAMETER, system_topic_refusal(topic))
+        raise RequestRefused(ResponseCode.INVALID_PARAMETER, system_topic_refusal(topic))
 
 
 def get_all_topic_config(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -110,10 +123,10 @@ def get_topic_config(broker: Broker, ctx: RequestContext, request: RemotingComma
     header = TopicRequestHeader.from_ext_fields(_fields(request))
     config = broker.topics.get(header.topic)
     if config is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {header.topic}"
         )
-    return request.response(body=fastjson.dumps(config.to_json()))
+    return request.response(body=config.encode())
 
 
 def get_system_topic_list_from_broker(
@@ -126,19 +139,18 @@ async def get_topic_stats_info(broker: Broker, ctx: RequestContext, request: Rem
     header = TopicRequestHeader.from_ext_fields(_fields(request))
     config = broker.topics.get(header.topic)
     if config is None:
-        raise ResponseError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
-    table: dict[tuple, dict[str, int]] = {}
+        raise RequestRefused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+    stats = TopicStatsTable()
     store = broker.store
     for queue_id in range(config.write_queue_nums):
         queue = MessageQueue(header.topic, broker.config.broker_name, queue_id)
         max_offset = max(0, store.max_offset(header.topic, queue_id))
-        last = await _store_time(broker, header.topic, queue_id, max_offset - 1)
-        table[_key(queue)] = {
-            "lastUpdateTimestamp": last,
-            "maxOffset": max_offset,
-            "minOffset": max(0, store.min_offset(header.topic, queue_id)),
-        }
-    return request.response(body=fastjson.dumps({"offsetTable": table}, standard=False))
+        stats.offset_table[queue] = TopicOffset(
+            min_offset=max(0, store.min_offset(header.topic, queue_id)),
+            max_offset=max_offset,
+            last_update_timestamp=await _store_time(broker, header.topic, queue_id, max_offset - 1),
+        )
+    return request.response(body=stats.encode())
 
 
 # --- subscription groups and offsets -------------------------------------------------------
@@ -149,7 +161,7 @@ def update_and_create_subscription_group(
 ):
     if not request.body:
         raise BodyError("the body must be a SubscriptionGroupConfig (JSON)")
-    broker.groups.update(SubscriptionGroupConfig.from_json(fastjson.loads(request.body)))
+    broker.groups.update(SubscriptionGroupConfig.decode(request.body))
     return request.response()
 
 
@@ -165,11 +177,11 @@ def get_subscription_group_config(broker: Broker, ctx: RequestContext, request: 
     header = GetSubscriptionGroupConfigRequestHeader.from_ext_fields(_fields(request))
     config = broker.groups.table.get(header.group)
     if config is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
             f"No group in this broker. group: {header.group}",
         )
-    return request.response(body=fastjson.dumps(config.to_json()))
+    return request.response(body=config.encode())
 
 
 def delete_subscription_group(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -216,12 +228,12 @@ async def invoke_broker_to_reset_offset(
     header = ResetOffsetRequestHeader.from_ext_fields(_fields(request))
     config = broker.topics.get(header.topic)
     if config is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.TOPIC_NOT_EXIST, f"[reset-offset] request topic not exist: {header.topic}"
         )
     group = broker.consumers.group(header.group)
     if group is None or not group.channels:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.CONSUMER_NOT_ONLINE,  # what mqadmin falls back on (offline reset)
             f"Consumer not online, so can not reset offset, Group: {header.group}"
             f" Topic: {header.topic} Timestamp: {header.timestamp}",
@@ -243,25 +255,17 @@ async def invoke_broker_to_reset_offset(
         timestamp=header.timestamp,
         is_force=header.is_force,
     ).to_ext_fields()
+    reset = ResetOffsetBody(offsets)
     for channel, client in list(group.channels.items()):
-        body = encode_reset_offsets(offsets, for_cpp=client.language == "CPP")
+        # the C++ client reads only its own form of the body (REMOTING.md §11)
+        body = reset.encode(for_cpp=client.language == "CPP")
         broker.send_to_client(
             channel,
             RemotingCommand.request(
                 RequestCode.RESET_CONSUMER_CLIENT_OFFSET, push, body, oneway=True
             ),
         )
-    return request.response(body=encode_reset_offsets(offsets, for_cpp=False))
-
-
-def encode_reset_offsets(offsets: dict[MessageQueue, int], *, for_cpp: bool) -> bytes:
-    """ResetOffsetBody: Java reads fastjson's object-keyed map, the C++ client an array
-    of {brokerName, queueId, topic, offset} (REMOTING.md §11)."""
-    if for_cpp:
-        table = [{**queue.to_json(), "offset": offset} for queue, offset in offsets.items()]
-        return fastjson.dumps({"offsetTable": table})
-    keyed = {_key(queue): offset for queue, offset in offsets.items()}
-    return fastjson.dumps({"offsetTable": keyed}, standard=False)
+    return request.response(body=reset.encode())
 
 
 # --- clients and consumption -----------------------------------------------------------
@@ -271,30 +275,28 @@ def get_consumer_connection_list(broker: Broker, ctx: RequestContext, request: R
     header = GetConsumerConnectionListRequestHeader.from_ext_fields(_fields(request))
     group = broker.consumers.group(header.consumer_group)
     if group is None or not group.channels:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.CONSUMER_NOT_ONLINE,
             f"the consumer group[{header.consumer_group}] not online",
         )
-    body = {
-        "connectionSet": _connections(group.channels),
-        "consumeFromWhere": group.consume_from_where.name,
-        "consumeType": group.consume_type.name,
-        "messageModel": group.message_model.name,
-        "subscriptionTable": {
-            topic: subscription.to_json() for topic, subscription in group.subscriptions.items()
-        },
-    }
-    return request.response(body=fastjson.dumps(body))
+    body = ConsumerConnection(
+        _connections(group.channels),
+        dict(group.subscriptions),
+        group.consume_type,
+        group.message_model,
+        group.consume_from_where,
+    )
+    return request.response(body=body.encode())
 
 
 def get_producer_connection_list(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     header = GetProducerConnectionListRequestHeader.from_ext_fields(_fields(request))
     channels = broker.producers.group(header.producer_group)
     if not channels:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR, f"the producer group[{header.producer_group}] not exist"
         )
-    return request.response(body=fastjson.dumps({"connectionSet": _connections(channels)}))
+    return request.response(body=ProducerConnection(_connections(channels)).encode())
 
 
 def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -309,7 +311,7 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, request: Remoti
     header = GetConsumeStatsRequestHeader.from_ext_fields(_fields(request))
     group = header.consumer_group
     topics = [header.topic] if header.topic else broker.offsets.topics_of(group)
-    table: dict[tuple, dict[str, int]] = {}
+    stats = ConsumeStats()
     for topic in topics:
         config = broker.topics.get(topic)
         if config is None:
@@ -317,14 +319,14 @@ async def get_consume_stats(broker: Broker, ctx: RequestContext, request: Remoti
         for queue_id in range(config.read_queue_nums):
             consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
             queue = MessageQueue(topic, broker.config.broker_name, queue_id)
-            table[_key(queue)] = {
-                "brokerOffset": max(0, broker.store.max_offset(topic, queue_id)),
-                "consumerOffset": consumer_offset,
-                "lastTimestamp": await _store_time(broker, topic, queue_id, consumer_offset - 1),
-                "pullOffset": consumer_offset,
-            }
-    body = {"consumeTps": broker.pull_rates.tps(group, topics), "offsetTable": table}
-    return request.response(body=fastjson.dumps(body, standard=False))
+            stats.offset_table[queue] = OffsetWrapper(
+                broker_offset=max(0, broker.store.max_offset(topic, queue_id)),
+                consumer_offset=consumer_offset,
+                pull_offset=consumer_offset,
+                last_timestamp=await _store_time(broker, topic, queue_id, consumer_offset - 1),
+            )
+    stats.consume_tps = broker.pull_rates.tps(group, topics)
+    return request.response(body=stats.encode())
 
 
 async def query_consume_time_span(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -334,10 +336,10 @@ async def query_consume_time_span(broker: Broker, ctx: RequestContext, request: 
     topic = header.topic
     config = broker.topics.get(topic)
     if config is None:
-        raise ResponseError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        raise RequestRefused(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
     store = broker.store
     now_ms = int(time.time() * 1000)
-    spans = []
+    spans = QueryConsumeTimeSpanBody()
     for queue_id in range(config.write_queue_nums):
         max_offset = max(0, store.max_offset(topic, queue_id))
         committed = broker.offsets.query(header.group, topic, queue_id)
@@ -353,19 +355,10 @@ async def query_consume_time_span(broker: Broker, ctx: RequestContext, request: 
             next_time = await _store_time(broker, topic, queue_id, next_offset)
             delay = max(0, now_ms - next_time) if next_time else 0
         queue = MessageQueue(topic, broker.config.broker_name, queue_id)
-        spans.append(
-            {
-                "consumeTimeStamp": consume_time,
-                "consumeTimeStampStr": _java_date(consume_time),
-                "delayTime": delay,
-                "maxTimeStamp": max_time,
-                "maxTimeStampStr": _java_date(max_time),
-                "messageQueue": queue.to_json(),
-                "minTimeStamp": min_time,
-                "minTimeStampStr": _java_date(min_time),
-            }
+        spans.consume_time_span_set.append(
+            QueueTimeSpan(queue, min_time, max_time, consume_time, delay)
         )
-    return request.response(body=fastjson.dumps({"consumeTimeSpanSet": spans}))
+    return request.response(body=spans.encode())
 
 
 def get_broker_runtime_info(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -415,22 +408,17 @@ def get_broker_config(broker: Broker, ctx: RequestContext, request: RemotingComm
 # --- helpers -----------------------------------------------------------------------------
 
 
-def _connections(channels: dict[Channel, ClientChannel]) -> list[dict[str, Any]]:
+def _connections(channels: dict[Channel, ClientChannel]) -> list[Connection]:
     """A connectionSet (ConsumerConnection, ProducerConnection): one entry per client."""
     return [
-        {
-            "clientAddr": getattr(channel, "peer_address", None) or "",
-            "clientId": client.client_id,
-            "language": client.language,
-            "version": client.version,
-        }
+        Connection(
+            client.client_id,
+            getattr(channel, "peer_address", None) or "",
+            client.language,
+            client.version,
+        )
         for channel, client in channels.items()
     ]
-
-
-def _key(queue: MessageQueue) -> tuple:
-    """A MessageQueue as fastjson's object-valued map key."""
-    return tuple(queue.to_json().items())
 
 
 async def _store_time(broker: Broker, topic: str, queue_id: int, offset: int) -> int:
@@ -441,12 +429,6 @@ async def _store_time(broker: Broker, topic: str, queue_id: int, offset: int) ->
     if not result.records:
         return 0
     return decode_record(bytes(result.records[0])).store_timestamp
-
-
-def _java_date(millis: int) -> str:
-    """Java's ``yyyy-MM-dd#HH:mm:ss:SSS`` in local time, as QueueTimeSpan's *Str getters."""
-    seconds, rest = divmod(millis, 1000)
-    return f"{datetime.fromtimestamp(seconds):%Y-%m-%d#%H:%M:%S}:{rest:03d}"
 
 
 def _uptime(millis: int) -> str:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import ResponseError
+from ...errors import RequestRefused
 from ...protocol.codes import LanguageCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
-from ...protocol.heartbeat import HeartbeatData, encode_consumer_list
+from ...protocol.heartbeat import ConsumerIdList, HeartbeatData
 from .retry import retry_topic
 
 if TYPE_CHECKING:
@@ -31,9 +31,9 @@ def heart_beat(broker: Broker, ctx: RequestContext, request: RemotingCommand):
         )
         if changed:
             broker.notify_consumers_changed(consumer.group_name)
-    for group in beat.producer_groups:
+    for producer_group in beat.producer_groups:
         broker.producers.register(
-            group, channel, beat.client_id, now, language=language, version=request.version
+            producer_group, channel, beat.client_id, now, language=language, version=request.version
         )
     return request.response()
 
@@ -51,10 +51,10 @@ def get_consumer_list_by_group(broker: Broker, ctx: RequestContext, request: Rem
     header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields or {})
     group = broker.consumers.group(header.consumer_group)
     if group is None or not group.channels:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
         )
-    return request.response(body=encode_consumer_list(group.client_ids()))
+    return request.response(body=ConsumerIdList(group.client_ids()).encode())
 
 
 def _language(code: int) -> str:

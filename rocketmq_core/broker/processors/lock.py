@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...protocol.command import RemotingCommand
-from ...protocol.heartbeat import LockBatchRequest, encode_locked_queues
+from ...protocol.heartbeat import LockBatchRequest, LockBatchResponse
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def lock_batch_mq(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     body = LockBatchRequest.decode(request.body)
     held = broker.queue_locks.lock(body.consumer_group, body.client_id, body.queues, broker.now())
-    return request.response(body=encode_locked_queues(held))
+    return request.response(body=LockBatchResponse(held).encode())
 
 
 def unlock_batch_mq(broker: Broker, ctx: RequestContext, request: RemotingCommand):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import ResponseError
+from ...errors import RequestRefused
 from ...protocol.codes import ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.headers import (
@@ -39,7 +39,7 @@ def query_consumer_offset(broker: Broker, ctx: RequestContext, request: Remoting
         broker.store.min_offset(header.topic, header.queue_id) <= 0
     ):
         return _offset(request, 0)
-    raise ResponseError(
+    raise RequestRefused(
         ResponseCode.QUERY_NOT_FOUND,
         "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
     )
@@ -74,7 +74,7 @@ async def search_offset_by_timestamp(broker: Broker, ctx: RequestContext, reques
     header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields or {})
     boundary = header.boundary_type or "lower"
     if boundary not in ("lower", "upper"):
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.INVALID_PARAMETER, f"boundaryType must be lower or upper, not {boundary}"
         )
     offset = await broker.store.offset_by_time(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import ResponseError
+from ...errors import RequestRefused
 from ...protocol.codes import ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import PERM_READ
@@ -39,26 +39,26 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
     broker.check_ready()
     header = PullMessageRequestHeader.from_ext_fields(request.ext_fields or {})
     if not broker.config.broker_permission & PERM_READ:  # brokerPermission, live
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_ip1}] pulling message is forbidden",
         )
     if not broker.groups.require(header.consumer_group).consume_enable:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
         )
     topic = broker.topics.get(header.topic)
     if topic is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.TOPIC_NOT_EXIST,
             f"topic[{header.topic}] not exist, apply first please!{FAQ}",
         )
     if not topic.perm & PERM_READ:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
         )
     if not 0 <= header.queue_id < topic.read_queue_nums:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.INVALID_PARAMETER,
             f"queueId {header.queue_id} is out of range: topic {header.topic} has"
             f" {topic.read_queue_nums} read queues",
@@ -104,13 +104,13 @@ def _subscription(broker: Broker, header: PullMessageRequestHeader) -> Subscript
         return SubscriptionData.of(header.topic, header.subscription, header.sub_version)
     registered = broker.consumers.subscription(header.consumer_group, header.topic)
     if registered is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SUBSCRIPTION_NOT_EXIST,
             f"the consumer's subscription not exist: group {header.consumer_group},"
             f" topic {header.topic}; it is registered by the consumer's heartbeat",
         )
     if registered.sub_version < header.sub_version:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
         )
     return registered

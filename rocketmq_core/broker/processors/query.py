@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import ResponseError
+from ...errors import RequestRefused
 from ...protocol.codes import ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.headers import (
@@ -32,7 +32,7 @@ async def query_message(broker: Broker, ctx: RequestContext, request: RemotingCo
         index_last_update_phyoffset=result.index_last_update_phy_offset,
     )
     if not result.records:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.QUERY_NOT_FOUND,
             "can not find message, maybe time range not correct",
         )
@@ -44,7 +44,7 @@ async def view_message_by_id(broker: Broker, ctx: RequestContext, request: Remot
     header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields or {})
     record = await broker.store.message_at(header.offset)
     if record is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}"
         )
     return request.response(body=record)

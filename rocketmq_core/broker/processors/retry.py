@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...errors import ResponseError
+from ...errors import RequestRefused
 from ...protocol.bodies import TopicConfig
 from ...protocol.codes import VERSION_V3_4_9, ResponseCode
 from ...protocol.command import RemotingCommand
@@ -28,7 +28,7 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
     header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields or {})
     group = broker.groups.require(header.group)
     if not broker.config.broker_permission & Perm.WRITE:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_ip1}] sending message is forbidden",
         )
@@ -36,7 +36,7 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
         return request.response()  # the group wants no retries: the message is dropped
     record = await broker.store.message_at(header.offset)
     if record is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
         )
     original = decode_record(record)
@@ -58,7 +58,7 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
     )
     result = await broker.store.put(broker.prepare(message))
     if not result.status.stored:
-        raise ResponseError(ResponseCode.SYSTEM_ERROR, result.status.name)
+        raise RequestRefused(ResponseCode.SYSTEM_ERROR, result.status.name)
     return request.response()
 
 

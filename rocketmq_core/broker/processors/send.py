@@ -6,7 +6,7 @@ import functools
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from ...errors import ConfigError, RemoteProtocolError, ResponseError
+from ...errors import ConfigError, RemoteProtocolError, RequestRefused
 from ...protocol.bodies import TopicConfig
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
@@ -49,7 +49,7 @@ def send_message(
         request.ext_fields or {}, SEND_V2_NAMES if v2 else None
     )
     if not broker.config.broker_permission & PERM_WRITE:  # brokerPermission, live
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_ip1}] sending message is forbidden",
         )
@@ -59,7 +59,7 @@ def send_message(
     if queue_id < 0:
         queue_id = broker.random_queue(topic_config.write_queue_nums)
     if queue_id >= max(topic_config.read_queue_nums, topic_config.write_queue_nums):
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.INVALID_PARAMETER,
             f"queueId {queue_id} is out of range: topic {header.topic} has"
             f" {topic_config.write_queue_nums} write queues",
@@ -75,7 +75,7 @@ def send_message(
     recall = None
     if header.batch:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot go to a retry topic")
+            raise RequestRefused(ResponseCode.MESSAGE_ILLEGAL, "a batch cannot go to a retry topic")
         messages = _batch_messages(
             body, header, topic, queue_id, sys_flag, born_host, properties, broker.config
         )
@@ -133,7 +133,7 @@ def _answer(
     recall: str | None,
 ) -> RemotingCommand:
     if not result.status.stored:
-        raise ResponseError(result.status.response_code, result.remark or result.status.name)
+        raise RequestRefused(result.status.response_code, result.remark or result.status.name)
     # the SendMessageResponseHeader filled in place: a header object costs ~1 us a send
     fields = _answer_template(broker.config.region_id, broker.config.trace_on).copy()
     fields[_MSG_ID] = ",".join(result.msg_ids)
@@ -171,7 +171,7 @@ def _sized_body(limit: int, body: bytes, header: SendMessageRequestHeader) -> tu
     sys_flag = header.sys_flag
     if not sys_flag & COMPRESSED:
         if len(body) > limit:
-            raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, _too_large(header, len(body), limit))
+            raise RequestRefused(ResponseCode.MESSAGE_ILLEGAL, _too_large(header, len(body), limit))
         return body, sys_flag
     if not header.batch:
         bound = inflated_size_at_most(body, sys_flag)
@@ -183,10 +183,10 @@ def _sized_body(limit: int, body: bytes, header: SendMessageRequestHeader) -> tu
         keep = limit if len(body) > limit or header.batch else -1
         length, raw = inflate_within(body, sys_flag, keep, 2 * limit)
     except RemoteProtocolError as exc:
-        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+        raise RequestRefused(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
     if length > limit:
         size = f"more than {2 * limit}" if length > 2 * limit else str(length)
-        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, _too_large(header, size, limit))
+        raise RequestRefused(ResponseCode.MESSAGE_ILLEGAL, _too_large(header, size, limit))
     if raw is not None:
         return raw, sys_flag & ~(COMPRESSED | COMPRESSION_TYPE_MASK)
     return body, sys_flag
@@ -205,9 +205,9 @@ def _writable_topic(broker: Broker, header: SendMessageRequestHeader) -> TopicCo
     topic = header.topic
     problem = topic_problem(topic)
     if problem is not None:
-        raise ResponseError(ResponseCode.INVALID_PARAMETER, problem)
+        raise RequestRefused(ResponseCode.INVALID_PARAMETER, problem)
     if send_forbidden(topic):
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
         )
     config = broker.topics.get(topic)
@@ -218,11 +218,11 @@ def _writable_topic(broker: Broker, header: SendMessageRequestHeader) -> TopicCo
             topic, header.default_topic, header.default_topic_queue_nums, 0
         )
     if config is None:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}"
         )
     if not config.perm & PERM_WRITE:
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
         )
     return config
@@ -268,12 +268,12 @@ def _batch_messages(
     config: BrokerConfig,
 ) -> list[MessageToStore]:
     batch_level = _batch_level_pairs(batch_properties.encode())
-    messages = []
+    messages: list[MessageToStore] = []
     most = config.max_batch_message_count
     try:
         for item in iter_batch(bytes(body)):
             if len(messages) == most:  # refused before the rest is read
-                raise ResponseError(
+                raise RequestRefused(
                     ResponseCode.MESSAGE_ILLEGAL,
                     f"the batch holds more than {most} messages (maxBatchMessageCount):"
                     " send it in smaller batches",
@@ -293,9 +293,9 @@ def _batch_messages(
                 )
             )
     except RecordError as exc:
-        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+        raise RequestRefused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
     if not messages:
-        raise ResponseError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no messages")
+        raise RequestRefused(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no messages")
     return messages
 
 
@@ -304,7 +304,7 @@ def _prepared_batch(broker: Broker, messages: list[MessageToStore]) -> list[Mess
     prepared = [broker.prepare(message) for message in messages]
     first = prepared[0]
     if any(m.topic != first.topic or m.queue_id != first.queue_id for m in prepared):
-        raise ResponseError(
+        raise RequestRefused(
             ResponseCode.MESSAGE_ILLEGAL,
             "the records of a batch must stay in one queue: send messages with different"
             " delays, deliver times or transactions one by one",

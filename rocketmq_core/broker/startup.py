@@ -150,6 +150,7 @@ async def _serve_standalone(namesrv_config: NamesrvConfig, config: BrokerConfig,
     namesrv = NameServer(namesrv_config, host=host)
     async with anyio.create_task_group() as task_group:
         namesrv_address = await task_group.start(namesrv.run)
+        assert namesrv.server is not None  # run() made it before it reported the address
         port = namesrv_address.rsplit(":", 1)[1]
         config.namesrv_addr = config.namesrv_addr or f"127.0.0.1:{port}"
         broker = Broker(config, host=host)

@@ -62,6 +62,7 @@ async def serve_until_signalled(config: NamesrvConfig, host: PluginHost) -> int:
     namesrv = NameServer(config, host=host)
     async with anyio.create_task_group() as task_group:
         address = await task_group.start(namesrv.run)
+        assert namesrv.server is not None  # run() made it before it reported the address
         listening = " and ".join([address, *namesrv.server.extra_addresses])
         received = await runtime.wait_for_stop_signal(
             announce=partial(
