@@ -15,14 +15,26 @@ import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
 
 from ..config import format_properties, parse_properties
 from ..errors import RemotingError, ResponseError
-from ..protocol import fastjson
-from ..protocol.bodies import ClusterInfo, GroupList, KVTable, TopicList, TopicRouteData
+from ..protocol.bodies import (
+    ClusterInfo,
+    ConsumerConnection,
+    GroupList,
+    KVTable,
+    ProducerConnection,
+    ResetOffsetBody,
+    SubscriptionGroupWrapper,
+    TopicList,
+    TopicRouteData,
+    TopicStatsTable,
+)
+from ..protocol.bodies import ConsumeStats as BrokerConsumeStats
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE, PERM_RW
@@ -56,7 +68,6 @@ from .admin_types import (
     AdminError,
     BrokerInfo,
     ClusterSummary,
-    Connection,
     ConsumerConnections,
     ConsumeStats,
     GroupConfig,
@@ -73,9 +84,10 @@ from .admin_types import (
     traffic_between,
 )
 from .config import ClientConfig
-from .instance import ClientInstance, Header, decode_reset_offsets
+from .consumer_requests import ConsumerError, PullResult, pull_message
+from .instance import ClientInstance, Header
+from .lifetime import PartsLifetime
 from .message import ReceivedMessage
-from .pulling import ConsumerError, PullResult, pull_message
 
 log = logging.getLogger("rocketmq.client.admin")
 
@@ -86,7 +98,7 @@ _FOREVER = (1 << 63) - 1
 _NOT_STATS = ("%RETRY%", "%DLQ%")  # statsAll skips retry and dead-letter topics
 
 
-class Admin:
+class Admin(PartsLifetime):
     """An async context manager owning (or sharing) one ClientInstance."""
 
     def __init__(
@@ -101,12 +113,8 @@ class Admin:
         self.instance = instance or ClientInstance(self.config)
         self.route_timeout = route_timeout  # how long create_topic waits to be routed
 
-    async def __aenter__(self) -> Admin:
-        await self.instance.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.instance.__aexit__(*exc_info)
+    async def _start(self, lifetime: AsyncExitStack) -> None:
+        await lifetime.enter_async_context(self.instance)
 
     # --- requests ------------------------------------------------------------------------
 
@@ -396,13 +404,10 @@ class Admin:
                 TopicRequestHeader(topic=topic),
                 what=f"reading the stats of {topic!r} on {name}",
             )
-            for queue, entry in _queue_table(response.body):
+            for queue, entry in TopicStatsTable.decode(response.body).offset_table.items():
                 queues.append(
                     QueueStats(
-                        queue,
-                        int(entry.get("minOffset", 0)),
-                        int(entry.get("maxOffset", 0)),
-                        int(entry.get("lastUpdateTimestamp", 0)),
+                        queue, entry.min_offset, entry.max_offset, entry.last_update_timestamp
                     )
                 )
         return TopicStats(topic, sorted(queues, key=lambda q: q.queue))
@@ -418,11 +423,11 @@ class Admin:
                 RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
                 what=f"listing subscription groups on {name}",
             )
-            table = fastjson.loads(response.body).get("subscriptionGroupTable") or {}
-            for group, value in table.items():
-                info = groups.get(str(group))
+            table = SubscriptionGroupWrapper.decode(response.body).subscription_group_table
+            for group, config in table.items():
+                info = groups.get(group)
                 if info is None:
-                    info = groups[str(group)] = GroupInfo(GroupConfig.from_json(value))
+                    info = groups[group] = GroupInfo(config)
                 info.brokers.append(name)
         return [groups[group] for group in sorted(groups)]
 
@@ -438,7 +443,7 @@ class Admin:
         config = group if isinstance(group, GroupConfig) else GroupConfig(group)
         what = f"creating subscription group {config.group_name!r}"
         targets = await self._targets(cluster, broker_addr, what=what)
-        body = fastjson.dumps(config.to_json())
+        body = config.encode()
         for name, address in targets:
             await self._broker(
                 address,
@@ -487,27 +492,19 @@ class Admin:
             )
             if response.code != ResponseCode.SUCCESS:
                 continue
-            value = fastjson.loads(response.body)
-            for entry in value.get("connectionSet") or []:
-                client_id = str(entry.get("clientId", ""))
-                if client_id in seen:
-                    continue
-                seen.add(client_id)
-                result.connections.append(
-                    Connection(
-                        client_id,
-                        str(entry.get("clientAddr", "")),
-                        str(entry.get("language", "")),
-                        int(entry.get("version", 0) or 0),
-                    )
-                )
-            result.consume_type = str(value.get("consumeType", result.consume_type))
-            result.message_model = str(value.get("messageModel", result.message_model))
-            result.consume_from_where = str(
-                value.get("consumeFromWhere", result.consume_from_where)
-            )
-            for topic, subscription in (value.get("subscriptionTable") or {}).items():
-                result.subscriptions[str(topic)] = str(subscription.get("subString", "*"))
+            body = ConsumerConnection.decode(response.body)
+            for connection in body.connection_set:
+                if connection.client_id not in seen:
+                    seen.add(connection.client_id)
+                    result.connections.append(connection)
+            if body.consume_type is not None:
+                result.consume_type = body.consume_type.name
+            if body.message_model is not None:
+                result.message_model = body.message_model.name
+            if body.consume_from_where is not None:
+                result.consume_from_where = body.consume_from_where.name
+            for topic, subscription in body.subscription_table.items():
+                result.subscriptions[topic] = subscription.sub_string
         if not result.connections:
             raise AdminError(
                 f"consumer group {group!r} has no online consumer"
@@ -530,15 +527,12 @@ class Admin:
                 GetConsumeStatsRequestHeader(consumer_group=group, topic=topic),
                 what=f"reading the consume stats of {group!r} on {name}",
             )
-            value = fastjson.loads(response.body)
-            tps += float(value.get("consumeTps", 0) or 0)
-            for queue, entry in _queue_table(response.body, value):
+            stats = BrokerConsumeStats.decode(response.body)
+            tps += stats.consume_tps
+            for queue, entry in stats.offset_table.items():
                 queues.append(
                     QueueProgress(
-                        queue,
-                        int(entry.get("brokerOffset", 0)),
-                        int(entry.get("consumerOffset", 0)),
-                        int(entry.get("lastTimestamp", 0)),
+                        queue, entry.broker_offset, entry.consumer_offset, entry.last_timestamp
                     )
                 )
         return ConsumeStats(group, topic, sorted(queues, key=lambda q: q.queue), tps)
@@ -691,7 +685,7 @@ class Admin:
                     name, address, group, topic, timestamp_ms, force
                 )
                 continue
-            offsets = decode_reset_offsets(response.body) if response.body else {}
+            offsets = ResetOffsetBody.decode(response.body).offset_table if response.body else {}
             result.offsets += [
                 QueueOffset(queue, offset, True) for queue, offset in sorted(offsets.items())
             ]
@@ -708,10 +702,11 @@ class Admin:
             what=what,
         )
         moved: list[QueueOffset] = []
-        for queue, entry in sorted(_queue_table(response.body), key=lambda pair: pair[0]):
+        table = BrokerConsumeStats.decode(response.body).offset_table
+        for queue, entry in sorted(table.items(), key=lambda pair: pair[0]):
             if queue.topic != topic:
                 continue
-            current = int(entry.get("consumerOffset", 0))
+            current = entry.consumer_offset
             if timestamp == LATEST:
                 target = await self._offset_at(address, RequestCode.GET_MAX_OFFSET, queue, what)
             else:
@@ -898,7 +893,7 @@ class Admin:
             ),
         )
         if response.code == ResponseCode.SUCCESS:
-            return GroupConfig.from_json(fastjson.loads(response.body))
+            return GroupConfig.decode(response.body)
         if response.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
             return None
         # a 4.x broker predates the one-group request: read the table
@@ -907,8 +902,8 @@ class Admin:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
             what=f"reading subscription group {group!r}",
         )
-        table = fastjson.loads(response.body).get("subscriptionGroupTable") or {}
-        return GroupConfig.from_json(table[group]) if group in table else None
+        table = SubscriptionGroupWrapper.decode(response.body).subscription_group_table
+        return table.get(group)
 
     async def configure_group(
         self,
@@ -930,7 +925,7 @@ class Admin:
                 address,
                 RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
                 None,
-                fastjson.dumps(config.to_json()),
+                config.encode(),
                 what=f"{what} on {name}",
             )
             written[address] = config
@@ -953,7 +948,7 @@ class Admin:
             if response.code != ResponseCode.SUCCESS:  # the group has no producer there
                 answers.append(f"{name}: {response.remark or 'none'}")
                 continue
-            for connection in _connection_set(fastjson.loads(response.body)):
+            for connection in ProducerConnection.decode(response.body).connection_set:
                 if connection.client_id not in seen:
                     seen.add(connection.client_id)
                     result.connections.append(connection)
@@ -1028,32 +1023,6 @@ def _now_ms() -> int:
 
 def _queue_name(queue: MessageQueue) -> str:
     return f"{queue.topic}@{queue.broker_name}#{queue.queue_id}"
-
-
-def _queue_table(body: bytes, value: Any = None) -> list[tuple[MessageQueue, dict[str, Any]]]:
-    """An ``offsetTable`` keyed by MessageQueue objects (fastjson's object keys, which
-    fastjson.loads returns as tuples of pairs), as (queue, entry) pairs."""
-    if value is None:
-        value = fastjson.loads(body)
-    table = value.get("offsetTable") or {}
-    pairs = []
-    for key, entry in table.items():
-        queue = dict(key) if isinstance(key, tuple) else fastjson.loads(key)
-        pairs.append((MessageQueue.from_json(queue), entry))
-    return pairs
-
-
-def _connection_set(value: Any) -> list[Connection]:
-    """The ``connectionSet`` of a ConsumerConnection or ProducerConnection body."""
-    return [
-        Connection(
-            str(entry.get("clientId", "")),
-            str(entry.get("clientAddr", "")),
-            str(entry.get("language", "")),
-            int(entry.get("version", 0) or 0),
-        )
-        for entry in value.get("connectionSet") or []
-    ]
 
 
 def _offset_id(msg_id: str) -> tuple[str | None, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import RocketMQError
+from ..protocol.bodies import Connection as Connection  # re-exported (see below)
 from ..protocol.bodies import SubscriptionGroupConfig
 from ..protocol.constants import MASTER_ID
 from ..protocol.heartbeat import MessageQueue
@@ -121,7 +122,8 @@ class TopicStats:
 # --- consumer groups -----------------------------------------------------------------------
 
 
-# the bean UPDATE_AND_CREATE_SUBSCRIPTIONGROUP carries, as the broker keeps it
+# the bean UPDATE_AND_CREATE_SUBSCRIPTIONGROUP carries, as the broker keeps it; Connection
+# (imported above) is one client of a ConsumerConnection or ProducerConnection body
 GroupConfig = SubscriptionGroupConfig
 
 
@@ -135,16 +137,6 @@ class GroupInfo:
     @property
     def name(self) -> str:
         return self.config.group_name
-
-
-@dataclass(slots=True)
-class Connection:
-    """One client connected to a broker, as ConsumerConnection lists it."""
-
-    client_id: str
-    client_addr: str
-    language: str
-    version: int
 
 
 @dataclass(slots=True)

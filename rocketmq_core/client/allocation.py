@@ -79,7 +79,7 @@ def _sorted_queues(queues: Sequence[MessageQueue]) -> list[MessageQueue]:
     return ordered
 
 
-def _refuse_duplicates(ordered: list, what: str) -> None:
+def _refuse_duplicates(ordered: list[str] | list[MessageQueue], what: str) -> None:
     for previous, item in itertools.pairwise(ordered):
         if previous == item:
             raise ValueError(f"{what} {item!r} appears more than once")
@@ -120,7 +120,9 @@ class Averagely(_SortedStrategy):
 
     name = "averagely"
 
-    def allocate(self, group, queues, client_ids, index):
+    def allocate(
+        self, group: str, queues: list[MessageQueue], client_ids: list[str], index: int
+    ) -> list[MessageQueue]:
         count, consumers = len(queues), len(client_ids)
         remainder = count % consumers
         if count <= consumers:
@@ -138,7 +140,9 @@ class AveragelyByCircle(_SortedStrategy):
 
     name = "averagely_by_circle"
 
-    def allocate(self, group, queues, client_ids, index):
+    def allocate(
+        self, group: str, queues: list[MessageQueue], client_ids: list[str], index: int
+    ) -> list[MessageQueue]:
         return queues[index :: len(client_ids)]
 
 
@@ -150,7 +154,13 @@ class ByConfig:
     def __init__(self, queues: Iterable[MessageQueue]) -> None:
         self.queues = tuple(queues)
 
-    def __call__(self, group, current_client_id, queues, client_ids):
+    def __call__(
+        self,
+        group: str,
+        current_client_id: str,
+        queues: Sequence[MessageQueue],
+        client_ids: Sequence[str],
+    ) -> list[MessageQueue]:
         ordered_ids = _sorted_client_ids(current_client_id, client_ids)
         if current_client_id not in ordered_ids:
             return []
@@ -182,7 +192,9 @@ class ByMachineRoom(_SortedStrategy):
         if not self.consumer_rooms:
             raise ValueError("ByMachineRoom needs at least one consumer machine room")
 
-    def allocate(self, group, queues, client_ids, index):
+    def allocate(
+        self, group: str, queues: list[MessageQueue], client_ids: list[str], index: int
+    ) -> list[MessageQueue]:
         eligible = [
             queue for queue in queues if _machine_room(queue.broker_name) in self.consumer_rooms
         ]
@@ -226,7 +238,9 @@ class ConsistentHash(_SortedStrategy):
         self.virtual_nodes = virtual_nodes
         self.hash_function = hash_function
 
-    def allocate(self, group, queues, client_ids, index):
+    def allocate(
+        self, group: str, queues: list[MessageQueue], client_ids: list[str], index: int
+    ) -> list[MessageQueue]:
         ring: dict[int, str] = {}
         for client_id in client_ids:
             for k in range(self.virtual_nodes):
@@ -262,7 +276,9 @@ class MachineRoomNearby(_SortedStrategy):
         self.resolver = resolver
         self.name = f"machine_room_nearby-{inner.name}"
 
-    def allocate(self, group, queues, client_ids, index):
+    def allocate(
+        self, group: str, queues: list[MessageQueue], client_ids: list[str], index: int
+    ) -> list[MessageQueue]:
         queues_by_room: dict[str, list[MessageQueue]] = defaultdict(list)
         for queue in queues:
             queues_by_room[self._room(self.resolver.broker_room(queue), queue)].append(queue)

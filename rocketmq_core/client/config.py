@@ -32,7 +32,8 @@ def local_ip() -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             probe.connect(("10.255.255.255", 1))
-            return probe.getsockname()[0]
+            address: str = probe.getsockname()[0]
+            return address
     except OSError:
         return "127.0.0.1"
 
@@ -86,8 +87,10 @@ class ClientConfig:
     def broker_transport(self) -> str:
         """How brokers are reached: the name servers' transport when they all name one."""
         schemes = {endpoint_scheme(address) for address in self.namesrv_addresses()}
-        if len(schemes) == 1 and None not in schemes:
-            return schemes.pop()
+        if len(schemes) == 1:
+            (scheme,) = schemes
+            if scheme is not None:
+                return scheme
         return self.transport
 
     def client_id(self) -> str:

@@ -28,7 +28,3 @@ class LatencyFaultTolerance:
 
     def available(self, broker_name: str, now: float) -> bool:
         return self._available_at.get(broker_name, 0.0) <= now
-
-    def least_bad(self, broker_names: list[str]) -> str:
-        """Of brokers all isolated, the one that comes back first."""
-        return min(broker_names, key=lambda name: self._available_at.get(name, 0.0))

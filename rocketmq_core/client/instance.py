@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
 import anyio
@@ -19,7 +20,7 @@ from anyio.abc import TaskGroup
 from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
 from ..protocol import fastjson
-from ..protocol.bodies import BrokerData, TopicRouteData
+from ..protocol.bodies import BrokerData, ResetOffsetBody, TopicRouteData
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import MASTER_ID
@@ -37,6 +38,7 @@ from ..remoting.client import RemotingClient
 from ..remoting.processor import ProcessorTable, RequestContext
 from ..remoting.transport import encrypting_transports
 from .config import ClientConfig
+from .lifetime import start_parts
 
 log = logging.getLogger("rocketmq.client")
 
@@ -94,43 +96,56 @@ class ClientInstance:
         self._remoting: RemotingClient | None = None
         self._task_group: TaskGroup | None = None
         self._heartbeat_now: anyio.Event | None = None
-        self._users = 0
+        self._users = 0  # the open ``async with`` blocks sharing this instance
+        self._lifetime: AsyncExitStack | None = None  # what the last exit leaves, in order
 
     # --- life cycle ------------------------------------------------------------------
 
     async def __aenter__(self) -> ClientInstance:
+        """Start on the first entry; later entries share what runs (until the last exit).
+
+        Its task groups are left by the task that entered them, so a shared instance is
+        entered first and left last by one task: nest the ``async with`` blocks."""
+        if self._users == 0:
+            self._lifetime = await start_parts(self._start)
         self._users += 1
-        if self._users > 1:
-            return self
-        transports = encrypting_transports(
-            self.host.registry.transports.get, self.config.quic_verification()
-        )
-        self._remoting = RemotingClient(
-            transports(self.config.transport),
-            processors=self._processors(),
-            tls=self.config.tls,
-            transports=transports,
-        )
-        await self._remoting.__aenter__()
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
-        self._heartbeat_now = anyio.Event()
-        self._task_group.start_soon(self._refresh_routes_periodically)
-        self._task_group.start_soon(self._heartbeat_periodically)
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         self._users -= 1
         if self._users > 0:
             return
-        assert self._task_group is not None and self._remoting is not None
-        self._task_group.cancel_scope.cancel()
-        try:
-            await self._task_group.__aexit__(None, None, None)
-        finally:
-            self._task_group = None
-            await self._remoting.__aexit__(*exc_info)
-            self._remoting = None
+        lifetime, self._lifetime = self._lifetime, None
+        if lifetime is not None:
+            await lifetime.aclose()
+
+    async def _start(self, lifetime: AsyncExitStack) -> None:
+        """The connections, then the routes and heartbeat tasks."""
+        transports = encrypting_transports(
+            self.host.registry.transports.get, self.config.quic_verification()
+        )
+        remoting = RemotingClient(
+            transports(self.config.transport),
+            processors=self._processors(),
+            tls=self.config.tls,
+            transports=transports,
+        )
+        lifetime.callback(self._forget_remoting)
+        self._remoting = await lifetime.enter_async_context(remoting)
+        lifetime.callback(self._forget_task_group)
+        task_group = await lifetime.enter_async_context(anyio.create_task_group())
+        lifetime.callback(task_group.cancel_scope.cancel)
+        self._task_group = task_group
+        self._heartbeat_now = anyio.Event()
+        task_group.start_soon(self._refresh_routes_periodically)
+        task_group.start_soon(self._heartbeat_periodically)
+
+    def _forget_task_group(self) -> None:
+        self._task_group = None
+        self._heartbeat_now = None
+
+    def _forget_remoting(self) -> None:
+        self._remoting = None
 
     @property
     def task_group(self) -> TaskGroup:
@@ -215,8 +230,12 @@ class ClientInstance:
 
     # --- routes ----------------------------------------------------------------------
 
-    def on_route_changed(self, listener: Callable[[str, TopicRouteData], None]) -> None:
+    def on_route_changed(
+        self, listener: Callable[[str, TopicRouteData], None]
+    ) -> Callable[[], None]:
+        """Call ``listener(topic, route)`` on each new route; returns its removal."""
         self._route_listeners.append(listener)
+        return lambda: self._route_listeners.remove(listener)
 
     async def topic_route(self, topic: str, *, refresh: bool = False) -> TopicRouteData:
         """The route of ``topic`` (cached, refreshed in the background once asked for);
@@ -365,7 +384,7 @@ class ClientInstance:
         header = ResetOffsetRequestHeader.from_ext_fields(request.ext_fields)
         member = self.consumers.get(header.group)
         if member is not None:
-            member.reset_offsets(header.topic, decode_reset_offsets(request.body))
+            member.reset_offsets(header.topic, ResetOffsetBody.decode(request.body).offset_table)
 
     def _on_running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_fields.get("consumerGroup", "")
@@ -386,15 +405,3 @@ class ClientInstance:
             log.warning("a transaction check for producer group %r, which is not here", group)
             return
         member.check_transaction(ctx.peer_address, header, message)
-
-
-def decode_reset_offsets(body: bytes) -> dict[MessageQueue, int]:
-    """ResetOffsetBody in either form: Java's object-keyed map or the C++ list."""
-    table = fastjson.loads(body).get("offsetTable") or {}
-    if isinstance(table, list):
-        return {MessageQueue.from_json(entry): int(entry["offset"]) for entry in table}
-    result = {}
-    for key, offset in table.items():
-        queue = dict(key) if isinstance(key, tuple) else fastjson.loads(key)
-        result[MessageQueue.from_json(queue)] = int(offset)
-    return result

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -163,7 +163,3 @@ class ReceivedMessage:
             sys_flag=stored.sys_flag,
             flag=stored.flag,
         )
-
-
-def total_size(messages: Iterable[ReceivedMessage]) -> int:
-    return sum(len(message.body) for message in messages)

@@ -17,8 +17,8 @@ import orjson
 from ..errors import RemotingError, ResponseError
 from ..persist import atomic_write
 from ..protocol.heartbeat import MessageQueue
+from .consumer_requests import ConsumerError, commit_offset, query_committed_offset
 from .instance import ClientInstance
-from .pulling import ConsumerError, commit_offset, query_committed_offset
 
 log = logging.getLogger("rocketmq.client.offsets")
 

@@ -10,13 +10,14 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from inspect import isawaitable
 from typing import Any
 
 import anyio
 
-from ..errors import RemotingError, ResponseError
+from ..errors import RemotingError, ResponseError, RocketMQError
 from ..protocol.bodies import TopicRouteData
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
@@ -24,6 +25,7 @@ from ..protocol.compression import CompressionType, compress
 from ..protocol.constants import DEFAULT_TOPIC, NAME_PATTERN, TOPIC_MAX_LENGTH, Perm
 from ..protocol.headers import (
     SEND_V2_NAMES,
+    CheckTransactionStateRequestHeader,
     RecallMessageRequestHeader,
     RecallMessageResponseHeader,
     SendMessageRequestHeader,
@@ -36,6 +38,7 @@ from ..protocol.recall import RecallHandle
 from .config import ClientConfig, group_problem
 from .fault import LatencyFaultTolerance
 from .instance import ClientInstance
+from .lifetime import PartsLifetime
 from .message import Message, SendResult, SendStatus
 from .selectors import QueueSelector
 
@@ -53,7 +56,7 @@ RETRY_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
-_STORE_NOT_OK = {
+_STORE_NOT_OK: dict[int, SendStatus] = {
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
@@ -68,7 +71,7 @@ _BROKER_NAME = SEND_V2_NAMES["broker_name"]
 SendCallback = Callable[[SendResult | None, Exception | None], Awaitable[None] | None]
 
 
-class MQClientError(Exception):
+class MQClientError(RocketMQError):
     """A send (or another client call) that cannot be made as asked; says why."""
 
 
@@ -86,8 +89,10 @@ class PublishInfo:
         if route.order_topic_conf:
             queues = []
             for entry in route.order_topic_conf.split(";"):
-                broker_name, _, count = entry.partition(":")
-                queues += [MessageQueue(topic, broker_name, i) for i in range(int(count or 0))]
+                broker_name, _, queue_count = entry.partition(":")
+                queues += [
+                    MessageQueue(topic, broker_name, i) for i in range(int(queue_count or 0))
+                ]
             return cls(tuple(queues))
         masters = {b.broker_name for b in route.broker_datas if b.master_addr}
         queues = []
@@ -112,7 +117,7 @@ def check_topic(topic: str) -> None:
         raise MQClientError(f"{DEFAULT_TOPIC} is the auto-create template; send to a real topic")
 
 
-class Producer:
+class Producer(PartsLifetime):
     """An async context manager sending messages of one producer group."""
 
     def __init__(
@@ -146,13 +151,13 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self.faults = LatencyFaultTolerance() if latency_fault_tolerance else None
         self._publish: dict[str, PublishInfo] = {}
-        self._header_templates: dict[tuple, dict[str, str]] = {}
+        self._header_templates: dict[tuple[str, int, str, int, bool], dict[str, str]] = {}
         self._rotation = itertools.count()
         self._ids: UniqueIdGenerator | None = None
         self._started = False
 
-    async def __aenter__(self) -> Producer:
-        await self.instance.__aenter__()
+    async def _start(self, lifetime: AsyncExitStack) -> None:
+        await lifetime.enter_async_context(self.instance)
         ip = self.instance.config.client_ip
         try:
             packed_ip = bytes(int(part) for part in ip.split("."))
@@ -160,18 +165,35 @@ class Producer:
             packed_ip = bytes(4)  # an IPv6 host: ids stay unique through pid and salt
         self._ids = UniqueIdGenerator(packed_ip if len(packed_ip) == 4 else bytes(4))
         self.instance.producers[self.group] = self
-        self.instance.on_route_changed(self._route_changed)
+        lifetime.push_async_callback(self._leave_group)
+        lifetime.callback(self.instance.on_route_changed(self._route_changed))
         self._started = True
-        return self
+        lifetime.callback(self._stop_sending)
+        await self._start_more(lifetime)
 
-    async def __aexit__(self, *exc_info: Any) -> None:
+    async def _start_more(self, lifetime: AsyncExitStack) -> None:
+        """Subclasses: start-up past the producer's own, undone too if it fails."""
+
+    def _stop_sending(self) -> None:
         self._started = False
+
+    async def _leave_group(self) -> None:
         self.instance.producers.pop(self.group, None)
-        try:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(3):
-                await self.instance.unregister(producer_group=self.group)
-        finally:
-            await self.instance.__aexit__(*exc_info)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(3):
+            await self.instance.unregister(producer_group=self.group)
+
+    def check_transaction(
+        self, broker_address: str, header: CheckTransactionStateRequestHeader, message: Any
+    ) -> None:
+        """CHECK_TRANSACTION_STATE for this group: only a TransactionProducer can answer
+        (the broker asks another producer of the group next time)."""
+        log.warning(
+            "broker %s asked producer group %r about transaction %s, but this producer"
+            " sends no transactions; use a TransactionProducer with a checker",
+            broker_address,
+            self.group,
+            header.transaction_id,
+        )
 
     # --- routes ----------------------------------------------------------------------
 
@@ -235,7 +257,7 @@ class Producer:
     ) -> SendResult:
         """Send and wait for the broker's answer. Retries on another broker unless a
         queue or selector fixes the queue (orderly sends must not move)."""
-        return await self._send(
+        result: SendResult = await self._send(  # one message: one result
             message,
             *self._encode_one(message),
             queue=queue,
@@ -243,6 +265,7 @@ class Producer:
             arg=arg,
             timeout=timeout,
         )
+        return result
 
     async def send_batch(
         self, messages: Sequence[Message], *, queue: MessageQueue | None = None

@@ -27,6 +27,7 @@ from enum import Enum
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ..errors import RemotingError, ResponseError
 from ..protocol.codes import RequestCode
@@ -34,12 +35,12 @@ from ..protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from ..protocol.headers import ConsumerSendMsgBackRequestHeader
 from ..protocol.heartbeat import (
     LockBatchRequest,
+    LockBatchResponse,
     MessageModel,
     MessageQueue,
-    decode_locked_queues,
 )
+from .consumer_requests import ConsumerError, PullStatus
 from .message import ReceivedMessage
-from .pulling import ConsumerError, PullStatus
 from .rebalance import QueueConsumer, QueueState
 
 log = logging.getLogger("rocketmq.client.push")
@@ -101,18 +102,18 @@ class PushConsumer(QueueConsumer):
         self.suspend_on_failure = suspend_on_failure
         self._limiter: anyio.CapacityLimiter | None = None
 
-    async def __aenter__(self) -> PushConsumer:
+    def _prepare_start(self) -> None:
         if not self.subscriptions:
             raise ConsumerError("subscribe to a topic before starting the consumer")
         if self.message_model is MessageModel.CLUSTERING:
             # messages handed back come again through the group's retry topic
             self.subscribe(RETRY_GROUP_TOPIC_PREFIX + self.group)
         self._limiter = anyio.CapacityLimiter(self.consume_concurrency)
-        await super().__aenter__()
+
+    def _start_tasks(self, task_group: TaskGroup) -> None:
+        super()._start_tasks(task_group)
         if self.orderly:
-            assert self._task_group is not None
-            self._task_group.start_soon(self._renew_locks_periodically)
-        return self
+            task_group.start_soon(self._renew_locks_periodically)
 
     # --- pulling ---------------------------------------------------------------------
 
@@ -292,7 +293,7 @@ class PushConsumer(QueueConsumer):
             except (RemotingError, ResponseError) as exc:
                 log.warning("%s: lock on %s failed: %s", self.group, broker_name, exc)
                 continue
-            locked = set(decode_locked_queues(response.body))
+            locked = set(LockBatchResponse.decode(response.body).lock_ok_mq_set)
             for queue in wanted:
                 state = self.queues.get(queue)
                 if state is None:

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..errors import RemotingError, ResponseError
-from ..protocol import fastjson
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.constants import NAME_PATTERN
 from ..protocol.headers import GetConsumerListByGroupRequestHeader
 from ..protocol.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
+    ConsumerIdList,
     ConsumeType,
     MessageModel,
     MessageQueue,
@@ -35,9 +36,7 @@ from ..protocol.heartbeat import (
 )
 from .allocation import AllocationStrategy, averagely
 from .config import ClientConfig, group_problem
-from .instance import ClientInstance
-from .offsets import BrokerOffsetStore, LocalFileOffsetStore, OffsetStore
-from .pulling import (
+from .consumer_requests import (
     ConsumerError,
     PullResult,
     PullStatus,
@@ -46,6 +45,9 @@ from .pulling import (
     queues_of,
     search_offset,
 )
+from .instance import ClientInstance
+from .lifetime import PartsLifetime
+from .offsets import BrokerOffsetStore, LocalFileOffsetStore, OffsetStore
 
 log = logging.getLogger("rocketmq.client.consumer")
 
@@ -87,7 +89,7 @@ class QueueState:
         return next(iter(self.in_flight), self.highest_offset + 1)
 
 
-class QueueConsumer:
+class QueueConsumer(PartsLifetime):
     """Base of PushConsumer and LitePullConsumer; an async context manager."""
 
     consume_type = ConsumeType.CONSUME_PASSIVELY
@@ -164,58 +166,67 @@ class QueueConsumer:
 
     # --- life cycle ------------------------------------------------------------------
 
-    async def __aenter__(self) -> QueueConsumer:
-        await self.instance.__aenter__()
-        try:
-            if self.group in self.instance.consumers:
-                raise ConsumerError(f"group {self.group!r} already has a consumer in this client")
-            await self.offset_store.load()
-            self.instance.consumers[self.group] = self
-            self._rebalance_lock = anyio.Lock()
-            self._rebalance_now = anyio.Event()
-            self._task_group = anyio.create_task_group()
-            await self._task_group.__aenter__()
-            self.started = True
-            for topic in self.subscriptions:
-                try:
-                    await self.instance.topic_route(topic)
-                except ResponseError as exc:
-                    # the retry topic is created by our first heartbeat: not worth a warning
-                    level = logging.DEBUG if topic.startswith("%RETRY%") else logging.WARNING
-                    log.log(level, "%s: no route for %s yet (%s)", self.group, topic, exc)
-            await self.instance.heartbeat_all()
-            await self.rebalance()
-            self._task_group.start_soon(self._rebalance_periodically)
-            self._task_group.start_soon(self._persist_periodically)
-        except BaseException:
-            await self._shutdown()
-            raise
-        return self
+    def _prepare_start(self) -> None:
+        """Subclasses: checks and per-start state, before any part is entered."""
 
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self._shutdown()
+    async def _start(self, lifetime: AsyncExitStack) -> None:
+        self._prepare_start()
+        await lifetime.enter_async_context(self.instance)
+        if self.group in self.instance.consumers:
+            raise ConsumerError(f"group {self.group!r} already has a consumer in this client")
+        await self.offset_store.load()
+        self.instance.consumers[self.group] = self
+        lifetime.push_async_callback(self._leave_group)
+        self._rebalance_lock = anyio.Lock()
+        self._rebalance_now = anyio.Event()
+        lifetime.callback(self._forget_task_group)
+        self._task_group = await lifetime.enter_async_context(anyio.create_task_group())
+        lifetime.push_async_callback(self._stop_tasks, self._task_group)
+        self.started = True
+        for topic in self.subscriptions:
+            try:
+                await self.instance.topic_route(topic)
+            except ResponseError as exc:
+                # the retry topic is created by our first heartbeat: not worth a warning
+                level = logging.DEBUG if topic.startswith("%RETRY%") else logging.WARNING
+                log.log(level, "%s: no route for %s yet (%s)", self.group, topic, exc)
+        await self.instance.heartbeat_all()
+        await self.rebalance()
+        self._start_tasks(self._task_group)
 
-    async def _shutdown(self) -> None:
+    def _start_tasks(self, task_group: TaskGroup) -> None:
+        """The background work of a started consumer (subclasses add theirs)."""
+        task_group.start_soon(self._rebalance_periodically)
+        task_group.start_soon(self._persist_periodically)
+
+    async def _stop_tasks(self, task_group: TaskGroup) -> None:
+        """Drop every queue, let subclasses finish what is in hand, cancel the rest."""
         self.started = False
+        for state in list(self.queues.values()):
+            state.dropped = True
+            state.scope.cancel()
         try:
-            if self._task_group is not None:
-                for state in list(self.queues.values()):
-                    state.dropped = True
-                    state.scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await self._before_shutdown()
-                self._task_group.cancel_scope.cancel()
-                await self._task_group.__aexit__(None, None, None)
-                self._task_group = None
+            with anyio.CancelScope(shield=True):
+                await self._before_shutdown()
+        finally:
+            task_group.cancel_scope.cancel()
+
+    def _forget_task_group(self) -> None:
+        self._task_group = None
+
+    async def _leave_group(self) -> None:
+        """Commit offsets, unlock the queues and leave the group (5 s at most, shielded)."""
+        registered = self.instance.consumers.get(self.group) is self
+        if registered:
+            del self.instance.consumers[self.group]
+        try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await self.offset_store.persist()
                 await self._release_queues(set(self.queues))
-                if self.instance.consumers.get(self.group) is self:
-                    del self.instance.consumers[self.group]
+                if registered:
                     await self.instance.unregister(consumer_group=self.group)
-            self.queues.clear()
         finally:
-            await self.instance.__aexit__(None, None, None)
+            self.queues.clear()
 
     async def _before_shutdown(self) -> None:
         """Subclasses: finish what is in hand (the push consumer lets callbacks end)."""
@@ -365,8 +376,7 @@ class QueueConsumer:
             except RemotingError as exc:
                 log.debug("%s: consumer list from %s: %s", self.group, address, exc)
                 continue
-            ids = fastjson.loads(response.body).get("consumerIdList") or []
-            return sorted(str(client_id) for client_id in ids)
+            return sorted(ConsumerIdList.decode(response.body).consumer_id_list)
         return None
 
     async def _claim_queues(self, queues: list[MessageQueue]) -> None:

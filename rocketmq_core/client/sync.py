@@ -28,7 +28,7 @@ from typing import Any
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from . import admin as _admin
-from . import pull as _pull
+from . import pull_consumer as _pull_consumer
 from . import push as _push
 from . import transaction as _transaction
 from .message import ReceivedMessage
@@ -163,7 +163,7 @@ class Producer(_Blocking):
     """Blocking Producer: ``send``, ``send_batch``, ``send_oneway`` block until done;
     ``send_with_callback`` returns at once and calls back on the loop thread."""
 
-    _async_class = AsyncProducer
+    _async_class: Callable[..., Any] = AsyncProducer  # a TransactionProducer's differs
 
     def send_with_callback(self, message: Any, callback: Callable[..., Any], **kwargs: Any) -> None:
         self.call(_start_callback_send, self._client, message, callback, kwargs)
@@ -189,14 +189,14 @@ class PushConsumer(_Blocking):
 
 
 class PullConsumer(_Blocking):
-    _async_class = _pull.PullConsumer
+    _async_class = _pull_consumer.PullConsumer
 
 
 class LitePullConsumer(_Blocking):
     """Blocking LitePullConsumer: ``poll(timeout)`` or ``for message in consumer``
     (iteration ends when the consumer is shut down)."""
 
-    _async_class = _pull.LitePullConsumer
+    _async_class = _pull_consumer.LitePullConsumer
 
     def __iter__(self) -> Iterator[ReceivedMessage]:
         while self._context is not None:

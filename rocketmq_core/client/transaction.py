@@ -27,6 +27,7 @@ import dataclasses
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from enum import Enum
 from typing import Any
 
@@ -89,8 +90,7 @@ class TransactionProducer(Producer):
         self.executor = executor
         self.checker = checker
 
-    async def __aenter__(self) -> TransactionProducer:
-        await super().__aenter__()
+    async def _start_more(self, lifetime: AsyncExitStack) -> None:
         # learn the brokers now: a restarted producer must answer check-backs before it sends
         try:
             await self.instance.topic_route(DEFAULT_TOPIC)
@@ -98,7 +98,6 @@ class TransactionProducer(Producer):
             log.debug(
                 "%s: no broker known at start (%s); the first send finds them", self.group, exc
             )
-        return self
 
     async def send_in_transaction(self, message: Message, arg: Any = None) -> TransactionSendResult:
         """Send ``message`` as a half message, run ``executor(message, arg)`` and tell the

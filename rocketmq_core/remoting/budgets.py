@@ -63,9 +63,10 @@ class MemoryBudget:
         self.reclaim: Callable[[Any], bool] = lambda _asking: False
 
 
-def _load_glibc(name: str):
+def _load_glibc(name: str) -> Callable[..., int] | None:
     try:
-        return getattr(ctypes.CDLL(None), name)  # the process's own libc
+        function: Callable[..., int] = getattr(ctypes.CDLL(None), name)  # the process's libc
+        return function
     except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
         return None
 

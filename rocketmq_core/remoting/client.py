@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import AsyncExitStack
 from inspect import isawaitable
 from typing import Any
 
@@ -53,24 +54,37 @@ class RemotingClient:
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, anyio.Lock] = {}
         self._closed_callbacks: list[Callable[[str, Connection], Any]] = []
-        self._task_group: TaskGroup | None = None
+        self._task_group: TaskGroup | None = None  # runs the connections; set while open
+        self._lifetime: AsyncExitStack | None = None  # what __aexit__ leaves, in order
 
     async def __aenter__(self) -> RemotingClient:
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
+        # the task group is left by the task that entered it: enter and leave the client
+        # in one task (``async with``), as anyio requires of every task group
+        async with AsyncExitStack() as lifetime:
+            lifetime.callback(self._forget_task_group)
+            self._task_group = await lifetime.enter_async_context(anyio.create_task_group())
+            lifetime.push_async_callback(self._close_connections)
+            self._lifetime = lifetime.pop_all()
         return self
 
-    async def __aexit__(self, *exc_info: Any) -> bool | None:
+    async def __aexit__(self, *exc_info: Any) -> None:
+        lifetime, self._lifetime = self._lifetime, None
+        if lifetime is not None:
+            await lifetime.aclose()
+
+    async def _close_connections(self) -> None:
+        """Close every connection (shielded: a peer is told even when we are cancelled),
+        then stop what still runs in the task group."""
         assert self._task_group is not None
         try:
             with anyio.CancelScope(shield=True):
                 for connection in list(self._connections.values()):
                     await connection.aclose()
-            self._task_group.cancel_scope.cancel()
         finally:
-            result = await self._task_group.__aexit__(*exc_info)
-            self._task_group = None
-        return result
+            self._task_group.cancel_scope.cancel()
+
+    def _forget_task_group(self) -> None:
+        self._task_group = None
 
     def on_connection_closed(self, callback: Callable[[str, Connection], Any]) -> None:
         """``callback(address, connection)`` when a connection to a peer closes."""
@@ -159,6 +173,8 @@ class RemotingClient:
     async def _invoke_then_call(
         self, address: str, request: RemotingCommand, callback: ResponseCallback, timeout: float
     ) -> None:
+        response: RemotingCommand | None
+        error: Exception | None
         try:
             response = await self.invoke(address, request, timeout)
         except Exception as exc:

@@ -6,15 +6,18 @@ pending invocations its responses answer, hand its requests to the processor
 table, and queue the answers. A single writer task sends everything queued in one
 ``send``: the responses ready in one loop turn leave in one write. A long chunk
 takes several turns of ``FRAMES_PER_TURN`` frames, so that its first answers are
-on their way while the rest are worked out.
+on their way while the rest are worked out. Which response answers which of our
+invocations, and which have run out of time, is PendingRequests' business
+(correlation.py); here are only the waiting and one timer per connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from inspect import isawaitable
 from typing import Any
 
@@ -27,7 +30,7 @@ from ..errors import (
     ProtocolError,
     RemoteProtocolError,
     RemotingTimeoutError,
-    ResponseError,
+    RequestRefused,
 )
 from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_into
 from ..protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
@@ -35,7 +38,7 @@ from ..protocol.command import OpaqueSequence, RemotingCommand
 from ..rate_limited_log import RateLimitedLog
 from .bad_requests import BadRequestLog
 from .budgets import MemoryBudget
-from .deadlines import Deadlines
+from .correlation import PendingRequests
 from .processor import ProcessorRoute, ProcessorTable, RequestContext, RpcHook
 from .transport import format_address
 
@@ -62,17 +65,41 @@ _incomplete_log = RateLimitedLog(log)
 # handle the second, instead of both sides taking turns (measured: 10.5k -> 17-23k
 # sends/s from the SDK on two cores; 16 and fewer cost more in writes than they gain).
 FRAMES_PER_TURN = 32
+# A request expires at most this late (s): one timer per connection sweeps the expired
+# requests, never sooner than this after its last sweep (a timer per request cost a
+# tenth of a send's time at 30k sends/s).
+SWEEP_GAP = 0.01
+# event-loop timers fire to the millisecond (uvloop rounds): a deadline this close is due
+_TIMER_RESOLUTION = 0.001
 
 
-class _Pending:
-    """An invocation waiting for its response."""
+class _EventWaiter:
+    """What an invocation waits on where asyncio's future is not at hand (trio): an
+    event and a slot, with the part of asyncio.Future's interface the connection uses."""
 
-    __slots__ = ("error", "event", "response")
+    __slots__ = ("_error", "_event", "_response")
 
     def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.response: RemotingCommand | None = None
-        self.error: Exception | None = None
+        self._event = anyio.Event()
+        self._response: RemotingCommand | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def set_result(self, response: RemotingCommand | None) -> None:
+        self._response = response
+        self._event.set()
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error = error
+        self._event.set()
+
+    def __await__(self) -> Generator[Any, None, RemotingCommand | None]:
+        yield from self._event.wait().__await__()
+        if self._error is not None:
+            raise self._error
+        return self._response
 
 
 class Connection:
@@ -94,11 +121,17 @@ class Connection:
         self._hooks = tuple(hooks)
         self._opaques = opaques or OpaqueSequence()
         self._max_frame_length = max_frame_length
-        self._pending: dict[int, Any] = {}  # opaque -> _Pending, or a future on asyncio
-        self._loop = _running_asyncio_loop()
-        self._deadlines = (
-            Deadlines(self._loop, self._pending, _expire) if self._loop is not None else None
+        # opaque -> what its invocation waits on: a bare future on asyncio (a fraction of
+        # anyio's Event and cancel scope; the client's per-request cost bounds its rate)
+        self._pending: PendingRequests[Any] = PendingRequests()
+        loop = _running_asyncio_loop()
+        self._new_waiter: Callable[[], Any] = (
+            loop.create_future if loop is not None else _EventWaiter
         )
+        self._clock: Callable[[], float] = loop.time if loop is not None else anyio.current_time
+        self._timer_running = False  # started by the first invocation
+        self._timer_moved = anyio.Event()  # set: a deadline earlier than the timer's came
+        self._wake_timer_before = math.inf  # a deadline before this moves the timer
         self._out: list[bytes] = []
         self._out_bytes = 0  # queued, not yet taken by the writer
         self._sending_bytes = 0  # taken by the writer, not yet sent
@@ -160,8 +193,6 @@ class Connection:
             self._closed = True
             self._release_budget()
             self._fail_pending(ConnectionClosedError(f"connection to {self.peer_address} closed"))
-            if self._deadlines is not None:
-                self._deadlines.close()
             self._flushed.set()
             with anyio.CancelScope(shield=True):
                 await self._stream.aclose()
@@ -191,6 +222,16 @@ class Connection:
         self._read_scope.cancel()
         if self._task_group is not None:
             self._task_group.cancel_scope.cancel()
+
+    @property
+    def waiting_requests(self) -> int:
+        """Our invocations on this connection still waiting for their response."""
+        return len(self._pending)
+
+    @property
+    def unknown_responses(self) -> int:
+        """Responses that answered none of our waiting invocations (late or stray)."""
+        return self._pending.unknown_responses
 
     @property
     def unsent_bytes(self) -> int:
@@ -271,6 +312,7 @@ class Connection:
     async def _hold_reading(self) -> None:
         """Read nothing more from a peer that does not read its answers (Netty's channel
         turning unwritable stops auto-read in Java), until they drain to low water."""
+        assert self._budget is not None  # reading is held only under a budget's high water
         low_water = self._budget.limits.write_low_water
         while self._out_bytes + self._sending_bytes > low_water and not self._closed:
             self._writable = anyio.Event()
@@ -283,6 +325,7 @@ class Connection:
         if self._closed:  # its bytes left the budget at the close
             return False
         budget = self._budget
+        assert budget is not None  # the read loop calls this only under a budget
         budget.incomplete += held - self._incomplete
         self._incomplete = held
         if not held:
@@ -333,6 +376,7 @@ class Connection:
                         self._flushed.set()  # room again for waiting senders
                     if (
                         self._writable is not None
+                        and self._budget is not None
                         and self._out_bytes <= self._budget.limits.write_low_water
                     ):
                         self._writable.set()
@@ -511,21 +555,19 @@ class Connection:
                     f"{_request_name(request.code)} to {self.peer_address} not sent within"
                     f" {timeout:g} s: the peer is not reading"
                 )
-        if self._deadlines is not None:
-            # A bare future and the connection's shared timer cost a fraction of anyio's
-            # Event plus cancel scope, and the client's per-request cost bounds request
-            # rates (so does a coroutine more per request: this one waits itself).
-            waiter = self._pending[opaque] = self._loop.create_future()
-            self._deadlines.add(opaque, timeout)
-            try:
-                self._queue(request)
-                self._wakeup.set()
-                response = await waiter
-            finally:
-                del self._pending[opaque]
-                self._deadlines.discard(opaque)
-        else:
-            response = await self._wait_portable(request, opaque, timeout)
+        # this coroutine waits itself: a coroutine more per request costs request rate
+        waiter = self._new_waiter()
+        deadline = self._clock() + timeout
+        self._pending.add(opaque, waiter, deadline)
+        try:
+            if deadline < self._wake_timer_before:
+                self._move_timer()
+            self._queue(request)
+            self._wakeup.set()
+            response: RemotingCommand | None = await waiter  # None: expired
+        except BaseException:  # cancelled or not sent (an answer, expiry or close removed it)
+            self._pending.discard(opaque)
+            raise
         if response is None:
             raise RemotingTimeoutError(
                 f"no response to {_request_name(request.code)} from {self.peer_address}"
@@ -535,20 +577,42 @@ class Connection:
             hook.after_response(self.context, request, response)
         return response
 
-    async def _wait_portable(
-        self, request: RemotingCommand, opaque: int, timeout: float
-    ) -> RemotingCommand | None:
-        waiter = self._pending[opaque] = _Pending()
-        try:
-            self._queue(request)
-            self._wakeup.set()
-            with anyio.move_on_after(timeout):
-                await waiter.event.wait()
-        finally:
-            del self._pending[opaque]
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.response
+    def _move_timer(self) -> None:
+        """Have the timer look at the deadlines again (the first invocation starts it: a
+        connection that never invokes runs no timer)."""
+        self._wake_timer_before = -math.inf  # once is enough until it has looked
+        if self._timer_running:
+            self._timer_moved.set()
+        elif self._task_group is None:
+            raise ConnectionClosedError(f"connection to {self.peer_address} is not running")
+        else:
+            self._timer_running = True
+            self._task_group.start_soon(self._expire_requests)
+
+    async def _expire_requests(self) -> None:
+        """Answer None to each invocation still waiting at its deadline."""
+        pending = self._pending
+        swept_at = -math.inf
+        while True:
+            self._timer_moved = moved = anyio.Event()
+            deadline = pending.next_deadline()
+            if deadline is None:
+                self._wake_timer_before = math.inf
+                await moved.wait()
+                continue
+            if deadline > swept_at + SWEEP_GAP:
+                self._wake_timer_before = deadline
+            else:  # too soon: this sweep takes whatever comes due before it too
+                deadline = swept_at + SWEEP_GAP
+                self._wake_timer_before = -math.inf
+            with anyio.CancelScope(deadline=deadline):
+                await moved.wait()
+            if moved.is_set():
+                continue
+            swept_at = self._clock()
+            for waiter in pending.expired(swept_at + _TIMER_RESOLUTION):
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
         """Send ``request`` flagged oneway: the peer sends no response."""
@@ -574,22 +638,15 @@ class Connection:
             raise ConnectionClosedError(f"connection to {self.peer_address} is closed")
 
     def _complete(self, response: RemotingCommand) -> None:
-        waiter = self._pending.get(response.opaque)
+        waiter = self._pending.complete(response)
         if waiter is None:
             log.debug("dropping a response nobody waits for: %r", response)
-        elif type(waiter) is _Pending:
-            waiter.response = response
-            waiter.event.set()
-        elif not waiter.done():
+        elif not waiter.done():  # a cancelled invocation's future is done
             waiter.set_result(response)
 
     def _fail_pending(self, error: Exception) -> None:
-        for waiter in self._pending.values():
-            if type(waiter) is _Pending:
-                if waiter.response is None:
-                    waiter.error = error
-                    waiter.event.set()
-            elif not waiter.done():
+        for waiter in self._pending.drain():
+            if not waiter.done():
                 waiter.set_exception(error)
 
 
@@ -599,18 +656,13 @@ def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
     return None
 
 
-def _expire(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 def _error_response(
     request: RemotingCommand, error: Exception, route: ProcessorRoute, peer: str
 ) -> RemotingCommand:
     if isinstance(error, ProtocolError):
         BAD_REQUESTS.bad_request(peer, request.code, error)
         return request.response(error.response_code, str(error))
-    if isinstance(error, ResponseError):
+    if isinstance(error, RequestRefused):  # a ResponseError here is a failed call of ours
         return request.response(error.code, error.remark)
     BAD_REQUESTS.failure(route.name, request.code, error)
     return request.response(ResponseCode.SYSTEM_ERROR, f"{type(error).__name__}: {error}")

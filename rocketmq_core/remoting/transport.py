@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 from anyio.abc import ByteStream, Listener, TaskGroup, TaskStatus
 
 from ..errors import ConfigError
 
-StreamHandler = Callable[[ByteStream], Awaitable[None]]
+# a coroutine function, as a task group starts it
+StreamHandler = Callable[[ByteStream], Coroutine[Any, Any, None]]
 
 log = logging.getLogger("rocketmq.remoting")
 # accept() failures that pass: out of descriptors or memory, a peer gone before accept
@@ -194,8 +195,14 @@ async def accept_forever(listener: Listener[ByteStream], handler: StreamHandler)
             task_group.start_soon(_accept_loop, one, handler, task_group)
 
 
+class _AcceptingListener(Protocol):
+    """One socket listener of anyio's (a MultiListener's member): it can accept()."""
+
+    async def accept(self) -> ByteStream: ...
+
+
 async def _accept_loop(
-    listener: Listener[ByteStream], handler: StreamHandler, task_group: TaskGroup
+    listener: _AcceptingListener, handler: StreamHandler, task_group: TaskGroup
 ) -> None:
     pause, longest = ACCEPT_BACKOFF
     failures = 0

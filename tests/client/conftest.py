@@ -11,7 +11,7 @@ import pytest
 
 from rocketmq_core.cli import main
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
-from rocketmq_core.client.pull import PullConsumer
+from rocketmq_core.client.pull_consumer import PullConsumer
 from rocketmq_core.protocol.heartbeat import MessageQueue
 from rocketmq_core.testing.cluster import EmbeddedCluster, quic_listener_settings
 

@@ -9,11 +9,12 @@ from datetime import datetime
 import orjson
 import pytest
 
-from rocketmq_core.admin_cli.base import CommandError
-from rocketmq_core.admin_cli.offset import parse_timestamp
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
 from rocketmq_core.cli import main
-from rocketmq_core.client.render import table, timestamp
+from rocketmq_core.cli.base import CommandError
+from rocketmq_core.cli.offset import parse_timestamp
+from rocketmq_core.cli.render import table, timestamp
+from rocketmq_core.errors import RocketMQError
 
 
 @pytest.fixture(scope="module")
@@ -237,8 +238,9 @@ def test_parse_timestamp_and_render_helpers():
     local = int(datetime(2024, 5, 1, 10, 30, 0, 123_000).timestamp() * 1000)
     assert parse_timestamp("2024-05-01#10:30:00:123", now) == local
     assert parse_timestamp("2024-05-01 10:30:00.123", now) == local
-    with pytest.raises(CommandError):
+    with pytest.raises(CommandError) as error:
         parse_timestamp("soon", now)
+    assert isinstance(error.value, RocketMQError)  # the one base a caller catches
     assert table(["A", "NUMBER"], [["x", 5], ["long", 10]]) == (
         "A     NUMBER\nx          5\nlong      10"
     )

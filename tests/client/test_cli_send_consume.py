@@ -111,7 +111,7 @@ def test_a_stopped_consumer_commits_what_it_printed(rocketmq, cluster, name, sto
 SIGNALLED_TWICE = """
 import os, signal, sys
 import anyio
-from rocketmq_core.admin_cli.stopping import stop_on_signal
+from rocketmq_core.cli.stopping import stop_on_signal
 
 async def main():
     async with stop_on_signal() as stop:

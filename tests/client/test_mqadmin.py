@@ -14,11 +14,13 @@ import time
 import orjson
 import pytest
 
-from rocketmq_core.admin_cli import mqadmin as table
-from rocketmq_core.admin_cli.mqadmin import How, UsageError, mqadmin, translate
-from rocketmq_core.cli import build_parser, main
+from rocketmq_core.cli import main
+from rocketmq_core.cli import mqadmin as table
+from rocketmq_core.cli.mqadmin import How, UsageError, mqadmin, translate
+from rocketmq_core.cli.rocketmq import build_parser
 from rocketmq_core.client import sync
 from rocketmq_core.client.message import Message
+from rocketmq_core.errors import RocketMQError
 from rocketmq_core.plugins import load_plugins
 from rocketmq_core.protocol.heartbeat import MessageQueue
 
@@ -156,6 +158,7 @@ def test_a_refused_option_is_one_error_naming_it(command, flag):
         table.translate_with(command, argv)
     message = str(error.value)
     assert message.startswith(f"{flag.spelling} is not supported: ") and "\n" not in message
+    assert isinstance(error.value, RocketMQError)  # the one base a caller catches
 
 
 IGNORED = [

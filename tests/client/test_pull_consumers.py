@@ -7,10 +7,10 @@ import time
 import anyio
 import pytest
 
+from rocketmq_core.client.consumer_requests import ConsumerError, PullStatus
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import Producer
-from rocketmq_core.client.pull import LitePullConsumer, PullConsumer
-from rocketmq_core.client.pulling import ConsumerError, PullStatus
+from rocketmq_core.client.pull_consumer import LitePullConsumer, PullConsumer
 from rocketmq_core.protocol.heartbeat import MessageQueue
 
 from .conftest import TOPIC

@@ -9,10 +9,10 @@ import time
 import anyio
 import pytest
 
+from rocketmq_core.client.consumer_requests import ConsumerError
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import Producer
-from rocketmq_core.client.pull import PullConsumer
-from rocketmq_core.client.pulling import ConsumerError
+from rocketmq_core.client.pull_consumer import PullConsumer
 from rocketmq_core.client.push import ConsumeStatus, PushConsumer
 from rocketmq_core.protocol.heartbeat import MessageModel, MessageQueue
 

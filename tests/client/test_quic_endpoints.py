@@ -11,7 +11,7 @@ from rocketmq_core.broker.app import Broker
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE, ClientConfig
 from rocketmq_core.client.message import Message, SendStatus
 from rocketmq_core.client.producer import Producer
-from rocketmq_core.client.pull import PullConsumer
+from rocketmq_core.client.pull_consumer import PullConsumer
 from rocketmq_core.errors import ConfigError, RemotingError
 from rocketmq_core.plugins import load_plugins
 from rocketmq_core.remoting.transport import TlsOptions

@@ -18,7 +18,7 @@ import pytest
 from rocketmq_core.client import sync
 from rocketmq_core.client.config import ClientConfig
 from rocketmq_core.client.message import Message, ReceivedMessage
-from rocketmq_core.client.producer import MQClientError
+from rocketmq_core.client.producer import MQClientError, Producer
 from rocketmq_core.client.push import PushConsumer
 from rocketmq_core.client.transaction import (
     LocalTransactionState,
@@ -405,3 +405,25 @@ async def test_a_confirmed_decision_is_visible_when_it_returns(cluster, name):
         after = [cluster.broker.store.max_offset(TOPIC, queue) for queue in queues]
         assert sum(after) == sum(before) + 1  # no waiting: it is stored already
         assert after[kept.queue.queue_id] == before[kept.queue.queue_id] + 1
+
+
+@checking
+async def test_a_plain_producer_asked_about_a_transaction_says_it_cannot_answer(
+    cluster, name, caplog
+):
+    group = name("PG")
+    checker, asked = answer(COMMIT)
+    async with TransactionProducer(
+        group, cluster.namesrv_address, executor=undecided, checker=checker
+    ) as producer:
+        await producer.send_in_transaction(Message(TOPIC, b"orphan"))
+    # the only producer of the group left is a plain one (known to the broker once it
+    # sends): the broker asks it
+    async with Producer(group, cluster.namesrv_address) as plain:
+        await plain.send(Message(TOPIC, b"plain"))
+        await eventually(lambda: "sends no transactions" in caplog.text)
+        await check_rounds(cluster, 1)  # and asking it again does no harm
+    assert asked == []
+    warnings = [r for r in caplog.records if "sends no transactions" in r.getMessage()]
+    assert warnings and f"producer group {group!r}" in warnings[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info], "a check failed with a traceback"

@@ -46,7 +46,8 @@ _HEAD = np.dtype(
         ("born_timestamp", ">i8"),
     ]
 )
-_COMMIT_LOG_OFFSET_AT = _HEAD.fields["commit_log_offset"][1]
+# a structured dtype always has fields (numpy types them Optional for the others)
+_COMMIT_LOG_OFFSET_AT = _HEAD.fields["commit_log_offset"][1]  # type: ignore[index]
 # the fields between the store host and the body
 _TAIL = np.dtype([("reconsume_times", ">i4"), ("prepared", ">i8"), ("body_length", ">i4")])
 _SIZE = struct.Struct(">i")

@@ -77,7 +77,8 @@ def _discoverable() -> tuple[bool, str]:
             "DATA_SOURCE_NOT_FOUND; install normally, or editable with "
             "--config-settings editable_mode=compat, or call rocketmq_spark.register(spark)"
         )
-    return True, f"format('rocketmq'): pyspark_rocketmq found in {found[0].module_finder.path}"
+    where = getattr(found[0].module_finder, "path", found[0].module_finder)  # a zip has none
+    return True, f"format('rocketmq'): pyspark_rocketmq found in {where}"
 
 
 def _compiled_pyspark() -> tuple[bool, str]:

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from rocketmq_core.client.config import ClientConfig
+from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.constants import SYSTEM_TOPICS
 from rocketmq_core.protocol.heartbeat import MessageQueue
 
@@ -28,7 +29,7 @@ CLIENT_PREFIX = "client."
 DEFAULT_READER_GROUP = "spark_rocketmq_reader"
 
 
-class OptionError(ValueError):
+class OptionError(ConfigError, ValueError):
     """An option Spark was given is missing, unknown or malformed."""
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from rocketmq_core.client.pulling import PullResult, PullStatus
+from rocketmq_core.client.consumer_requests import PullResult, PullStatus
 from rocketmq_core.protocol.heartbeat import MessageQueue
 
 AHEAD_BYTES = 2 << 20  # pulled but not yet taken; the pull task waits beyond it

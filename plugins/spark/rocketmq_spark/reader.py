@@ -23,7 +23,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from rocketmq_core.client.pulling import PullStatus
+from rocketmq_core.client.consumer_requests import PullStatus
+from rocketmq_core.errors import RocketMQError
 from rocketmq_core.protocol.heartbeat import MessageQueue
 
 from . import runtime
@@ -34,7 +35,7 @@ from .pull_ahead import PullAhead
 log = logging.getLogger("rocketmq.spark")
 
 
-class DataLossError(RuntimeError):
+class DataLossError(RocketMQError, RuntimeError):
     """Offsets a query planned to read are gone (retention, a deleted topic)."""
 
 
@@ -213,7 +214,8 @@ class RocketMQBatchReader(DataSourceReader):
             max_records_per_partition=self.settings.max_records_per_partition,
         )
 
-    def read(self, partition: QueueRange) -> Iterator[Any]:
+    # Spark hands back the partitions ``partitions`` planned: always QueueRanges
+    def read(self, partition: QueueRange) -> Iterator[Any]:  # type: ignore[override]
         return read_range(self.settings, partition)
 
 
@@ -291,7 +293,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_records_per_partition=self.settings.max_records_per_partition,
         )
 
-    def read(self, partition: QueueRange) -> Iterator[Any]:
+    # Spark hands back the partitions ``partitions`` planned: always QueueRanges
+    def read(self, partition: QueueRange) -> Iterator[Any]:  # type: ignore[override]
         return read_range(self.settings, partition)
 
     def commit(self, end: dict) -> None:

@@ -27,6 +27,7 @@ from pyspark.sql.datasource import (
 
 from rocketmq_core.client.message import Message, ReceivedMessage, SendResult
 from rocketmq_core.client.transaction import LocalTransactionState
+from rocketmq_core.errors import RocketMQError
 
 from . import ledger, runtime
 from .options import Connection, SinkOptions
@@ -46,7 +47,7 @@ IN_FLIGHT = 64  # half messages (or their decisions) awaited at once per task
 BATCHES_IN_FLIGHT = 8  # batch sends awaited at once per task
 
 
-class SinkSchemaError(ValueError):
+class SinkSchemaError(RocketMQError, ValueError):
     """The DataFrame has columns the sink cannot write, or lacks one it needs."""
 
 

@@ -8,8 +8,8 @@ import pytest
 from rocketmq_spark import pull_ahead
 from rocketmq_spark.pull_ahead import PullAhead
 
+from rocketmq_core.client.consumer_requests import PullStatus
 from rocketmq_core.client.message import Message
-from rocketmq_core.client.pulling import PullStatus
 from rocketmq_core.client.sync import Producer, PullConsumer
 from rocketmq_core.errors import RocketMQError
 from rocketmq_core.protocol.heartbeat import MessageQueue

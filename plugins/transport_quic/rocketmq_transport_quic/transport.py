@@ -6,6 +6,7 @@ import logging
 import socket
 import ssl
 from dataclasses import dataclass
+from typing import cast
 
 import anyio
 from aioquic.buffer import Buffer
@@ -16,7 +17,14 @@ from aioquic.quic.packet import (
     encode_quic_version_negotiation,
     pull_quic_header,
 )
-from anyio.abc import ByteStream, SocketAttribute, TaskGroup, TaskStatus, UDPSocket
+from anyio.abc import (
+    ByteStream,
+    IPSockAddrType,
+    SocketAttribute,
+    TaskGroup,
+    TaskStatus,
+    UDPSocket,
+)
 
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
 from rocketmq_core.errors import ConfigError
@@ -83,7 +91,9 @@ class QuicTransport:
             socket = await anyio.create_udp_socket(local_host=host, local_port=port)
         except OSError as exc:
             raise listen_error(host, port, exc) from None
-        bound_host, bound_port = socket.extra(SocketAttribute.local_address)[:2]
+        # an IP socket's address: (host, port) or (host, port, flowinfo, scope id)
+        bound = cast("IPSockAddrType", socket.extra(SocketAttribute.local_address))
+        bound_host, bound_port = bound[:2]
         async with socket, anyio.create_task_group() as task_group:
             listener = QuicListener(socket, configuration, task_group, handler)
             task_status.started(format_address(bound_host, bound_port))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import socket
 import ssl
+from typing import cast
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, TaskStatus
+from anyio.abc import ByteStream, IPSockAddrType, SocketAttribute, TaskStatus
 from anyio.streams.tls import TLSStream
 
 from rocketmq_core.errors import ConfigError
@@ -41,7 +42,9 @@ class TcpTransport:
             )
         except OSError as exc:
             raise listen_error(host, port, exc) from None
-        bound_host, bound_port = listener.extra(SocketAttribute.local_address)[:2]
+        # an IP socket's address: (host, port) or (host, port, flowinfo, scope id)
+        bound = cast("IPSockAddrType", listener.extra(SocketAttribute.local_address))
+        bound_host, bound_port = bound[:2]
 
         context = server_context(tls) if tls is not None else None
 

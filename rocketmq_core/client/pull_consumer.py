@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
@@ -29,9 +30,7 @@ from ..protocol.heartbeat import (
     SubscriptionData,
 )
 from .config import ClientConfig
-from .instance import ClientInstance
-from .message import ReceivedMessage
-from .pulling import (
+from .consumer_requests import (
     ConsumerError,
     PullResult,
     commit_offset,
@@ -43,12 +42,15 @@ from .pulling import (
     readable_queues,
     search_offset,
 )
+from .instance import ClientInstance
+from .lifetime import PartsLifetime
+from .message import ReceivedMessage
 from .rebalance import QueueConsumer, QueueState
 
 log = logging.getLogger("rocketmq.client.pull")
 
 
-class PullConsumer:
+class PullConsumer(PartsLifetime):
     """Pull from queues at offsets you choose; commit offsets when you decide."""
 
     def __init__(
@@ -64,19 +66,16 @@ class PullConsumer:
         self.instance = instance or ClientInstance(self.config)
         self._topics: dict[str, SubscriptionData] = {}
 
-    async def __aenter__(self) -> PullConsumer:
-        await self.instance.__aenter__()
+    async def _start(self, lifetime: AsyncExitStack) -> None:
+        await lifetime.enter_async_context(self.instance)
         self.instance.consumers[self.group] = self
-        return self
+        lifetime.push_async_callback(self._leave_group)
 
-    async def __aexit__(self, *exc_info: Any) -> None:
-        try:
-            if self.instance.consumers.get(self.group) is self:
-                del self.instance.consumers[self.group]
-                with anyio.CancelScope(shield=True), anyio.move_on_after(3):
-                    await self.instance.unregister(consumer_group=self.group)
-        finally:
-            await self.instance.__aexit__(*exc_info)
+    async def _leave_group(self) -> None:
+        if self.instance.consumers.get(self.group) is self:
+            del self.instance.consumers[self.group]
+            with anyio.CancelScope(shield=True), anyio.move_on_after(3):
+                await self.instance.unregister(consumer_group=self.group)
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic``, sorted."""
@@ -113,7 +112,7 @@ class PullConsumer:
 
     async def _pull(
         self,
-        pull: Any,
+        pull: Callable[..., Awaitable[PullResult]],
         queue: MessageQueue,
         offset: int,
         expression: str,
@@ -213,12 +212,10 @@ class LitePullConsumer(QueueConsumer):
         if self.started:
             self.request_rebalance()
 
-    async def __aenter__(self) -> LitePullConsumer:
+    def _prepare_start(self) -> None:
         if not self.subscriptions:
             raise ConsumerError("subscribe to a topic or assign queues before starting")
         self._arrived = anyio.Event()
-        await super().__aenter__()
-        return self
 
     async def _share_of(self, topic: str) -> set[MessageQueue]:
         if self._assigned is not None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from ..errors import ResponseError
+from ..errors import ResponseError, RocketMQError
 from ..protocol.bodies import TopicRouteData
 from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.constants import Perm
@@ -46,7 +46,7 @@ class PullStatus(Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-_STATUS = {
+_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -65,7 +65,7 @@ class PullResult:
     records: bytes = b""
 
 
-class ConsumerError(Exception):
+class ConsumerError(RocketMQError):
     """A consumer used in a way it cannot work; the message says what to change."""
 
 
