@@ -50,6 +50,7 @@ from typing import Any, NoReturn
 
 import anyio
 
+from ..errors import RocketMQError
 from ..protocol.message import (
     RecordError,
     decode_offset_msg_id,
@@ -78,7 +79,7 @@ CRASH_CONFIG: dict[str, Any] = {
 }
 
 
-class CrashCheckError(AssertionError):
+class CrashCheckError(RocketMQError, AssertionError):
     """What the store holds after a crash contradicts what the child was told."""
 
 

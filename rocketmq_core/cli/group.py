@@ -7,9 +7,9 @@ import argparse
 
 from ..client.admin import Admin
 from ..client.admin_types import AdminError, Connection, ConsumerConnections, GroupConfig
-from ..client.render import table, timestamp
 from ..protocol.codes import ResponseCode
 from .base import AdminCommand, CommandError, Output, add_target_options
+from .render import table, timestamp
 
 # ``group update`` option -> the GroupConfig field it sets
 _SETTINGS = {

@@ -7,8 +7,8 @@ import time
 from datetime import datetime
 
 from ..client.admin import Admin
-from ..client.render import table
 from .base import AdminCommand, CommandError, Output, add_topic_option
+from .render import table
 
 
 class OffsetCommand(AdminCommand):

@@ -7,9 +7,9 @@ from typing import Any
 
 from ..client.admin import Admin
 from ..client.admin_types import TopicExistsError
-from ..client.render import table, timestamp
 from ..protocol.constants import PERM_RW, Perm
 from .base import AdminCommand, CommandError, Output, add_target_options, add_topic_option
+from .render import table, timestamp
 
 
 class TopicCommand(AdminCommand):

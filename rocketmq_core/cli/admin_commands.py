@@ -1,5 +1,5 @@
 """The built-in admin commands of ``rocketmq`` (consume, topic, cluster, group, message,
-offset, send, broker-config, kv); they live in ``rocketmq_core/admin_cli/`` and are
+offset, send, broker-config, kv); each lives in its own module of this package and is
 imported when registered."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from ..admin_cli import broker_config, cluster, consume, group, kv, message, offset, send, topic
+    from . import broker_config, cluster, consume, group, kv, message, offset, send, topic
 
     register("consume", consume.ConsumeCommand())
     register("topic", topic.TopicCommand())

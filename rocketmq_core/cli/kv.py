@@ -6,9 +6,9 @@ import argparse
 
 from ..client.admin import Admin
 from ..client.admin_types import AdminError
-from ..client.render import table
 from ..protocol.codes import ResponseCode
 from .base import AdminCommand, Output
+from .render import table
 
 
 class KvCommand(AdminCommand):

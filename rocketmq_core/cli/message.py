@@ -13,10 +13,10 @@ import orjson
 
 from ..client.admin import Admin
 from ..client.message import ReceivedMessage
-from ..client.render import body_text, message_json, table, timestamp
 from ..protocol.heartbeat import MessageQueue
 from .base import AdminCommand, CommandError, Output
 from .offset import parse_timestamp
+from .render import body_text, message_json, table, timestamp
 
 TIMESTAMP_HELP = "milliseconds, an ISO date-time, yyyy-MM-dd#HH:mm:ss:SSS, or 'now'"
 
@@ -196,7 +196,7 @@ def _print_row(message: ReceivedMessage, args: argparse.Namespace) -> list[Any]:
 
 def message_detail(message: ReceivedMessage) -> str:
     text, encoded = body_text(message.body)
-    fields = [
+    fields: list[list[object]] = [
         ["topic", message.topic],
         ["msg id", message.msg_id],
         ["offset msg id", message.offset_msg_id],

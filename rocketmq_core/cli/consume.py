@@ -14,12 +14,12 @@ import anyio
 import orjson
 
 from ..client.admin import Admin
-from ..client.pull import LitePullConsumer
-from ..client.render import body_line, message_json
+from ..client.pull_consumer import LitePullConsumer
 from ..errors import ConfigError
 from ..plugins import PluginHost
 from ..protocol.heartbeat import MessageQueue
 from .base import Output, add_common_options, add_topic_option, run_action
+from .render import body_line, message_json
 from .stopping import stop_on_signal
 
 EPILOG = """\

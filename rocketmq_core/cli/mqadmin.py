@@ -19,13 +19,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from ..cli import main as rocketmq
 from ..client.admin import TOOLS_GROUP
+from ..errors import RocketMQError
+from .rocketmq import main as rocketmq
 
 
-class UsageError(Exception):
+class UsageError(RocketMQError):
     """Apache arguments that cannot be translated: an unknown command, a refused option."""
 
 
@@ -397,7 +398,7 @@ def build_parser(command: Command, prog: str | None = None) -> argparse.Argument
     for flag in command.flags:
         where = required_group if required_group and flag.long in command.one_of else parser
         names = ([f"-{flag.short}"] if flag.short else []) + [f"--{flag.long}"]
-        options = {"dest": flag.long, "help": _flag_help(flag)}
+        options: dict[str, Any] = {"dest": flag.long, "help": _flag_help(flag)}
         if flag.has_value:
             where.add_argument(*names, metavar="VALUE", required=flag.required, **options)
         else:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 
 from ..client.admin import Admin
-from ..client.render import table
 from ..errors import RocketMQError
 from .base import AdminCommand, Output, add_target_options
+from .render import table
 
 STATS_HELP = (
     "per topic and consumer group: the accumulation (lag), and the in and out TPS"

@@ -18,13 +18,13 @@ from ..client.admin import Admin
 from ..client.admin_types import AdminError
 from ..client.message import Message, SendResult
 from ..client.producer import MQClientError, Producer
-from ..client.render import table
 from ..client.selectors import QueueSelector
 from ..errors import ConfigError, RocketMQError
 from ..plugins import PluginHost
 from ..protocol.codes import ResponseCode
 from ..protocol.heartbeat import MessageQueue
 from .base import CommandError, Output, add_common_options, add_topic_option, run_action
+from .render import table
 from .stopping import stop_on_signal
 
 TABLE_ROWS_MAX = 20  # up to this --count, one table row per message; above, the summary only
@@ -110,7 +110,7 @@ class SendCommand:
                     index, tally.started = tally.started, tally.started + 1
                     try:
                         await send_one(index)
-                    except (RocketMQError, MQClientError, CommandError) as exc:
+                    except (RocketMQError, MQClientError) as exc:
                         tally.failed += 1
                         bar.update()
                         tally.first_error = tally.first_error or str(exc)

@@ -19,16 +19,16 @@ from ..client.admin import Admin
 from ..client.config import ClientConfig
 from ..client.instance import ClientInstance
 from ..client.producer import MQClientError
-from ..client.render import to_json
 from ..errors import ConfigError, RocketMQError, found_in
 from ..plugins import PluginHost
 from ..remoting.transport import TlsOptions
 from ..runtime import run
+from .render import to_json
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
-class CommandError(Exception):
+class CommandError(RocketMQError):
     """Input a command cannot use (a timestamp it cannot read, ...)."""
 
 
@@ -111,12 +111,12 @@ def run_action(args: argparse.Namespace, host: PluginHost, action: Action) -> in
 
     try:
         output = run(main)
-    except (RocketMQError, MQClientError, CommandError, BrokenPipeError, BaseExceptionGroup) as exc:
+    except (RocketMQError, MQClientError, BrokenPipeError, BaseExceptionGroup) as exc:
         if found_in(exc, BrokenPipeError) is not None:
             # the reader of stdout went away (`| head`): stop quietly, as cat does
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 141  # 128 + SIGPIPE
-        found = found_in(exc, (RocketMQError, MQClientError, CommandError))
+        found = found_in(exc, (RocketMQError, MQClientError))
         if found is None:
             raise
         print(f"{name}: error: {found}", file=sys.stderr)
