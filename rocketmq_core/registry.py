@@ -11,10 +11,24 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from .errors import ConfigError, PluginError
 from .protocol.codes import RequestCode
+
+if TYPE_CHECKING:
+    import argparse
+
+    from anyio.abc import TaskStatus
+
+    from .broker.app import Broker
+    from .broker.put_hooks import PutHook
+    from .client.allocation import AllocationStrategy
+    from .plugins import PluginHost
+    from .remoting.processor import Processor
+    from .remoting.transport import Transport
+    from .store.api import Dispatcher, MessageStore, StoreConfig
+    from .store.flush import FlushPolicy
 
 T = TypeVar("T")
 
@@ -31,13 +45,38 @@ class ProcessorRegister(Protocol):
     def __call__(
         self,
         code: int | None,
-        factory: Callable[[Any], Any],
+        factory: ProcessorFactory,
         /,
         *,
         server: str = "broker",
         limit: int | None = None,
         backlog: int | None = None,
     ) -> None: ...
+
+
+class BrokerService(Protocol):
+    """What a broker service factory builds (see rocketmq_register_broker_services)."""
+
+    async def run(self, *, task_status: TaskStatus[None]) -> None: ...
+
+
+class CliCommand(Protocol):
+    """A ``rocketmq`` sub-command (see rocketmq_register_cli_commands)."""
+
+    help: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace, host: PluginHost) -> int: ...
+
+
+# what the factories of each registry take and return (None: "nothing to do here")
+ProcessorFactory = Callable[[Any], "Processor"]  # the app: a Broker or a NameServer
+StoreFactory = Callable[["StoreConfig", "FlushPolicy"], "MessageStore"]
+DispatcherFactory = Callable[["MessageStore"], "Dispatcher | None"]
+FlushPolicyFactory = Callable[["StoreConfig"], "FlushPolicy"]
+PutHookFactory = Callable[["Broker"], "PutHook | None"]
+BrokerServiceFactory = Callable[["Broker"], "BrokerService | None"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +108,8 @@ class Deferred:
 
 
 class NamedRegistry(Generic[T]):
-    """Objects of one kind (transports, stores, ...) by name."""
+    """Objects of one kind (transports, stores, ...) by name; an entry may hold a Deferred
+    in place of its object until the object is first handed out."""
 
     def __init__(self, kind: str, *, pattern: re.Pattern[str] = _NAME) -> None:
         self.kind = kind
@@ -129,10 +169,10 @@ class NamedRegistry(Generic[T]):
         return len(self._entries)
 
 
-def bound_to_app(function: Callable[..., Any]) -> Callable[[Any], Any]:
+def bound_to_app(function: Callable[..., Any]) -> ProcessorFactory:
     """A processor factory for a function of ``(app, ctx, request)``."""
 
-    def factory(app: Any) -> Any:
+    def factory(app: Any) -> Processor:
         return partial(function, app)
 
     return factory
@@ -142,7 +182,7 @@ def bound_to_app(function: Callable[..., Any]) -> Callable[[Any], Any]:
 class ProcessorEntry:
     server: str
     code: int | None  # None: the server's default processor
-    factory: Callable[[Any], Any]
+    factory: ProcessorFactory
     plugin: str
     limit: int | None = None
     backlog: int | None = None
@@ -168,7 +208,7 @@ class ProcessorRegistry:
     def add(
         self,
         code: int | None,
-        factory: Callable[[Any], Any],
+        factory: ProcessorFactory,
         plugin: str,
         *,
         server: str = "broker",
@@ -211,20 +251,24 @@ class ProcessorRegistry:
 class Registry:
     """Everything the loaded plugins registered."""
 
-    transports: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("transport"))
+    transports: NamedRegistry[Transport] = field(default_factory=lambda: NamedRegistry("transport"))
     processors: ProcessorRegistry = field(default_factory=ProcessorRegistry)
-    stores: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("store"))
-    dispatchers: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("dispatcher"))
-    allocation_strategies: NamedRegistry[Any] = field(
+    stores: NamedRegistry[StoreFactory] = field(default_factory=lambda: NamedRegistry("store"))
+    dispatchers: NamedRegistry[DispatcherFactory] = field(
+        default_factory=lambda: NamedRegistry("dispatcher")
+    )
+    allocation_strategies: NamedRegistry[AllocationStrategy] = field(
         default_factory=lambda: NamedRegistry("allocation strategy")
     )
-    flush_policies: NamedRegistry[Any] = field(
+    flush_policies: NamedRegistry[FlushPolicyFactory] = field(
         default_factory=lambda: NamedRegistry("flush policy")
     )
-    put_hooks: NamedRegistry[Any] = field(default_factory=lambda: NamedRegistry("put hook"))
-    broker_services: NamedRegistry[Any] = field(
+    put_hooks: NamedRegistry[PutHookFactory] = field(
+        default_factory=lambda: NamedRegistry("put hook")
+    )
+    broker_services: NamedRegistry[BrokerServiceFactory] = field(
         default_factory=lambda: NamedRegistry("broker service")
     )
-    cli_commands: NamedRegistry[Any] = field(
+    cli_commands: NamedRegistry[CliCommand] = field(
         default_factory=lambda: NamedRegistry("CLI command", pattern=_COMMAND_NAME)
     )
