@@ -296,13 +296,16 @@ class MmapStore:
     def _wake(self, key: tuple[str, int]) -> ConsumeQueue | None:
         """The dormant queue ``key`` loaded from its files, as a start without a summary
         loads it; None when ``key`` is not dormant."""
-        if self._dormant.pop(key, None) is None:
+        if key not in self._dormant:
             return None
         queue = self._new_queue(*key)
+        # a load that fails (no descriptors, no memory) leaves the queue dormant: never
+        # forgotten, so a later put cannot start it again at offset 0 over its files
         queue.load_and_recover(after_crash=False)  # dormant only after a clean stop
         queue.correct_min_offset(self.commitlog.min_offset)
         queue.next_offset = queue.max_offset
         self._queues[key] = queue
+        del self._dormant[key]
         return queue
 
     def _loaded_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:

@@ -276,3 +276,28 @@ async def test_a_failed_open_lets_go_of_everything_it_took(tmp_path, plugin_host
     async with opened(tmp_path, plugin_host) as store:
         assert store.stats()["recovered_after_crash"] is True  # open never finished
         assert store.max_offset(topic(1), 0) == 3
+
+
+async def test_a_queue_that_fails_to_wake_stays_dormant_and_keeps_its_offsets(
+    tmp_path, plugin_host
+):
+    """A wake that fails (here a stray file in the queue's folder) leaves the queue as it
+    was: its ends still answer, and once the cause is gone the next put continues its
+    offsets instead of starting the queue again at 0 over its files."""
+    async with opened(tmp_path, plugin_host) as store:
+        for number in range(5):
+            assert (await store.put(MessageToStore("Woken", 0, body("Woken", number)))).ok
+    stray = tmp_path / "consumequeue" / "Woken" / "0" / "123"
+    stray.write_bytes(b"")
+    async with opened(tmp_path, plugin_host) as store:
+        with pytest.raises(ConfigError, match="not a multiple of the file size"):
+            await store.get("Woken", 0, 0, 10)
+        assert (store.min_offset("Woken", 0), store.max_offset("Woken", 0)) == (0, 5)
+        assert store.queues() == {"Woken": [0]}
+        stray.unlink()
+        put = await store.put(MessageToStore("Woken", 0, b"after"))
+        assert put.ok and put.queue_offset == 5
+    async with opened(tmp_path, plugin_host) as store:
+        got = await store.get("Woken", 0, 0, 10)
+        bodies = [decode_record(bytes(record)).body for record in got.records]
+        assert bodies == [body("Woken", n) for n in range(5)] + [b"after"]

@@ -363,8 +363,11 @@ class RocksDBStore:
             old = None
         try:
             db = open_database(path)
-        except NoSpaceToOpen as exc:
-            log.warning("%s; staying read-only", exc)
+        except Exception as exc:  # still full, or any other failure: read-only, retried later
+            if isinstance(exc, NoSpaceToOpen):
+                log.warning("%s; staying read-only", exc)
+            else:
+                log.error("reopening %s for writing failed: %s; staying read-only", path, exc)
             if old is None:
                 self.db = open_database(path, read_only=True)
             self._lock.hold()  # RocksDB's failed open dropped it
