@@ -20,11 +20,14 @@ from rocketmq_core.protocol.bodies import (
     Connection,
     ConsumerConnection,
     ConsumerOffsetWrapper,
+    ConsumerRunningInfo,
     ConsumeStats,
+    ConsumeStatus,
     DataVersion,
     GroupList,
     KVTable,
     OffsetWrapper,
+    ProcessQueueInfo,
     ProducerConnection,
     QueryConsumeTimeSpanBody,
     QueueData,
@@ -240,6 +243,41 @@ CASES = [
         b'{"connectionSet":[{"clientAddr":"","clientId":"c@1","language":"CPP","version":333},'
         b'{"clientAddr":"x:1","clientId":"d@2","language":"GO","version":0}]}',
     ),
+    # --- what a consumer reports about itself
+    Case(
+        "consumer-running-info",
+        ConsumerRunningInfo(
+            {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "consumerGroup": "CG"},
+            [SubscriptionData.of("%RETRY%CG", "*"), SubscriptionData.of("T", "a || b")],
+            {
+                Q1: ProcessQueueInfo(7, 7, 8, 2, locked=True, last_pull_timestamp=BEYOND_JS),
+                Q0: ProcessQueueInfo(dropped=True),
+            },
+            {"T": ConsumeStatus(1.5, 20.0, 3.25, 19.5, 0.5, 2)},
+            "thread dump",
+        ),
+        b'{"jstack":"thread dump","mqTable":{' + MQ0 + b':{"cachedMsgCount":0,'
+        b'"cachedMsgMaxOffset":0,"cachedMsgMinOffset":0,"commitOffset":0,"droped":true,'
+        b'"lastConsumeTimestamp":0,"lastLockTimestamp":0,"lastPullTimestamp":0,"locked":false,'
+        b'"transactionMsgCount":0,"transactionMsgMaxOffset":0,"transactionMsgMinOffset":0,'
+        b'"tryUnlockTimes":0},' + MQ1 + b':{"cachedMsgCount":2,"cachedMsgMaxOffset":8,'
+        b'"cachedMsgMinOffset":7,"commitOffset":7,"droped":false,"lastConsumeTimestamp":0,'
+        b'"lastLockTimestamp":0,"lastPullTimestamp":9007199254740997,"locked":true,'
+        b'"transactionMsgCount":0,"transactionMsgMaxOffset":0,"transactionMsgMinOffset":0,'
+        b'"tryUnlockTimes":0}},"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY",'
+        b'"consumerGroup":"CG"},"statusTable":{"T":{"consumeFailedMsgs":2,'
+        b'"consumeFailedTPS":0.5,"consumeOKTPS":19.5,"consumeRT":3.25,"pullRT":1.5,'
+        b'"pullTPS":20.0}},"subscriptionSet":[{"classFilterMode":false,"codeSet":[],'
+        b'"expressionType":"TAG","subString":"*","subVersion":0,"tagsSet":[],'
+        b'"topic":"%RETRY%CG"},{"classFilterMode":false,"codeSet":[97,98],'
+        b'"expressionType":"TAG","subString":"a || b","subVersion":0,"tagsSet":["a","b"],'
+        b'"topic":"T"}]}',
+    ),
+    Case(
+        "consumer-running-info-empty",
+        ConsumerRunningInfo(),
+        b'{"mqTable":{},"properties":{},"statusTable":{},"subscriptionSet":[]}',
+    ),
     # --- the client family
     Case(
         "heartbeat",
@@ -285,7 +323,7 @@ def test_every_body_type_has_a_case():
 
     covered = {type(case.body) for case in CASES}
     parts = {QueueData, BrokerData, TopicConfigWrapper, Connection, TopicOffset, OffsetWrapper}
-    parts |= {QueueTimeSpan}  # tested inside the bodies that hold them
+    parts |= {QueueTimeSpan, ProcessQueueInfo, ConsumeStatus}  # inside the bodies holding them
     wire_types = {
         value
         for name, value in vars(bodies).items()
@@ -295,6 +333,22 @@ def test_every_body_type_has_a_case():
 
 
 # --- what peers send that we never write ------------------------------------------------
+
+# a C++ push consumer's answer to GET_CONSUMER_RUNNING_INFO (PyPI rocketmq 0.4.4), trimmed to
+# one queue: pretty-printed keys and entries, longs quoted, codeSet left as zeros
+CPP_RUNNING_INFO = (
+    b'{"mqTable":{{\n   "brokerName" : "broker-a",\n   "queueId" : 0,\n   "topic" : "T"\n}:'
+    b'{\n   "cachedMsgCount" : 0,\n   "cachedMsgMaxOffset" : "0",\n'
+    b'   "cachedMsgMinOffset" : "0",\n   "commitOffset" : "5",\n   "droped" : false,\n'
+    b'   "lastConsumeTimestamp" : "0",\n   "lastLockTimestamp" : "0",\n'
+    b'   "lastPullTimestamp" : "1795683809941",\n   "locked" : false,\n'
+    b'   "transactionMsgCount" : 0,\n   "transactionMsgMaxOffset" : "0",\n'
+    b'   "transactionMsgMinOffset" : "0",\n   "tryUnlockTimes" : 0\n}\n},"jstack":"",'
+    b'"properties":{"PROP_CLIENT_VERSION":"V3_1_8","PROP_CONSUMEORDERLY":"flase",'
+    b'"PROP_CONSUMER_START_TIMESTAMP":"1795683809926","PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"},'
+    b'"subscriptionSet":[{"codeSet":[0,0],"subString":"a || b","subVersion":"1795683809928",'
+    b'"tagsSet":["a","b"],"topic":"T"}]}\n'
+)
 
 PEER_FORMS = [
     pytest.param(
@@ -331,6 +385,34 @@ PEER_FORMS = [
         SubscriptionGroupWrapper({"G": SubscriptionGroupConfig("G")}),
         id="5x-group-fields-ignored",
     ),
+    pytest.param(
+        ConsumerRunningInfo.decode,
+        CPP_RUNNING_INFO,
+        ConsumerRunningInfo(
+            {
+                "PROP_CLIENT_VERSION": "V3_1_8",
+                "PROP_CONSUMEORDERLY": "flase",  # sic
+                "PROP_CONSUMER_START_TIMESTAMP": "1795683809926",
+                "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
+            },
+            [SubscriptionData.of("T", "a || b", 1795683809928)],
+            {Q0: ProcessQueueInfo(commit_offset=5, last_pull_timestamp=1795683809941)},
+            jstack="",
+        ),
+        id="cpp-client-running-info",
+    ),
+    pytest.param(
+        ConsumerRunningInfo.decode,
+        b'{"mqTable":},"jstack":"","properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"}}\n',
+        ConsumerRunningInfo({"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY"}, jstack=""),
+        id="cpp-client-running-info-owning-no-queue",
+    ),
+    pytest.param(
+        ConsumerRunningInfo.decode,
+        b'{"properties":{"PROP_CONSUMER_START_TIMESTAMP":1700000000000,"x":true}}',
+        ConsumerRunningInfo({"PROP_CONSUMER_START_TIMESTAMP": "1700000000000", "x": "true"}),
+        id="running-info-properties-that-are-not-strings",
+    ),
     pytest.param(LockBatchResponse.decode, b"", LockBatchResponse(), id="empty-lock-reply"),
     pytest.param(TopicStatsTable.decode, b'{"offsetTable":null}', TopicStatsTable(), id="null"),
 ]
@@ -352,6 +434,14 @@ def test_decode_what_peers_send(decode, wire, body):
         (ResetOffsetBody.decode, b'{"offsetTable":{{"topic":"T"}:1}}', "is not a message queue"),
         (ConsumerConnection.decode, b'{"consumeType":"SOMETIMES"}', "not a ConsumeType"),
         (ProducerConnection.decode, b'{"connectionSet":[5]}', "5 is not a connection"),
+        (ConsumerRunningInfo.decode, b'{"mqTable":[]}', "mqTable of the consumer running info"),
+        (ConsumerRunningInfo.decode, b'{"properties":[]}', "properties or statusTable"),
+        (ConsumerRunningInfo.decode, b'{"statusTable":{"T":1}}', "not a consume status"),
+        (
+            ConsumerRunningInfo.decode,
+            b'{"mqTable":{' + MQ0 + b':{"commitOffset":"x"}}}',
+            "commitOffset",
+        ),
         (QueryConsumeTimeSpanBody.decode, b'{"consumeTimeSpanSet":[{}]}', "not a message queue"),
         (SubscriptionGroupWrapper.decode, b'{"subscriptionGroupTable":{"G":{}}}', "groupName"),
         (ConsumerOffsetWrapper.decode, b'{"offsetTable":{"T@G":{0:"x"}}}', "consumer offset"),

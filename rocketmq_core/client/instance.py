@@ -19,8 +19,7 @@ from anyio.abc import TaskGroup
 
 from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
-from ..protocol import fastjson
-from ..protocol.bodies import BrokerData, ResetOffsetBody, TopicRouteData
+from ..protocol.bodies import BrokerData, ConsumerRunningInfo, ResetOffsetBody, TopicRouteData
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import MASTER_ID
@@ -54,7 +53,7 @@ class ConsumerMember(Protocol):
 
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
-    def running_info(self) -> dict[str, Any]: ...
+    def running_info(self) -> ConsumerRunningInfo: ...
 
 
 class ProducerMember(Protocol):
@@ -394,7 +393,7 @@ class ClientInstance:
                 ResponseCode.SYSTEM_ERROR,
                 f"The Consumer Group <{group}> not exist in this consumer",
             )
-        return request.response(body=fastjson.dumps(member.running_info()))
+        return request.response(body=member.running_info().encode())
 
     def _on_check_transaction(self, ctx: RequestContext, request: RemotingCommand) -> None:
         header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)

@@ -22,6 +22,9 @@ from typing import Any
 
 import anyio
 
+from ..protocol.bodies import ConsumerRunningInfo
+from ..protocol.bodies.running import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
+from ..protocol.codes import OUR_VERSION_DESC
 from ..protocol.heartbeat import (
     ConsumerData,
     ConsumeType,
@@ -167,8 +170,15 @@ class PullConsumer(PartsLifetime):
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         pass
 
-    def running_info(self) -> dict[str, Any]:
-        return {"properties": {"consumeType": ConsumeType.CONSUME_ACTIVELY.name}}
+    def running_info(self) -> ConsumerRunningInfo:
+        """A pull consumer owns no queue: what it is and what it subscribes to."""
+        properties = {
+            "consumerGroup": self.group,
+            PROP_CONSUME_TYPE: ConsumeType.CONSUME_ACTIVELY.name,
+            PROP_NAMESERVER_ADDR: ";".join(self.instance.namesrv_addresses),
+            PROP_CLIENT_VERSION: OUR_VERSION_DESC,
+        }
+        return ConsumerRunningInfo(properties, list(self._topics.values()))
 
 
 class LitePullConsumer(QueueConsumer):

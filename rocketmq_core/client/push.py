@@ -30,6 +30,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..errors import RemotingError, ResponseError
+from ..protocol.bodies.running import PROP_CONSUME_ORDERLY, PROP_THREADPOOL_CORE_SIZE
 from ..protocol.codes import RequestCode
 from ..protocol.constants import RETRY_GROUP_TOPIC_PREFIX
 from ..protocol.headers import ConsumerSendMsgBackRequestHeader
@@ -114,6 +115,15 @@ class PushConsumer(QueueConsumer):
         super()._start_tasks(task_group)
         if self.orderly:
             task_group.start_soon(self._renew_locks_periodically)
+
+    def running_properties(self) -> dict[str, str]:
+        return {
+            **super().running_properties(),
+            "consumeMessageBatchMaxSize": str(self.consume_batch_size),
+            "maxReconsumeTimes": str(self.max_reconsume_times),
+            PROP_CONSUME_ORDERLY: "true" if self.orderly else "false",
+            PROP_THREADPOOL_CORE_SIZE: str(self.consume_concurrency),
+        }
 
     # --- pulling ---------------------------------------------------------------------
 

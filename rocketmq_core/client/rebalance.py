@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -22,7 +23,14 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..errors import RemotingError, ResponseError
-from ..protocol.codes import RequestCode, ResponseCode
+from ..protocol.bodies import ConsumerRunningInfo, ProcessQueueInfo
+from ..protocol.bodies.running import (
+    PROP_CLIENT_VERSION,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_NAMESERVER_ADDR,
+)
+from ..protocol.codes import OUR_VERSION_DESC, RequestCode, ResponseCode
 from ..protocol.constants import NAME_PATTERN
 from ..protocol.headers import GetConsumerListByGroupRequestHeader
 from ..protocol.heartbeat import (
@@ -71,6 +79,8 @@ class QueueState:
     in_flight_bytes: int = 0
     highest_offset: int = -1
     consuming: bool = False  # orderly consumers: a task is working through this queue
+    last_pull_ms: int = 0  # wall clock of the last pull answered, as running info reports
+    last_consume_ms: int = 0
 
     def add(self, messages: Sequence[Any]) -> None:
         for message in messages:
@@ -85,6 +95,7 @@ class QueueState:
         for message in messages:
             if self.in_flight.pop(message.queue_offset, None) is not None:
                 self.in_flight_bytes -= len(message.body)
+        self.last_consume_ms = _now_ms()
         # pulls add messages in offset order, so the first key is the oldest
         return next(iter(self.in_flight), self.highest_offset + 1)
 
@@ -137,6 +148,7 @@ class QueueConsumer(PartsLifetime):
         self._rebalance_lock: anyio.Lock | None = None
         self._unrouted_topics: set[str] = set()
         self.started = False
+        self.started_ms = 0  # wall clock of the last start
 
     def _offset_store(self, directory: Path | str | None) -> OffsetStore:
         if self.message_model is MessageModel.CLUSTERING:
@@ -171,6 +183,7 @@ class QueueConsumer(PartsLifetime):
 
     async def _start(self, lifetime: AsyncExitStack) -> None:
         self._prepare_start()
+        self.started_ms = _now_ms()
         await lifetime.enter_async_context(self.instance)
         if self.group in self.instance.consumers:
             raise ConsumerError(f"group {self.group!r} already has a consumer in this client")
@@ -270,24 +283,41 @@ class QueueConsumer(PartsLifetime):
         self._start_queue(queue)
         return state
 
-    def running_info(self) -> dict[str, Any]:
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO's answer: settings, subscriptions and owned queues
+        (no statusTable: pull and consume rates are not measured)."""
+        return ConsumerRunningInfo(
+            self.running_properties(),
+            list(self.subscriptions.values()),
+            {queue: self._process_queue_info(state) for queue, state in self.queues.items()},
+        )
+
+    def running_properties(self) -> dict[str, str]:
+        """The settings running info reports: Java's property names (mqadmin
+        consumerStatus reads the PROP_* ones); subclasses add theirs."""
         return {
-            "properties": {
-                "consumeType": self.consume_type.name,
-                "messageModel": self.message_model.name,
-                "consumeFromWhere": self.consume_from.name,
-                "PROP_CLIENT_VERSION": "rocketmq-py",
-            },
-            "subscriptionSet": [s.to_json() for s in self.subscriptions.values()],
-            "mqTable": [
-                {
-                    "messageQueue": queue.to_json(),
-                    "cachedMsgCount": len(state.in_flight),
-                    "commitOffset": self.offset_store.cached(queue),
-                }
-                for queue, state in sorted(self.queues.items())
-            ],
+            "consumerGroup": self.group,
+            "messageModel": self.message_model.name,
+            "consumeFromWhere": self.consume_from.name,
+            "pullBatchSize": str(self.pull_batch_size),
+            PROP_CONSUME_TYPE: self.consume_type.name,
+            PROP_CONSUMER_START_TIMESTAMP: str(self.started_ms),
+            PROP_NAMESERVER_ADDR: ";".join(self.instance.namesrv_addresses),
+            PROP_CLIENT_VERSION: OUR_VERSION_DESC,
         }
+
+    def _process_queue_info(self, state: QueueState) -> ProcessQueueInfo:
+        cached = list(state.in_flight)  # offsets, oldest first
+        return ProcessQueueInfo(
+            commit_offset=self.offset_store.cached(state.queue),
+            cached_msg_min_offset=cached[0] if cached else 0,
+            cached_msg_max_offset=cached[-1] if cached else 0,
+            cached_msg_count=len(cached),
+            locked=state.locked_until > anyio.current_time(),
+            dropped=state.dropped,
+            last_pull_timestamp=state.last_pull_ms,
+            last_consume_timestamp=state.last_consume_ms,
+        )
 
     # --- rebalance -------------------------------------------------------------------
 
@@ -432,6 +462,7 @@ class QueueConsumer(PartsLifetime):
             return None
         if state.dropped:
             return None
+        state.last_pull_ms = _now_ms()
         if result.status is PullStatus.OFFSET_ILLEGAL:
             log.warning(
                 "%s: offset %d of %s is gone; going on from %d",
@@ -480,3 +511,7 @@ def _consume_from(value: ConsumeFromWhere | str) -> ConsumeFromWhere:
         raise ConsumerError(
             f"consume_from is 'last', 'first' or 'timestamp', not {value!r}"
         ) from None
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -242,6 +242,7 @@ class SerializeType(IntEnum):
 
 
 # MQVersion ordinals that change behaviour somewhere (REMOTING.md §3.2).
+VERSION_V3_1_8_SNAPSHOT = 62  # clients below it cannot answer GET_CONSUMER_RUNNING_INFO
 VERSION_V3_1_8 = 63  # rocketmq-client-cpp <= 1.2.4, PyPI rocketmq 0.4.4
 VERSION_V3_4_9 = 121  # maxReconsumeTimes from headers is honoured from here on
 VERSION_V4_6_0 = 333  # rocketmq-client-cpp 1.2.5 .. 2.2.0
@@ -250,6 +251,7 @@ VERSION_V4_9_8 = 409
 VERSION_V5_3_3 = 479
 # What we put in our own commands: the newest Java release we follow.
 OUR_VERSION = VERSION_V5_3_3
+OUR_VERSION_DESC = "V5_3_3"  # its MQVersion name, as clients report it (PROP_CLIENT_VERSION)
 
 # flag bits of a RemotingCommand
 FLAG_RESPONSE = 1

@@ -14,6 +14,7 @@ from rocketmq_core.client.admin_types import AdminError, GroupConfig
 from rocketmq_core.client.config import ClientConfig
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import Producer
+from rocketmq_core.protocol.bodies import ConsumerRunningInfo
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.constants import ORDER_TOPIC_CONFIG_NAMESPACE
 from rocketmq_core.protocol.heartbeat import ConsumerData, MessageQueue, SubscriptionData
@@ -49,8 +50,8 @@ class FakeConsumer:
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         self.resets.append((topic, offsets))
 
-    def running_info(self) -> dict[str, Any]:
-        return {}
+    def running_info(self) -> ConsumerRunningInfo:
+        return ConsumerRunningInfo()
 
 
 async def go_online(admin: Admin, group: str, topic: str) -> FakeConsumer:

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 import anyio
 import pytest
 
+from rocketmq_core.client.admin import Admin
+from rocketmq_core.client.admin_types import AdminError
 from rocketmq_core.client.message import Message, ReceivedMessage
 from rocketmq_core.client.producer import Producer
 from rocketmq_core.client.push import PushConsumer
 from rocketmq_core.client.selectors import select_by_hash
+from rocketmq_core.protocol.heartbeat import MessageQueue
 from rocketmq_core.protocol.message import COMPRESSED
 from rocketmq_core.testing.cluster import EmbeddedCluster
 from tests.cpp_client import load_cpp_client
@@ -260,3 +263,31 @@ async def test_our_orderly_sends_reach_the_cpp_orderly_consumer_in_order(client,
         assert {item.queue_id} == queues[order]
         steps[order].append(int(step))
     assert steps == {order: list(range(per_order)) for order in orders}
+
+
+async def test_our_admin_reads_a_cpp_push_consumers_running_info(client, cluster):
+    """The C++ client answers GET_CONSUMER_RUNNING_INFO in a hand-built JSON of its own
+    (pretty-printed queue keys, quoted longs); the broker relays it, Admin reads it."""
+    topic = fresh_topic(cluster, "RunningInfo")
+    group = f"CG-{topic}"
+    wanted = {MessageQueue(topic, "broker-a", queue_id) for queue_id in range(4)}
+    with CollectingConsumer(client, cluster.namesrv_address, group, topic, "a || b"):
+        async with Admin(cluster.namesrv_address) as admin:
+            info = None
+            with anyio.move_on_after(20):  # until it has heartbeated and rebalanced
+                while info is None or not wanted <= set(info.mq_table):
+                    await anyio.sleep(0.1)
+                    try:
+                        connections = (await admin.group_connections(group)).connections
+                        info = await admin.consumer_running_info(group, connections[0].client_id)
+                    except AdminError:
+                        continue
+    assert info is not None
+    assert wanted <= set(info.mq_table)
+    assert connections[0].language == "CPP"
+    assert info.properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+    assert info.properties["PROP_NAMESERVER_ADDR"] == cluster.namesrv_address
+    assert int(info.properties["PROP_CONSUMER_START_TIMESTAMP"]) > 0
+    assert {s.topic: s.sub_string for s in info.subscription_set}[topic] == "a || b"
+    assert all(not info.mq_table[queue].dropped for queue in wanted)
+    assert all(info.mq_table[queue].last_pull_timestamp > 0 for queue in wanted)

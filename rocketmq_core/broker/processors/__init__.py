@@ -40,6 +40,7 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
     RequestCode.GET_CONSUMER_CONNECTION_LIST: admin.get_consumer_connection_list,
     RequestCode.GET_CONSUME_STATS: admin.get_consume_stats,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: admin.get_consumer_running_info,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.invoke_broker_to_reset_offset,
     RequestCode.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,
     RequestCode.GET_PRODUCER_CONNECTION_LIST: admin.get_producer_connection_list,

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...config_update import apply_config_update
-from ...errors import BodyError, RequestRefused
+from ...errors import BodyError, RemotingError, RemotingTimeoutError, RequestRefused
 from ...protocol.bodies import (
     Connection,
     ConsumerConnection,
@@ -26,7 +26,7 @@ from ...protocol.bodies import (
     TopicOffset,
     TopicStatsTable,
 )
-from ...protocol.codes import RequestCode, ResponseCode
+from ...protocol.codes import VERSION_V3_1_8_SNAPSHOT, RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import SYSTEM_TOPICS
 from ...protocol.headers import (
@@ -35,6 +35,7 @@ from ...protocol.headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
@@ -45,6 +46,7 @@ from ...protocol.headers import (
 from ...protocol.heartbeat import MessageQueue
 from ...protocol.message import decode_record
 from ...protocol.topic_validation import is_system_topic, system_topic_refusal, topic_problem
+from ...remoting.connection import Connection as ClientConnection
 from ...store.api import SupportsTopicDeletion
 from ..clients import Channel, ClientChannel
 
@@ -303,6 +305,43 @@ def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, request: Rem
     """The groups consuming a topic: online subscribers and groups with offsets on it."""
     header = TopicRequestHeader.from_ext_fields(_fields(request))
     groups = set(broker.consumers.groups_of_topic(header.topic))
+CALL_CONSUMER_TIMEOUT = 5.0  # s a consumer has to answer a request the broker relays
+
+
+async def get_consumer_running_info(
+    broker: Broker, ctx: RequestContext, request: RemotingCommand
+) -> RemotingCommand:
+    """Relay the request to the named consumer and answer with its reply unchanged (the
+    body is its ConsumerRunningInfo), as ``mqadmin consumerStatus`` asks."""
+    header = GetConsumerRunningInfoRequestHeader.from_ext_fields(_fields(request))
+    group, client_id = header.consumer_group, header.client_id
+    found = broker.consumers.group(group)
+    members = found.channels.items() if found is not None else ()
+    channel, client = next(((ch, c) for ch, c in members if c.client_id == client_id), (None, None))
+    if not isinstance(channel, ClientConnection) or channel.closed or client is None:
+        raise RequestRefused(
+            ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
+        )
+    if client.version < VERSION_V3_1_8_SNAPSHOT:
+        raise RequestRefused(
+            ResponseCode.SYSTEM_ERROR,
+            f"The Consumer <{client_id}> Version <{client.version}> too low to finish,"
+            " please upgrade it to V3_1_8_SNAPSHOT",
+        )
+    relayed = RemotingCommand.request(request.code, dict(request.ext_fields), request.body)
+    try:
+        reply = await channel.invoke(relayed, CALL_CONSUMER_TIMEOUT)
+    except RemotingTimeoutError as exc:
+        raise RequestRefused(
+            ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {exc}"
+        ) from None
+    except RemotingError as exc:
+        raise RequestRefused(
+            ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: {exc}"
+        ) from None
+    return request.response(reply.code, reply.remark, body=reply.body)
+
+
     groups.update(broker.offsets.groups_of(header.topic))
     return request.response(body=GroupList(sorted(groups)).encode())
 

@@ -19,6 +19,7 @@ from .offsets import ConsumerOffsetWrapper, ResetOffsetBody
 from .queue_keys import queue_key, queue_of_key
 from .registration import RegisterBrokerBody
 from .routes import BrokerData, BrokerMemberGroup, ClusterInfo, QueueData, TopicRouteData
+from .running import ConsumerRunningInfo, ConsumeStatus, ProcessQueueInfo
 from .stats import (
     ConsumeStats,
     OffsetWrapper,
@@ -35,12 +36,15 @@ __all__ = [
     "ClusterInfo",
     "Connection",
     "ConsumeStats",
+    "ConsumeStatus",
     "ConsumerConnection",
     "ConsumerOffsetWrapper",
+    "ConsumerRunningInfo",
     "DataVersion",
     "GroupList",
     "KVTable",
     "OffsetWrapper",
+    "ProcessQueueInfo",
     "ProducerConnection",
     "QueryConsumeTimeSpanBody",
     "QueueData",

@@ -36,10 +36,12 @@ def encode_queue_table(
     return {queue_key(queue): entry(value) for queue, value in table.items()}
 
 
-def decode_queue_table(raw: Any, entry: Callable[[Any], T], what: str) -> dict[MessageQueue, T]:
-    """A MessageQueue-keyed ``offsetTable``; null or absent is an empty table."""
+def decode_queue_table(
+    raw: Any, entry: Callable[[Any], T], what: str, name: str = "offsetTable"
+) -> dict[MessageQueue, T]:
+    """A MessageQueue-keyed table (``name``); null or absent is an empty table."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise BodyError(f"the offsetTable of the {what} body is not a JSON object")
+        raise BodyError(f"the {name} of the {what} body is not a JSON object")
     return {queue_of_key(key): entry(value) for key, value in raw.items()}
