@@ -17,7 +17,7 @@ def _names(text: str) -> frozenset[str]:
 # BrokerConfig, BrokerIdentity, MessageStoreConfig, Netty{Server,Client}Config, AuthConfig
 JAVA_BROKER_KEYS = _names(
     """
-    accessMessageInMemoryHotRatio accessMessageInMemoryMaxRatio accountStatsEnable
+    accessMessageInMemoryHotRatio accountStatsEnable
     accountStatsPrintZeroValues ackMessageThreadPoolNums ackThreadPoolQueueCapacity
     aclCacheExpiredSecond aclCacheMaxNum aclCacheRefreshSecond aclEnable
     adminBrokerThreadPoolNums adminBrokerThreadPoolQueueCapacity allAckInSyncStateSet
@@ -78,8 +78,7 @@ JAVA_BROKER_KEYS = _names(
     flushConsumeQueueLeastPages flushConsumeQueueThoroughInterval flushDiskType
     flushIntervalCommitLog flushIntervalConsumeQueue flushLeastPagesWhenWarmMapedFile
     forceInterval forceRegister forceVerifyPropCRC forwardTimeout fromCq globalColdReadThreshold
-    haFlowControlEnable haHousekeepingInterval haListenPort haMasterAddress haMaxGapNotInSync
-    haMaxTimeSlaveNotCatchup haSendHeartbeatInterval haSlaveFallbehindMax haTransferBatchSize
+    haFlowControlEnable haMaxTimeSlaveNotCatchup
     heartbeatThreadPoolNums heartbeatThreadPoolQueueCapacity highSpeedMode historyInterval
     inBrokerContainer inSyncReplicas initAuthenticationUser innerClientAuthenticationCredentials
     interval isolateLogEnable listenPort litePullMessageEnable litePullMessageThreadPoolNums
@@ -126,7 +125,7 @@ JAVA_BROKER_KEYS = _names(
     serverNettyWorkerGroupEnable serverOnewaySemaphoreValue serverPooledByteBufAllocatorEnable
     serverSelectorThreads serverSocketBacklog serverSocketRcvBufSize serverSocketSndBufSize
     serverWorkerThreads shortPollingTimeMills shutdownWaitTimeSeconds skipPreOnline
-    skipWhenCKRePutReachMaxTimes slaveReadEnable slaveTimeout sleepInterval socksProxyConfig
+    skipWhenCKRePutReachMaxTimes sleepInterval socksProxyConfig
     spinLockCollisionRetreatOptimalDegree splitMetadataSize splitRegistrationSize
     startAcceptSendRequestTimeStamp statRocksDBCQIntervalSec
     statefulAuthenticationCacheExpiredSecond statefulAuthenticationCacheMaxNum

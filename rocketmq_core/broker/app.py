@@ -25,7 +25,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
 from ..data_paths import check_writable_directory, check_writable_file, data_path_error
-from ..errors import RemotingError, RequestRefused
+from ..errors import ConfigError, RemotingError, RequestRefused
 from ..limits import raise_open_files_limit
 from ..plugins import PluginHost, load_plugins
 from ..protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigWrapper
@@ -36,6 +36,7 @@ from ..protocol.headers import (
     BrokerIdentityRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
 )
 from ..registry import NamedRegistry
 from ..remoting.client import RemotingClient
@@ -43,11 +44,12 @@ from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
 from ..remoting.server import RemotingServer
 from ..remoting.transport import format_address, parse_endpoint
-from ..store.api import MessageStore, MessageToStore
+from ..store.api import MessageStore, MessageToStore, replication_refusal
 from ..store.loader import create_store
 from .clients import ConsumerManager, ProducerManager
 from .config import BrokerConfig
 from .groups import SubscriptionGroupManager
+from .ha.service import HAService
 from .locks import QueueLockTable
 from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
@@ -97,6 +99,7 @@ class Broker:
         self.put_hooks = PutHooks()
         # the running broker services by name (Any: a plugin uses its own service's methods)
         self.services: dict[str, Any] = {}
+        self.ha: HAService | None = None  # replication, when the store does it
         self._services_group: TaskGroup | None = None
         self._services_done: anyio.Event | None = None
         self.server: RemotingServer | None = None
@@ -169,6 +172,8 @@ class Broker:
                 task_group = await parts.enter_async_context(anyio.create_task_group())
                 parts.callback(task_group.cancel_scope.cancel)
                 self._task_group = task_group
+                if not self.config.ha_listen_port and self.config.listen_port:
+                    self.config.ha_listen_port = self.config.listen_port + 1
                 # bind first: with port 0 the store must know the real port (its store host)
                 serve = partial(self.server.serve, extra=self.config.listeners(transports))
                 bound = await task_group.start(
@@ -186,6 +191,7 @@ class Broker:
                 parts.push_async_callback(self._save_and_close_store)
                 self.put_hooks = PutHooks(self._built(self.host.registry.put_hooks).values())
                 self.services = self._built(self.host.registry.broker_services)
+                self.ha = self.services.get("ha")
                 await task_group.start(self._stopping_on_failure(self._run_services))
                 parts.push_async_callback(self._stop_services)
                 parts.push_async_callback(self._stop_serving)
@@ -222,6 +228,9 @@ class Broker:
             store = self._store = create_store(
                 self.config.store, self.config.store_config(), self.host
             )
+            refusal = replication_refusal(store) if self.config.replicates else None
+            if refusal is not None:
+                raise ConfigError(f"brokerRole={self.config.broker_role}: {refusal}")
             store.add_dispatcher(self.pulls)  # wakes held pulls
             await store.open()
         except OSError as exc:  # a file the checks could not foresee (permissions)
@@ -447,6 +456,9 @@ class Broker:
                 )
                 if reply.code != ResponseCode.SUCCESS:
                     log.warning("name server %s refused registration: %s", address, reply.remark)
+                elif self.ha is not None and self.config.is_slave:
+                    answer = RegisterBrokerResponseHeader.from_ext_fields(reply.ext_fields or {})
+                    self.ha.registered(answer.master_addr, answer.ha_server_addr)
             except (RemotingError, OSError) as exc:
                 log.warning("cannot register with name server %s: %s", address, exc)
 

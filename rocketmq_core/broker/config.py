@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..config import setting
 from ..errors import ConfigError
@@ -43,6 +45,9 @@ LIVE_KEYS = frozenset(
 )
 
 
+_GAP_ALIAS = "haMaxGapNotInSync"  # 5.x's name for haSlaveFallbehindMax
+
+
 def _default_broker_name() -> str:
     try:
         return socket.gethostname() or "DEFAULT_BROKER"
@@ -54,11 +59,46 @@ def _default_broker_name() -> str:
 class BrokerConfig(EndpointSettings):
     broker_cluster_name: str = setting("DefaultCluster")
     broker_name: str = setting(_default_broker_name())
-    broker_id: int = setting(0, help="0 for a master", minimum=0)
+    broker_id: int = setting(0, help="0 for a master, 1 and up for its slaves", minimum=0)
     broker_ip1: str = setting("127.0.0.1", key="brokerIP1", help="address clients are given")
     broker_ip2: str = setting("", key="brokerIP2", help="HA address (default brokerIP1)")
     listen_port: int = setting(10911)
-    ha_listen_port: int = setting(10912, minimum=0, maximum=65535)
+    ha_listen_port: int = setting(
+        0,
+        minimum=0,
+        maximum=65535,
+        help="the replication (HA) port; 0: listenPort + 1 (any free port when listenPort is 0)",
+    )
+    ha_master_address: str = setting(
+        "", help="a slave's master HA address host:port; empty: learned from the name server"
+    )
+    ha_send_heartbeat_interval: int = setting(
+        5000, minimum=1, help="ms between a slave's offset reports when idle"
+    )
+    ha_housekeeping_interval: int = setting(
+        20_000, minimum=1, help="ms a replication connection may stay silent before it is closed"
+    )
+    ha_transfer_batch_size: int = setting(
+        32_768,
+        minimum=1,
+        maximum=4 * 1024 * 1024 - 12,
+        help="the most CommitLog bytes a master sends a slave in one frame",
+    )
+    ha_slave_fallbehind_max: int = setting(
+        268_435_456,
+        minimum=0,
+        help="SYNC_MASTER: a slave further behind (bytes) counts as unavailable"
+        " (5.x: haMaxGapNotInSync)",
+    )
+    slave_timeout: int = setting(
+        3000, minimum=1, help="ms a SYNC_MASTER send waits for a slave's ack"
+    )
+    slave_read_enable: bool = setting(
+        False, help="a master may send far-behind consumers to read from a slave"
+    )
+    access_message_in_memory_max_ratio: int = setting(
+        40, minimum=0, maximum=100, help="percent of RAM a consumer's lag may span on a master"
+    )
     namesrv_addr: str = setting(
         os.environ.get("NAMESRV_ADDR", ""),
         help="name servers, host:port;host:port (quic://host:port for QUIC)",
@@ -155,7 +195,6 @@ class BrokerConfig(EndpointSettings):
             "clientWorkerThreads",
             "aclEnable",
             "enablePropertyFilter",
-            "slaveReadEnable",
             "useServerSideResetOffset",
             "enableSlaveActingMaster",
             "enableControllerMode",
@@ -185,6 +224,16 @@ class BrokerConfig(EndpointSettings):
             raise ConfigError(
                 f"brokerRole must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}"
             )
+        if self.broker_role == "SLAVE" and self.broker_id == 0:
+            raise ConfigError(
+                "brokerRole is SLAVE but brokerId is 0 (the master's id): set brokerId=1"
+                " (or more), or brokerRole=ASYNC_MASTER"
+            )
+        if self.broker_role != "SLAVE" and self.broker_id != 0:
+            raise ConfigError(
+                f"brokerRole is {self.broker_role} but brokerId is {self.broker_id}: a master"
+                " has brokerId=0; set brokerRole=SLAVE for a slave"
+            )
         if not 0 <= self.listen_port < 65536:  # 0: any free port (tests)
             raise ConfigError(f"listenPort must be a port number, not {self.listen_port}")
         delay_levels_ms(self.message_delay_level)
@@ -206,6 +255,23 @@ class BrokerConfig(EndpointSettings):
                     f"namesrvAddr entry {address!r} is not host:port (or quic://host:port)"
                 ) from None
         self.validate_endpoints()
+
+    def update(self, values: Mapping[str, str], **options: Any) -> list[str]:
+        """As Settings.update; 5.x's haMaxGapNotInSync is read as haSlaveFallbehindMax."""
+        if _GAP_ALIAS in values:
+            values = dict(values)
+            gap = values.pop(_GAP_ALIAS)
+            values.setdefault("haSlaveFallbehindMax", gap)
+        return super().update(values, **options)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
+    def replicates(self) -> bool:
+        """The role needs the store's replication: a slave, or a master that waits for one."""
+        return self.broker_role in ("SLAVE", "SYNC_MASTER")
 
     def namesrv_addresses(self) -> list[str]:
         return [part.strip() for part in self.namesrv_addr.split(";") if part.strip()]

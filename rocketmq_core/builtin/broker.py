@@ -25,10 +25,12 @@ def rocketmq_register_put_hooks(register):
 
 @hookimpl
 def rocketmq_register_broker_services(register):
+    from ..broker.ha.service import HAService
     from ..broker.transaction_check import TransactionCheckService
     from ..broker.transactions import CHECK_SERVICE
 
     register(CHECK_SERVICE, TransactionCheckService)
+    register("ha", HAService.for_broker)
 
 
 @hookimpl

@@ -3,7 +3,8 @@
 A store appends messages to one log in the stored-record layout, gives each a
 per-queue offset, and serves them back as the stored bytes. Every store passes
 ``rocketmq_core.testing.store.StoreConformance``. Capabilities not every store has are
-separate protocols (``SupportsFlush``, ``SupportsTopicDeletion``); check with isinstance.
+separate protocols (``SupportsFlush``, ``SupportsTopicDeletion``, ``ReplicationSource``,
+``ReplicationTarget``); check with isinstance.
 """
 
 from __future__ import annotations
@@ -374,3 +375,61 @@ class HasIndex(Protocol):
 
 class StoreClosedError(StoreError, RuntimeError):
     """The store was closed; nothing more can be put or read."""
+
+
+# --- replication (HA.md): a master's store reads its CommitLog out, a slave's writes it in ---
+
+
+class ReplicationError(StoreError):
+    """Replicated bytes that cannot go where they were sent (the wrong offset, across a
+    file end, not records): nothing of them is kept; the slave re-reports its CommitLog
+    end and the master sends again from there."""
+
+
+@runtime_checkable
+class ReplicationSource(Protocol):
+    """A store whose CommitLog a master ships to its slaves byte for byte."""
+
+    commit_log_file_size: int
+
+    @property
+    def min_commit_log_offset(self) -> int: ...
+
+    @property
+    def max_commit_log_offset(self) -> int: ...
+
+    def read_commit_log(self, offset: int, max_bytes: int) -> bytes:
+        """At most ``max_bytes`` raw CommitLog bytes from ``offset`` to the written end
+        of the one file holding it (never across a file end); b"" when there are none
+        (``offset`` at the end, or outside the files)."""
+
+
+@runtime_checkable
+class ReplicationTarget(Protocol):
+    """A store a slave writes its master's CommitLog bytes into."""
+
+    commit_log_file_size: int
+
+    @property
+    def max_commit_log_offset(self) -> int:
+        """The raw end of the bytes written, an incomplete last record included: what the
+        slave reports to its master."""
+
+    def append_replicated(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at CommitLog ``offset`` as is (nothing parsed or re-stamped),
+        then dispatch every record it completes, at the record's own queue offset; an
+        incomplete record waits for the next call. ``offset`` must be the CommitLog's end
+        (an empty store starts at the file boundary ``offset``). Raises
+        ReplicationError, keeping nothing of ``data``, when it is not, when ``data``
+        would cross a file end, or when the bytes are not records."""
+
+
+def replication_refusal(store: object) -> str | None:
+    """None if ``store`` can both ship and take a CommitLog; else why not, in one line."""
+    if isinstance(store, ReplicationSource) and isinstance(store, ReplicationTarget):
+        return None
+    name = type(store).__name__.removesuffix("Store").lower()  # RocksDBStore: "rocksdb"
+    return (
+        f"the {name} store cannot replicate its CommitLog; use store=mmap for brokerRole"
+        " SLAVE, or for SYNC_MASTER/ASYNC_MASTER with slaves"
+    )

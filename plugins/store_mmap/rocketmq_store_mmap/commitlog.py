@@ -178,7 +178,29 @@ class CommitLog:
             if not in_use:
                 mapped.path.unlink(missing_ok=True)
 
+    def writable_file(self, first_start: int) -> MappedFile:
+        """The file the next bytes go to: the last one, the next one when it is full, or
+        for an empty log a first one at ``first_start`` (a file boundary). Raises
+        FileCreationError when a file cannot be made."""
+        last = self.files.last
+        if last is None:
+            return self._roll(first_start)
+        if not last.free:
+            return self._roll(last.end)
+        return last
+
     # --- reading ---------------------------------------------------------------------------
+
+    def read_raw(self, offset: int, max_bytes: int, end: int) -> bytes:
+        """At most ``max_bytes`` bytes from ``offset``, below ``end`` and the written end
+        of the one file holding ``offset``; b"" when there are none."""
+        mapped = self.files.find(offset)
+        if mapped is None or mapped.buffer is None:
+            return b""
+        stop = min(mapped.start + mapped.wrote, end, offset + max_bytes)
+        if stop <= offset:
+            return b""
+        return bytes(mapped.buffer[offset - mapped.start : stop - mapped.start])
 
     def record_at(self, phys: int) -> memoryview | None:
         """The record starting exactly at ``phys`` (checked by its own offset field)."""

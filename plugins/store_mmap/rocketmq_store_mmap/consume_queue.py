@@ -97,10 +97,34 @@ class ConsumeQueue:
         expected = self.max_offset
         if queue_offset < expected:
             return
+        if queue_offset > 0 and not self.files.files:
+            expected = self._start_at(queue_offset)
         while expected < queue_offset:  # a hole (queue offsets reset): keep offsets aligned
             self._write(_BLANK_ENTRY)
             expected += 1
         self._write(ENTRY.pack(phys, size, tags_code))
+
+    def _start_at(self, queue_offset: int) -> int:
+        """A queue whose first entry comes at ``queue_offset`` (a slave that started in the
+        middle of its master's log): its first file is the one holding that offset, blank
+        up to it, so offsets stay the master's. Returns the queue offset the file starts at."""
+        position = queue_offset * ENTRY_SIZE
+        start = position - position % self.files.file_size
+        self.min_offset = queue_offset
+        if start == 0:
+            return 0  # the spares are made from 0 on
+        for spare in self.spares:  # made for a queue starting at 0
+            spare.remove()
+        self.spares = [
+            MappedFile(
+                self.files.directory / file_name(start),
+                start,
+                self.files.file_size,
+                reserve=False,
+                budget=self.files.budget,
+            )
+        ]
+        return start // ENTRY_SIZE
 
     def reserve(self, count: int) -> None:
         """Create now the files the next ``count`` entries need, so that a file that

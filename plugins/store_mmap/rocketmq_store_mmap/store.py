@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 
 from rocketmq_core.errors import ConfigError
-from rocketmq_core.protocol.message import TRANSACTION_PREPARED, tags_code_of
+from rocketmq_core.protocol.message import TRANSACTION_PREPARED, StoredMessage, tags_code_of
 from rocketmq_core.store.api import (
     Dispatcher,
     DispatchRequest,
@@ -68,7 +68,8 @@ from .index import INDEX_LOW_WATER, IndexService, key_hashes, topic_prefix_crc
 from .mapped_file import FileCreationError, MappedFile, PreToucher, sync_files
 from .mapping import MappingBudget, mapping_limit
 from .queue_ends import QueueEnds, QueueEndsSummary
-from .recovery import TagsCodeRule, recover
+from .recovery import TagsCodeRule, dispatch_request, recover
+from .replication import ReplicaWriter
 
 log = logging.getLogger("rocketmq.store.mmap")
 
@@ -109,6 +110,9 @@ class MmapStore:
         self.commitlog = CommitLog(
             root / "commitlog", config.commit_log_file_size, config.store_host
         )
+        self.commit_log_file_size = config.commit_log_file_size
+        # a slave's: writes its master's CommitLog bytes (made at the first of them)
+        self._replica: ReplicaWriter | None = None
         self.index = IndexService(root / "index", config.max_hash_slot_num, config.max_index_num)
         self.checkpoint = Checkpoint(root / "checkpoint")
         self.tags_code_rules: list[TagsCodeRule] = []  # e.g. delivery times of delayed topics
@@ -323,7 +327,9 @@ class MmapStore:
     def _write_clean_stop(self) -> None:
         """Everything on disk, then what a clean stop leaves: the checkpoint at the
         CommitLog's end, the queue-ends summary, no abort file."""
-        end = self.commitlog.max_offset
+        end = self._whole_records_end()
+        if end < self.commitlog.max_offset:  # a replicated record still incomplete: cut,
+            self.commitlog.truncate_after(end, zero=True)  # the master sends it again
         self.commitlog.sync(end)
         self._sync_queue_files()
         self.index.sync()
@@ -851,7 +857,7 @@ class MmapStore:
     async def _flush_logics(self) -> None:
         """Consume queues and index to disk, then the checkpoint that vouches for them."""
         assert self._flusher is not None
-        covered = self.commitlog.max_offset  # dispatch is inline: entries exist up to here
+        covered = self._whole_records_end()  # dispatch is inline: entries exist up to here
         stamp = self.clock.last
 
         def work() -> None:
@@ -939,6 +945,33 @@ class MmapStore:
             queue.close()
             await anyio.to_thread.run_sync(_remove_tree, directory)
         await anyio.to_thread.run_sync(_remove_tree, self.root / "consumequeue" / topic)
+
+    # --- replication (HA.md): a master reads its CommitLog out, a slave writes it in ---
+
+    def read_commit_log(self, offset: int, max_bytes: int) -> bytes:
+        self._check_open()
+        return self.commitlog.read_raw(offset, max_bytes, self._whole_records_end())
+
+    def append_replicated(self, offset: int, data: bytes) -> None:
+        self._check_open()
+        if self._replica is None:
+            self._replica = ReplicaWriter(self.commitlog, self._dispatch_replicated)
+        self._replica.append(offset, data)
+
+    def _dispatch_replicated(self, message: StoredMessage) -> None:
+        """A replicated record told to every dispatcher, as recovery tells it."""
+        request = dispatch_request(message, self.tags_code_rules)
+        for dispatcher in self._dispatchers:
+            dispatcher(request)
+        queue = self._queues.get((request.topic, request.queue_id))
+        if queue is not None and enters_consume_queue(request.sys_flag):
+            queue.next_offset = max(queue.next_offset, request.queue_offset + 1)
+        self.clock.last = max(self.clock.last, request.store_timestamp)
+
+    def _whole_records_end(self) -> int:
+        """The CommitLog's end, short of a replicated record still incomplete."""
+        replica = self._replica
+        return replica.whole_end if replica is not None else self.commitlog.max_offset
 
     @property
     def min_commit_log_offset(self) -> int:

@@ -68,6 +68,7 @@ def _fields(request: RemotingCommand) -> dict[str, str]:
 
 
 def update_and_create_topic(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    _refuse_on_slave(broker)
     header = CreateTopicRequestHeader.from_ext_fields(_fields(request))
     _check_changeable(broker, header.topic)
     if header.read_queue_nums <= 0 or header.write_queue_nums <= 0:
@@ -96,6 +97,7 @@ def update_and_create_topic(broker: Broker, ctx: RequestContext, request: Remoti
 
 
 async def delete_topic_in_broker(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    _refuse_on_slave(broker)
     header = TopicRequestHeader.from_ext_fields(_fields(request))
     _check_changeable(broker, header.topic)
     broker.topics.delete(header.topic)
@@ -103,6 +105,16 @@ async def delete_topic_in_broker(broker: Broker, ctx: RequestContext, request: R
     if isinstance(broker.store, SupportsTopicDeletion):
         await broker.store.delete_topic(header.topic)
     return request.response()
+
+
+def _refuse_on_slave(broker: Broker) -> None:
+    """A slave's topics and groups are its master's (4.9.4+ answers this way)."""
+    if broker.config.is_slave:
+        raise RequestRefused(
+            ResponseCode.SYSTEM_ERROR,
+            "Can't modify topic or subscription group from slave broker, please execute it"
+            " from master broker.",
+        )
 
 
 def _check_changeable(broker: Broker, topic: str) -> None:
@@ -161,6 +173,7 @@ async def get_topic_stats_info(broker: Broker, ctx: RequestContext, request: Rem
 def update_and_create_subscription_group(
     broker: Broker, ctx: RequestContext, request: RemotingCommand
 ):
+    _refuse_on_slave(broker)
     if not request.body:
         raise BodyError("the body must be a SubscriptionGroupConfig (JSON)")
     broker.groups.update(SubscriptionGroupConfig.decode(request.body))
@@ -187,6 +200,7 @@ def get_subscription_group_config(broker: Broker, ctx: RequestContext, request: 
 
 
 def delete_subscription_group(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    _refuse_on_slave(broker)
     header = DeleteSubscriptionGroupRequestHeader.from_ext_fields(_fields(request))
     broker.groups.delete(header.group_name)
     if header.clean_offset:
@@ -291,20 +305,6 @@ def get_consumer_connection_list(broker: Broker, ctx: RequestContext, request: R
     return request.response(body=body.encode())
 
 
-def get_producer_connection_list(broker: Broker, ctx: RequestContext, request: RemotingCommand):
-    header = GetProducerConnectionListRequestHeader.from_ext_fields(_fields(request))
-    channels = broker.producers.group(header.producer_group)
-    if not channels:
-        raise RequestRefused(
-            ResponseCode.SYSTEM_ERROR, f"the producer group[{header.producer_group}] not exist"
-        )
-    return request.response(body=ProducerConnection(_connections(channels)).encode())
-
-
-def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, request: RemotingCommand):
-    """The groups consuming a topic: online subscribers and groups with offsets on it."""
-    header = TopicRequestHeader.from_ext_fields(_fields(request))
-    groups = set(broker.consumers.groups_of_topic(header.topic))
 CALL_CONSUMER_TIMEOUT = 5.0  # s a consumer has to answer a request the broker relays
 
 
@@ -342,6 +342,20 @@ async def get_consumer_running_info(
     return request.response(reply.code, reply.remark, body=reply.body)
 
 
+def get_producer_connection_list(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    header = GetProducerConnectionListRequestHeader.from_ext_fields(_fields(request))
+    channels = broker.producers.group(header.producer_group)
+    if not channels:
+        raise RequestRefused(
+            ResponseCode.SYSTEM_ERROR, f"the producer group[{header.producer_group}] not exist"
+        )
+    return request.response(body=ProducerConnection(_connections(channels)).encode())
+
+
+def query_topic_consume_by_who(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """The groups consuming a topic: online subscribers and groups with offsets on it."""
+    header = TopicRequestHeader.from_ext_fields(_fields(request))
+    groups = set(broker.consumers.groups_of_topic(header.topic))
     groups.update(broker.offsets.groups_of(header.topic))
     return request.response(body=GroupList(sorted(groups)).encode())
 

@@ -25,6 +25,11 @@ FIRST_RETRY_LEVEL = 3  # delay level 0 means "3 + reconsumeTimes": 10 s, 30 s, 1
 
 async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     broker.check_ready()
+    if broker.config.is_slave:  # Java's store refuses the put; the status name is the remark
+        raise RequestRefused(
+            ResponseCode.SYSTEM_ERROR,
+            "SERVICE_NOT_AVAILABLE: this broker is a slave; messages are sent back to its master",
+        )
     header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields or {})
     group = broker.groups.require(header.group)
     if not broker.config.broker_permission & Perm.WRITE:

@@ -28,7 +28,7 @@ from ...protocol.message import (
 from ...protocol.recall import RecallHandle
 from ...protocol.topic_validation import send_forbidden, topic_problem
 from ...remoting.transport import parse_address
-from ...store.api import MessageToStore, PutResult
+from ...store.api import MessageToStore, PutResult, PutStatus
 from .retry import dead_letter_topic, max_reconsume_times
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ def send_message(
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_ip1}] sending message is forbidden",
         )
+    if broker.config.is_slave:  # before a topic is created: a slave's topics are the master's
+        raise RequestRefused(ResponseCode.SERVICE_NOT_AVAILABLE, _slave_refusal(broker.config))
     topic_config = _writable_topic(broker, header)  # before the size: it may inflate the body
     body, sys_flag = _sized_body(broker.config.max_message_size, request.body, header)
     queue_id = header.queue_id
@@ -83,6 +85,7 @@ def send_message(
             messages = _prepared_batch(broker, messages)
         result = store.append_batch(messages)
         uniq = None
+        own_properties = properties.encode()  # the batch's: WAIT is read from them
     else:
         message = MessageToStore(
             topic,
@@ -99,11 +102,33 @@ def send_message(
             message = broker.prepare(message)
         result = store.append(message)
         uniq = property_value(message.properties, b"UNIQ_KEY")
+        own_properties = message.properties
         if message.topic == TIMER_TOPIC and uniq and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             recall = _recall_handle(broker, topic, message, uniq)
-    if result.flush_to >= 0:
-        return _answer_when_durable(broker, request, result, queue_id, uniq, recall)
+    replica_end = -1  # the CommitLog end a SYNC_MASTER waits for a slave to ack
+    ha = broker.ha
+    if ha is not None and result.status.stored:
+        ha.appended()
+        sync_master = broker.config.broker_role == "SYNC_MASTER"
+        if sync_master and property_value(own_properties, b"WAIT") != b"false":
+            end = store.max_commit_log_offset  # this append's end: nothing ran in between
+            replica = ha.check(end)
+            if replica is None:
+                replica_end = end
+            elif replica is not PutStatus.PUT_OK:
+                result.status = replica  # stored, but not on a slave: the producer is told
+    if result.flush_to >= 0 or replica_end >= 0:
+        return _answer_when_durable(broker, request, result, queue_id, uniq, recall, replica_end)
     return _answer(broker, request, result, queue_id, uniq, recall)
+
+
+def _slave_refusal(config: BrokerConfig) -> str:
+    return (
+        "service not available now. It may be caused by one of the following reasons: the"
+        " broker's disk is full, messages are put to the slave, message store has been shut"
+        f" down, etc. Here broker {config.broker_name} (brokerId {config.broker_id},"
+        f" {config.broker_addr}) is a SLAVE: send to its master"
+    )
 
 
 def _recall_handle(broker: Broker, topic: str, message: MessageToStore, uniq: bytes) -> str:
@@ -119,8 +144,17 @@ async def _answer_when_durable(
     queue_id: int,
     uniq: bytes | None,
     recall: str | None,
+    replica_end: int,
 ) -> RemotingCommand:
-    result = await broker.store.wait_durable(result)
+    """The answer once the flush (and on a SYNC_MASTER, a slave's ack) is done: a slave
+    that fails overrides the flush's status, as Java does (HA.md §3)."""
+    replica = result.status
+    if result.flush_to >= 0:
+        result = await broker.store.wait_durable(result)
+    if replica_end >= 0 and broker.ha is not None:
+        replica = await broker.ha.wait_replicated(replica_end)
+    if replica is not PutStatus.PUT_OK:
+        result.status = replica
     return _answer(broker, request, result, queue_id, uniq, recall)
 
 

@@ -1,0 +1,187 @@
+"""The master side of the HA port: accept slaves, stream them the CommitLog (HA.md §2.2).
+
+Per slave connection a reader takes its offset reports (the acks) and a writer sends
+frames of CommitLog bytes from the offset the first report asked for; when either
+ends, both end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import SocketAttribute, SocketStream, TaskStatus
+
+from ...errors import ConfigError
+from ...protocol.ha import OffsetReportReader, encode_transfer_header
+from ...remoting.transport import listen_error
+from ...store.api import ReplicationSource
+from .progress import ReplicaProgress
+
+log = logging.getLogger("rocketmq.broker.ha")
+
+POLL_INTERVAL = 0.1  # a writer with nothing to send looks again after this, unless woken
+RECEIVE_SIZE = 65_536
+_CONNECTION_LOST = (
+    anyio.EndOfStream,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    OSError,
+)
+
+
+@dataclass
+class MasterSettings:
+    transfer_batch_size: int = 32_768
+    heartbeat_interval: float = 5.0  # seconds idle before an empty frame
+    housekeeping_interval: float = 20.0  # seconds a slave may stay silent
+
+
+class HAMaster:
+    """Serves every slave that connects to the HA port."""
+
+    def __init__(
+        self, source: ReplicationSource, progress: ReplicaProgress, settings: MasterSettings
+    ) -> None:
+        self.source = source
+        self.progress = progress
+        self.settings = settings
+        self.slaves: set[SlaveConnection] = set()
+        self._appended = anyio.Event()
+        self._idle_writers = 0
+
+    async def serve(
+        self, port: int, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Listen on ``port`` (0: any free one) and report the bound port."""
+        try:
+            listener = await anyio.create_tcp_listener(local_port=port)
+        except OSError as exc:
+            raise ConfigError(f"haListenPort: {listen_error('0.0.0.0', port, exc)}") from None
+        async with listener:
+            bound = listener.extra(SocketAttribute.local_port)
+            log.info("HA port %d open for slaves", bound)
+            task_status.started(bound)
+            await listener.serve(self._serve_slave)
+
+    def appended(self) -> None:
+        """The put path appended: wake the writers that wait for data."""
+        if self._idle_writers and not self._appended.is_set():
+            self._appended.set()
+
+    async def wait_appended(self, timeout: float) -> None:
+        """Until the next ``appended`` or ``timeout``; the caller checked for data first."""
+        self._idle_writers += 1
+        try:
+            with anyio.move_on_after(timeout):
+                await self._appended.wait()
+        finally:
+            self._idle_writers -= 1
+
+    def arm(self) -> None:
+        """Before a writer looks for data: a set wake-up is spent, a fresh one waits."""
+        if self._appended.is_set():
+            self._appended = anyio.Event()
+
+    async def _serve_slave(self, stream: SocketStream) -> None:
+        slave = SlaveConnection(self, stream)
+        self.slaves.add(slave)
+        self.progress.connections += 1
+        log.info("slave %s connected", slave.peer)
+        try:
+            await slave.run()
+        finally:
+            self.progress.connections -= 1
+            self.slaves.discard(slave)
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+            log.info("slave %s disconnected (acked %d)", slave.peer, slave.acked)
+
+
+class SlaveConnection:
+    """One slave: its reports in, CommitLog frames out."""
+
+    def __init__(self, master: HAMaster, stream: SocketStream) -> None:
+        self.master = master
+        self.stream = stream
+        remote = stream.extra(SocketAttribute.remote_address)  # a TCP stream's: (host, port)
+        self.peer = f"{remote[0]}:{remote[1]}" if isinstance(remote, tuple) else str(remote)
+        self.requested: int | None = None  # the first report: where streaming starts
+        self.acked = 0
+        self._first_report = anyio.Event()
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as both:
+
+            async def then_cancel(part: Callable[[], Awaitable[None]]) -> None:
+                try:
+                    await part()
+                except _CONNECTION_LOST:
+                    pass  # the other side notices too; the slave reconnects
+                finally:
+                    both.cancel_scope.cancel()
+
+            both.start_soon(then_cancel, self._read_reports)
+            both.start_soon(then_cancel, self._write_frames)
+
+    async def _read_reports(self) -> None:
+        reader = OffsetReportReader()
+        silence = self.master.settings.housekeeping_interval
+        progress = self.master.progress
+        while True:
+            with anyio.move_on_after(silence) as timer:
+                data = await self.stream.receive(RECEIVE_SIZE)
+            if timer.cancelled_caught:
+                log.warning("slave %s sent nothing for %.0f s: closing", self.peer, silence)
+                return
+            offset = reader.feed(data)
+            if offset is None:
+                continue
+            if self.requested is None:
+                self.requested = offset
+                self._first_report.set()
+            elif offset > self.master.source.max_commit_log_offset:
+                log.warning(
+                    "slave %s reports offset %d, past this master's end %d: closing",
+                    self.peer,
+                    offset,
+                    self.master.source.max_commit_log_offset,
+                )
+                return
+            self.acked = offset
+            progress.ack(offset)
+
+    async def _write_frames(self) -> None:
+        await self._first_report.wait()
+        master = self.master
+        source = master.source
+        settings = master.settings
+        assert self.requested is not None
+        offset = self.requested
+        if offset == 0:  # an empty slave starts at the master's last file, never older ones
+            end = source.max_commit_log_offset
+            offset = end - end % source.commit_log_file_size
+        log.info("slave %s asked for %d: streaming from %d", self.peer, self.requested, offset)
+        if offset < source.min_commit_log_offset:  # Java stalls silently here (HA.md §10.9)
+            log.warning(
+                "slave %s asked for offset %d, older than this master's first %d: it gets"
+                " only heartbeats until it is emptied and restarted",
+                self.peer,
+                offset,
+                source.min_commit_log_offset,
+            )
+        last_write = anyio.current_time()
+        while True:
+            master.arm()
+            body = source.read_commit_log(offset, settings.transfer_batch_size)
+            if body:
+                await self.stream.send(encode_transfer_header(offset, len(body)) + body)
+                offset += len(body)
+                last_write = anyio.current_time()
+                continue
+            if anyio.current_time() - last_write > settings.heartbeat_interval:
+                await self.stream.send(encode_transfer_header(offset, 0))
+                last_write = anyio.current_time()
+            await master.wait_appended(POLL_INTERVAL)

@@ -1,0 +1,123 @@
+"""The ``ha`` broker service: a master serves its slaves, a slave follows its master.
+
+Built only for a store that replicates (``replication_refusal``); the broker refuses
+to start a SLAVE or SYNC_MASTER on one that does not. The send path calls
+``appended`` after each append (writers wake at once instead of polling) and, on a
+SYNC_MASTER, ``check``/``wait_replicated`` for its answer (HA.md §3).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, cast
+
+import anyio
+from anyio.abc import TaskStatus
+
+from ...store.api import PutStatus, ReplicationSource, ReplicationTarget, replication_refusal
+from .master import HAMaster, MasterSettings
+from .progress import ReplicaProgress
+from .slave import HAClient, SlaveSettings
+
+if TYPE_CHECKING:
+    from ..app import Broker
+
+log = logging.getLogger("rocketmq.broker.ha")
+
+# haMasterAddress shorter than this is taken as unset, as Java does
+_SHORTEST_ADDRESS = 6
+
+
+class HAService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.progress = ReplicaProgress(config.ha_slave_fallbehind_max)
+        self.master: HAMaster | None = None
+        self.client: HAClient | None = None
+        # learned from the name servers' REGISTER_BROKER replies (slaves)
+        self.master_ha_address: str | None = None
+        self.master_address: str | None = None
+
+    @classmethod
+    def for_broker(cls, broker: Broker) -> HAService | None:
+        """The service, or None for a store that does not replicate (an ASYNC_MASTER on
+        such a store runs without; other roles were refused at start-up)."""
+        if replication_refusal(broker.store) is not None:
+            return None
+        return cls(broker)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        config = self.broker.config
+        store = self.broker.store
+        async with anyio.create_task_group() as group:
+            if config.is_slave:
+                self.client = HAClient(
+                    cast(ReplicationTarget, store),
+                    self.ha_master_address,
+                    SlaveSettings(
+                        heartbeat_interval=config.ha_send_heartbeat_interval / 1000,
+                        housekeeping_interval=config.ha_housekeeping_interval / 1000,
+                    ),
+                )
+                group.start_soon(self.client.run)
+            else:
+                self.master = HAMaster(
+                    cast(ReplicationSource, store),
+                    self.progress,
+                    MasterSettings(
+                        transfer_batch_size=config.ha_transfer_batch_size,
+                        heartbeat_interval=config.ha_send_heartbeat_interval / 1000,
+                        housekeeping_interval=config.ha_housekeeping_interval / 1000,
+                    ),
+                )
+                # registration carries host:haListenPort, so the real port is known first
+                config.ha_listen_port = await group.start(self.master.serve, config.ha_listen_port)
+            task_status.started()
+
+    def ha_master_address(self) -> str | None:
+        """Where a slave connects: haMasterAddress, else what the name servers said."""
+        configured = self.broker.config.ha_master_address
+        if len(configured) >= _SHORTEST_ADDRESS:
+            return configured
+        return self.master_ha_address
+
+    def registered(self, master_address: str | None, ha_server_address: str | None) -> None:
+        """A name server's REGISTER_BROKER reply: the live master of this broker name."""
+        self.master_address = master_address or None
+        if ha_server_address and ha_server_address != self.master_ha_address:
+            log.info("master's HA address from the name server: %s", ha_server_address)
+            self.master_ha_address = ha_server_address
+            if self.client is not None:
+                self.client.address_changed()
+
+    # --- the send path ---------------------------------------------------------------------
+
+    def appended(self) -> None:
+        """Something was appended: the writers send it now rather than at their next poll."""
+        if self.master is not None:
+            self.master.appended()
+
+    def check(self, end: int) -> PutStatus | None:
+        """A SYNC_MASTER send ending at ``end``: PUT_OK when a slave has it already,
+        SLAVE_NOT_AVAILABLE when none can be waited for, None: ``wait_replicated``."""
+        progress = self.progress
+        if not progress.slave_ok(end):
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        if progress.acked >= end:
+            return PutStatus.PUT_OK
+        return None
+
+    async def wait_replicated(self, end: int) -> PutStatus:
+        """PUT_OK once a slave acks ``end``; FLUSH_SLAVE_TIMEOUT after slaveTimeout."""
+        if self.progress.acked >= end:
+            return PutStatus.PUT_OK
+        acked = anyio.Event()
+        entry = self.progress.wait(end, acked.set)
+        try:
+            with anyio.move_on_after(self.broker.config.slave_timeout / 1000):
+                await acked.wait()
+        finally:
+            if not acked.is_set():
+                self.progress.abandon(entry)
+        return PutStatus.PUT_OK if acked.is_set() else PutStatus.FLUSH_SLAVE_TIMEOUT

@@ -1,0 +1,165 @@
+"""The slave side of the HA port: follow a master's CommitLog (HA.md §2.1).
+
+Connect to the master's HA address, report the local CommitLog end at once, after each
+append and every heartbeat interval, and write each frame's bytes at the offset it
+names. A frame for another offset than the local end means the two logs disagree:
+close, reconnect, and report again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+
+import anyio
+from anyio.abc import SocketStream
+
+from ...errors import ConfigError, RemoteProtocolError
+from ...protocol.ha import TransferReader, encode_offset_report
+from ...remoting.transport import parse_address
+from ...store.api import ReplicationError, ReplicationTarget
+
+log = logging.getLogger("rocketmq.broker.ha")
+
+CONNECT_TIMEOUT = 5.0
+RECEIVE_SIZE = 4 * 1024 * 1024
+_CONNECTION_LOST = (
+    anyio.EndOfStream,
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    OSError,
+)
+
+
+@dataclass
+class SlaveSettings:
+    heartbeat_interval: float = 5.0  # seconds between reports when nothing is appended
+    housekeeping_interval: float = 20.0  # seconds of a silent master before reconnecting
+
+
+class OffsetMismatch(Exception):
+    """The master sent bytes for another offset than this slave's end."""
+
+
+class HAClient:
+    """Follows the master whose HA address ``master_address()`` gives (None: not known yet)."""
+
+    reconnect_delay = 5.0  # seconds after a failed connect, as Java's HAClient waits
+
+    def __init__(
+        self,
+        target: ReplicationTarget,
+        master_address: Callable[[], str | None],
+        settings: SlaveSettings,
+    ) -> None:
+        self.target = target
+        self.master_address = master_address
+        self.settings = settings
+        self.connected_to: str | None = None
+        self.reported = -1  # the last offset reported to the master
+        self._grew = anyio.Event()  # set by an append: report again
+        self._address_known = anyio.Event()  # cuts a wait for an address short
+
+    def address_changed(self) -> None:
+        """The master's HA address was learned or changed: try it now."""
+        self._address_known.set()
+
+    async def _pause(self) -> None:
+        with anyio.move_on_after(self.reconnect_delay):
+            await self._address_known.wait()
+        self._address_known = anyio.Event()
+
+    async def run(self) -> None:
+        mismatched_at = -1
+        while True:
+            address = self.master_address()
+            if not address:
+                await self._pause()
+                continue
+            try:
+                host, port = parse_address(address)
+                with anyio.fail_after(CONNECT_TIMEOUT):
+                    stream = await anyio.connect_tcp(host, port)
+            except (OSError, TimeoutError, ConfigError) as exc:
+                log.warning("cannot reach the master's HA port %s: %s", address, exc)
+                await self._pause()
+                continue
+            pause = False
+            try:
+                await self._follow(stream, address)
+            except OffsetMismatch as exc:
+                log.warning("%s: reconnecting to report again", exc)
+                # at once, as Java does; the same mismatch again waits, not to spin
+                pause = mismatched_at == self._end()
+                mismatched_at = self._end()
+            except RemoteProtocolError as exc:
+                log.warning("master %s sent a bad frame (%s): reconnecting", address, exc)
+                pause = True
+            except _CONNECTION_LOST as exc:
+                log.info("connection to master %s lost: %r", address, exc)
+            finally:
+                self.connected_to = None
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+            if pause:
+                await self._pause()
+
+    async def _follow(self, stream: SocketStream, address: str) -> None:
+        self.connected_to = address
+        log.info("following master %s from offset %d", address, self._end())
+        ended: list[Exception] = []  # why the connection ended, raised to run's handlers
+        async with anyio.create_task_group() as both:
+
+            async def part(work: Callable[[], Awaitable[None]]) -> None:
+                try:
+                    await work()
+                except (*_CONNECTION_LOST, OffsetMismatch, RemoteProtocolError) as exc:
+                    ended.append(exc)
+                finally:
+                    both.cancel_scope.cancel()
+
+            both.start_soon(part, partial(self._report, stream))
+            both.start_soon(part, partial(self._read_frames, stream, address))
+        if ended:
+            raise ended[0]
+
+    def _end(self) -> int:
+        return self.target.max_commit_log_offset
+
+    async def _report(self, stream: SocketStream) -> None:
+        """The local end at once, then after each append, and every heartbeat interval."""
+        while True:
+            self._grew = anyio.Event()  # appends from here on are in a later report
+            offset = self._end()
+            await stream.send(encode_offset_report(offset))
+            self.reported = offset
+            with anyio.move_on_after(self.settings.heartbeat_interval):
+                await self._grew.wait()
+
+    async def _read_frames(self, stream: SocketStream, address: str) -> None:
+        reader = TransferReader()
+        silence = self.settings.housekeeping_interval
+        while True:
+            with anyio.move_on_after(silence) as timer:
+                data = await stream.receive(RECEIVE_SIZE)
+            if timer.cancelled_caught:
+                log.warning("master %s sent nothing for %.0f s: reconnecting", address, silence)
+                return
+            appended = False
+            for transfer in reader.feed(data):
+                end = self._end()
+                if end != 0 and end != transfer.offset:
+                    raise OffsetMismatch(
+                        f"master {address} sent offset {transfer.offset}, this slave's end is {end}"
+                    )
+                if not transfer.body:
+                    continue  # the master's heartbeat
+                try:
+                    self.target.append_replicated(transfer.offset, transfer.body)
+                except ReplicationError as exc:
+                    raise OffsetMismatch(f"master {address}: {exc}") from exc
+                appended = True
+            if appended:
+                self._grew.set()

@@ -1,0 +1,233 @@
+"""Master/slave replication: in-process brokers on loopback with mmap stores (HA.md).
+
+The slave learns its master's HA address from the name server's REGISTER_BROKER reply,
+as Java's does; what a slave serves, what it refuses, and what a SYNC_MASTER answers
+are checked over the wire.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+from anyio.abc import SocketAttribute
+
+from rocketmq_core.broker.app import Broker
+from rocketmq_core.namesrv.server import NameServer
+from rocketmq_core.protocol.bodies import TopicConfig
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.ha import encode_offset_report, encode_transfer_header
+from rocketmq_core.protocol.headers import CreateTopicRequestHeader
+from rocketmq_core.protocol.message import encode_properties, iter_records
+from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.testing.broker import broker_config
+from rocketmq_core.testing.namesrv import namesrv_config
+
+from .wire import pull_request, send_request
+
+pytestmark = pytest.mark.anyio
+
+TOPIC = TopicConfig("Orders", 1, 1)
+
+
+@pytest.fixture
+async def namesrv(tmp_path, plugin_host):
+    async with NameServer.serving(namesrv_config(tmp_path / "ns"), host=plugin_host) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(plugin_host):
+    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
+        yield remoting
+
+
+def master_config(tmp_path, namesrv, role="ASYNC_MASTER", **overrides):
+    return broker_config(tmp_path / "master", namesrv.address, broker_role=role, **overrides)
+
+
+def slave_config(tmp_path, namesrv, **overrides):
+    config = broker_config(tmp_path / "slave", namesrv.address, broker_role="SLAVE", **overrides)
+    config.broker_id = 1
+    return config
+
+
+@asynccontextmanager
+async def serving(config, plugin_host):
+    async with Broker.serving(config, host=plugin_host) as broker:
+        yield broker
+
+
+async def until(predicate, timeout=5.0):
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.01)
+
+
+async def send(client, broker, body=b"hello", **fields):
+    return await client.invoke(broker.address, send_request(body=body, **fields), timeout=10)
+
+
+async def test_the_slave_serves_the_masters_messages_at_the_same_offsets_and_ids(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with serving(master_config(tmp_path, namesrv), plugin_host) as master:
+        master.topics.update(TOPIC)
+        sent = [await send(client, master, f"m{n}".encode()) for n in range(5)]
+        assert {reply.code for reply in sent} == {ResponseCode.SUCCESS}
+        async with serving(slave_config(tmp_path, namesrv), plugin_host) as slave:
+            assert slave.ha is not None and master.ha is not None
+            # no topic sync yet: the slave is given the topic by hand
+            slave.topics.update(TOPIC)
+            more = [await send(client, master, f"n{n}".encode()) for n in range(3)]
+            await until(lambda: slave.store.max_offset("Orders", 0) == 8)
+            assert slave.store.max_commit_log_offset == master.store.max_commit_log_offset
+            await until(lambda: master.ha.progress.acked == master.store.max_commit_log_offset)
+            pulled = await client.invoke(slave.address, pull_request(), timeout=10)
+    assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+    records = list(iter_records(pulled.body))
+    bodies = [b"m0", b"m1", b"m2", b"m3", b"m4", b"n0", b"n1", b"n2"]
+    assert [record.body for record in records] == bodies
+    assert [record.queue_offset for record in records] == list(range(8))
+    sent_ids = [reply.ext_fields["msgId"] for reply in sent + more]
+    assert [record.offset_msg_id for record in records] == sent_ids
+
+
+async def test_a_slave_refuses_writes_and_says_where_to_send(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with (
+        serving(master_config(tmp_path, namesrv), plugin_host),
+        serving(slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        refused = await send(client, slave)
+        fields = CreateTopicRequestHeader(
+            topic="Fresh",
+            default_topic="TBW102",
+            read_queue_nums=1,
+            write_queue_nums=1,
+            perm=6,
+            topic_filter_type="SINGLE_TAG",
+        ).to_ext_fields()
+        create = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+        not_created = await client.invoke(slave.address, create, timeout=10)
+        group = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {})
+        group_not_created = await client.invoke(slave.address, group, timeout=10)
+        back = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {})
+        not_sent_back = await client.invoke(slave.address, back, timeout=10)
+    assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert refused.remark.startswith("service not available now.")
+    assert "broker-a (brokerId 1" in refused.remark and "SLAVE" in refused.remark
+    assert not_created.code == ResponseCode.SYSTEM_ERROR
+    assert not_created.remark.startswith("Can't modify topic or subscription group from slave")
+    assert (group_not_created.code, group_not_created.remark) == (
+        not_created.code,
+        not_created.remark,
+    )
+    assert not_sent_back.code == ResponseCode.SYSTEM_ERROR
+    assert not_sent_back.remark.startswith("SERVICE_NOT_AVAILABLE")
+
+
+async def test_a_sync_master_answers_send_ok_once_the_slave_has_the_message(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with (
+        serving(master_config(tmp_path, namesrv, "SYNC_MASTER"), plugin_host) as master,
+        serving(slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        master.topics.update(TOPIC)
+        await until(lambda: master.ha.progress.connections == 1)
+        replies = [await send(client, master, f"s{n}".encode()) for n in range(20)]
+        assert [reply.code for reply in replies] == [ResponseCode.SUCCESS] * 20
+        # answered only once acked: the slave had each one when its producer heard SEND_OK
+        assert master.ha.progress.acked >= master.store.max_commit_log_offset
+        assert slave.store.max_offset("Orders", 0) == 20
+
+
+async def test_a_sync_master_without_a_slave_stores_and_answers_slave_not_available(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with serving(master_config(tmp_path, namesrv, "SYNC_MASTER"), plugin_host) as master:
+        master.topics.update(TOPIC)
+        with anyio.fail_after(1):  # at once, not after slaveTimeout
+            reply = await send(client, master)
+        assert reply.code == ResponseCode.SLAVE_NOT_AVAILABLE
+        assert reply.ext_fields["msgId"] and reply.ext_fields["queueOffset"] == "0"
+        assert master.store.max_offset("Orders", 0) == 1  # stored all the same
+        # a producer that does not wait for the store (WAIT=false) is not told either
+        request = send_request()
+        request.ext_fields["i"] = encode_properties({"TAGS": "TagA", "WAIT": "false"})
+        unwaited = await client.invoke(master.address, request, timeout=10)
+        assert unwaited.code == ResponseCode.SUCCESS, unwaited.remark
+
+
+async def test_a_sync_master_answers_flush_slave_timeout_when_the_slave_stops_acking(
+    tmp_path, namesrv, client, plugin_host
+):
+    config = master_config(tmp_path, namesrv, "SYNC_MASTER", slave_timeout=300)
+    async with serving(config, plugin_host) as master:
+        master.topics.update(TOPIC)
+        # a "slave" that reports once and then never again
+        stalled = await anyio.connect_tcp("127.0.0.1", master.config.ha_listen_port)
+        async with stalled:
+            await stalled.send(encode_offset_report(0))
+            await until(lambda: master.ha.progress.connections == 1)
+            started = anyio.current_time()
+            reply = await send(client, master)
+            waited = anyio.current_time() - started
+        assert reply.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+        assert reply.ext_fields["msgId"]
+        assert 0.25 <= waited < 3
+        assert master.ha.progress.waiting == 0  # the timed-out waiter was let go
+
+
+async def test_a_slave_follows_its_master_again_after_the_master_restarts(
+    tmp_path, namesrv, client, plugin_host
+):
+    config = master_config(tmp_path, namesrv)
+    async with serving(slave_config(tmp_path, namesrv), plugin_host) as slave:
+        slave.topics.update(TOPIC)
+        async with serving(config, plugin_host) as master:
+            master.topics.update(TOPIC)
+            slave.ha.client.reconnect_delay = 0.1  # Java's 5 s would make this test slow
+            slave.request_registration()  # learn the master's HA address now, not in 30 s
+            for n in range(3):
+                await send(client, master, f"before{n}".encode())
+            await until(lambda: slave.store.max_offset("Orders", 0) == 3)
+        await until(lambda: slave.ha.client.connected_to is None)  # the master is gone
+        async with serving(config, plugin_host) as master:  # same ports, same store
+            for n in range(4):
+                await send(client, master, f"after{n}".encode())
+            await until(lambda: slave.store.max_offset("Orders", 0) == 7)
+            assert slave.store.max_commit_log_offset == master.store.max_commit_log_offset
+            pulled = await client.invoke(slave.address, pull_request(offset=3), timeout=10)
+    bodies = [record.body for record in iter_records(pulled.body)]
+    assert bodies == [b"after0", b"after1", b"after2", b"after3"]
+
+
+async def test_a_slave_reports_at_once_then_every_interval_and_drops_a_bad_stream(
+    tmp_path, namesrv, plugin_host
+):
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(SocketAttribute.local_port)
+    config = slave_config(
+        tmp_path, namesrv, ha_master_address=f"127.0.0.1:{port}", ha_send_heartbeat_interval=200
+    )
+    async with listener, serving(config, plugin_host) as slave:
+        slave.ha.client.reconnect_delay = 0.1
+        accept = listener.listeners[0].accept
+        with anyio.fail_after(5):
+            async with await accept() as first:
+                started = anyio.current_time()
+                assert await first.receive(8) == encode_offset_report(0)  # at once
+                assert anyio.current_time() - started < 0.15
+                assert await first.receive(8) == encode_offset_report(0)  # the heartbeat
+                assert 0.15 < anyio.current_time() - started < 1
+                await first.send(encode_transfer_header(0, -1))  # no master sends that
+                with pytest.raises((anyio.EndOfStream, anyio.BrokenResourceError)):
+                    while True:
+                        await first.receive()
+            async with await accept() as second:  # it came back, and reports again
+                assert await second.receive(8) == encode_offset_report(0)
