@@ -18,18 +18,13 @@ from ...errors import ConfigError
 from ...protocol.ha import OffsetReportReader, encode_transfer_header
 from ...remoting.transport import listen_error
 from ...store.api import ReplicationSource
+from . import CONNECTION_LOST
 from .progress import ReplicaProgress
 
 log = logging.getLogger("rocketmq.broker.ha")
 
 POLL_INTERVAL = 0.1  # a writer with nothing to send looks again after this, unless woken
 RECEIVE_SIZE = 65_536
-_CONNECTION_LOST = (
-    anyio.EndOfStream,
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-    OSError,
-)
 
 
 @dataclass
@@ -118,7 +113,7 @@ class SlaveConnection:
             async def then_cancel(part: Callable[[], Awaitable[None]]) -> None:
                 try:
                     await part()
-                except _CONNECTION_LOST:
+                except CONNECTION_LOST:
                     pass  # the other side notices too; the slave reconnects
                 finally:
                     both.cancel_scope.cancel()

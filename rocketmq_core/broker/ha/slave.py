@@ -20,17 +20,12 @@ from ...errors import ConfigError, RemoteProtocolError
 from ...protocol.ha import TransferReader, encode_offset_report
 from ...remoting.transport import parse_address
 from ...store.api import ReplicationError, ReplicationTarget
+from . import CONNECTION_LOST
 
 log = logging.getLogger("rocketmq.broker.ha")
 
 CONNECT_TIMEOUT = 5.0
 RECEIVE_SIZE = 4 * 1024 * 1024
-_CONNECTION_LOST = (
-    anyio.EndOfStream,
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-    OSError,
-)
 
 
 @dataclass
@@ -97,7 +92,7 @@ class HAClient:
             except RemoteProtocolError as exc:
                 log.warning("master %s sent a bad frame (%s): reconnecting", address, exc)
                 pause = True
-            except _CONNECTION_LOST as exc:
+            except CONNECTION_LOST as exc:
                 log.info("connection to master %s lost: %r", address, exc)
             finally:
                 self.connected_to = None
@@ -115,7 +110,7 @@ class HAClient:
             async def part(work: Callable[[], Awaitable[None]]) -> None:
                 try:
                     await work()
-                except (*_CONNECTION_LOST, OffsetMismatch, RemoteProtocolError) as exc:
+                except (*CONNECTION_LOST, OffsetMismatch, RemoteProtocolError) as exc:
                     ended.append(exc)
                 finally:
                     both.cancel_scope.cancel()
