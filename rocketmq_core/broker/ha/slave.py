@@ -34,7 +34,7 @@ class SlaveSettings:
     housekeeping_interval: float = 20.0  # seconds of a silent master before reconnecting
 
 
-class OffsetMismatch(Exception):
+class OffsetMismatch(ReplicationError):
     """The master sent bytes for another offset than this slave's end."""
 
 
