@@ -103,6 +103,7 @@ class Broker:
         self._services_group: TaskGroup | None = None
         self._services_done: anyio.Event | None = None
         self.server: RemotingServer | None = None
+        self.vip_server: RemotingServer | None = None  # listenPort - 2 (fastListenPort)
         self.address: str | None = None
         self.endpoints: list[str] = []  # quic://brokerIP1:port of each extra listener
         self.ready = False
@@ -155,6 +156,15 @@ class Broker:
             limits=self.config.server_limits(),
         )
         self.server.on_connection_closed(self._connection_closed)
+        # the VIP port (Java's fastRemotingServer): the same requests, on listenPort - 2
+        self.vip_server = vip_server = RemotingServer(
+            transport,
+            self.server.processors,
+            tls=tls,
+            held=True,
+            limits=self.config.server_limits(),
+        )
+        vip_server.on_connection_closed(self._connection_closed)
         self._register_now = anyio.Event()
         self._stop_requested = anyio.Event()
         self._stopped = anyio.Event()
@@ -174,12 +184,16 @@ class Broker:
                 self._task_group = task_group
                 if not self.config.ha_listen_port and self.config.listen_port:
                     self.config.ha_listen_port = self.config.listen_port + 1
+                fast_port = self.config.vip_port()  # before listenPort 0 becomes a real port
                 # bind first: with port 0 the store must know the real port (its store host)
                 serve = partial(self.server.serve, extra=self.config.listeners(transports))
                 bound = await task_group.start(
                     self._stopping_on_failure(serve), "0.0.0.0", self.config.listen_port
                 )
                 self.config.listen_port = int(bound.rsplit(":", 1)[1])
+                self.config.fast_listen_port = await self._serve_vip(
+                    task_group, vip_server, fast_port
+                )
                 self.address = self.config.broker_addr
                 self.endpoints = [
                     advertised(address, self.config.broker_ip1)
@@ -206,6 +220,7 @@ class Broker:
                 self.ready = True
                 parts.callback(self._refuse_requests)
                 self.server.open_for_requests()
+                vip_server.open_for_requests()
                 await self._register_all()
                 task_group.start_soon(self._stopping_on_failure(self._routine_work))
                 self.host.hook.rocketmq_broker_started(broker=self, address=self.address)
@@ -218,6 +233,17 @@ class Broker:
             self._stopped.set()
         if self._failure is not None:
             raise self._failure
+
+    async def _serve_vip(self, task_group: TaskGroup, server: RemotingServer, port: int) -> int:
+        """Listen on the VIP port; its bound port number."""
+        try:
+            bound = await task_group.start(self._stopping_on_failure(server.serve), "0.0.0.0", port)
+        except (ConfigError, ExceptionGroup) as exc:  # a port in use: say which setting
+            refusal = _sole_config_error(exc)
+            if refusal is None:
+                raise
+            raise ConfigError(f"the VIP port (fastListenPort, listenPort - 2): {refusal}") from None
+        return int(bound.rsplit(":", 1)[1])
 
     async def _open_store(self) -> None:
         """Load the config files and open the store (the store needs the bound port)."""
@@ -297,6 +323,8 @@ class Broker:
         self.pulls.release_all()
         if self.server is not None:
             await self.server.stop(self._grace)
+        if self.vip_server is not None:
+            await self.vip_server.stop(self._grace)
 
     async def _save_and_close_store(self) -> None:
         try:
@@ -524,6 +552,13 @@ async def _send_quietly(connection: Connection, request: RemotingCommand) -> Non
         await connection.invoke_oneway(request)
     except (RemotingError, OSError) as exc:
         log.debug("notify to %s failed: %s", connection.peer_address, exc)
+
+
+def _sole_config_error(error: BaseException) -> ConfigError | None:
+    """The ConfigError that task groups wrapped, one inside the other, if that is all."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error if isinstance(error, ConfigError) else None
 
 
 def advertised(bound: str, broker_ip: str) -> str:

@@ -72,6 +72,25 @@ class BrokerConfig(EndpointSettings):
     ha_master_address: str = setting(
         "", help="a slave's master HA address host:port; empty: learned from the name server"
     )
+    fast_listen_port: int = setting(
+        0,
+        minimum=0,
+        maximum=65535,
+        help="the VIP port, serving what listenPort serves; 0: listenPort - 2 (any free port"
+        " when listenPort is 0)",
+    )
+    slave_sync_delay: int = setting(
+        3000,
+        minimum=0,
+        help="ms from a slave's start to its first copy of its master's topics, groups and"
+        " offsets (rocketmq-py's own: Java's is fixed)",
+    )
+    slave_sync_interval: int = setting(
+        10_000,
+        minimum=1,
+        help="ms between a slave's copies of its master's topics, groups and offsets"
+        " (rocketmq-py's own: Java's is fixed)",
+    )
     ha_send_heartbeat_interval: int = setting(
         5000, minimum=1, help="ms between a slave's offset reports when idle"
     )
@@ -98,6 +117,15 @@ class BrokerConfig(EndpointSettings):
     )
     access_message_in_memory_max_ratio: int = setting(
         40, minimum=0, maximum=100, help="percent of RAM a consumer's lag may span on a master"
+    )
+    total_physical_memory: int = setting(
+        0,
+        minimum=0,
+        help="bytes of RAM the slave-read suggestion counts (a container's limit);"
+        " 0: the machine's",
+    )
+    offset_check_in_slave: bool = setting(
+        False, help="a slave answers PULL_OFFSET_MOVED itself instead of retry-at-master"
     )
     namesrv_addr: str = setting(
         os.environ.get("NAMESRV_ADDR", ""),
@@ -236,6 +264,11 @@ class BrokerConfig(EndpointSettings):
             )
         if not 0 <= self.listen_port < 65536:  # 0: any free port (tests)
             raise ConfigError(f"listenPort must be a port number, not {self.listen_port}")
+        if 0 < self.listen_port <= 2 and not self.fast_listen_port:
+            raise ConfigError(
+                f"listenPort {self.listen_port} leaves no VIP port (listenPort - 2):"
+                " set listenPort above 2, or fastListenPort"
+            )
         delay_levels_ms(self.message_delay_level)
         if not 0 < self.timer_max_delay_sec <= MAX_TIMER_DELAY_SEC:
             raise ConfigError(
@@ -279,6 +312,13 @@ class BrokerConfig(EndpointSettings):
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    def vip_port(self) -> int:
+        """Where the VIP port listens: fastListenPort, else listenPort - 2 (any free port
+        while listenPort is 0)."""
+        if self.fast_listen_port:
+            return self.fast_listen_port
+        return self.listen_port - 2 if self.listen_port else 0
 
     @property
     def ha_server_addr(self) -> str:

@@ -87,6 +87,13 @@ class VersionedConfigFile(ConfigFile):
         (brokerPermission), and name servers only re-read a table whose version moved."""
         self._bump()
 
+    def _adopt(self, data_version: DataVersion) -> None:
+        """The table was replaced by a master's (a slave's sync): take its version as is."""
+        self.data_version = data_version
+        self._dirty = True
+        for listener in self._listeners:
+            listener()
+
     def _bump(self) -> None:
         self.data_version = DataVersion(
             self.data_version.counter + 1,

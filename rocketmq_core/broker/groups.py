@@ -62,6 +62,11 @@ class SubscriptionGroupManager(VersionedConfigFile):
         self._bump()
         return True
 
+    def replace(self, wrapper: SubscriptionGroupWrapper) -> None:
+        """The whole table and its version from the master (a slave's sync)."""
+        self.table = dict(wrapper.subscription_group_table)
+        self._adopt(wrapper.data_version)
+
     def encode(self) -> bytes:
         """The file, and GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body."""
         return SubscriptionGroupWrapper(self.table, self.data_version).encode()

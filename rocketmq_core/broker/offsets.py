@@ -37,6 +37,13 @@ class ConsumerOffsetManager(ConfigFile):
             offsets[queue_id] = offset
             self._dirty = True
 
+    def merge(self, table: dict[str, dict[int, int]]) -> None:
+        """The master's offsets, key by key (``topic@group``); keys only we have stay."""
+        for key, offsets in table.items():
+            if self.table.get(key) != offsets:
+                self.table[key] = dict(offsets)
+                self._dirty = True
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one."""
         return self.table.get(table_key(topic, group), {}).get(queue_id, -1)

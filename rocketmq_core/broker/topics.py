@@ -152,6 +152,11 @@ class TopicConfigManager(VersionedConfigFile):
         self._bump()
         return True
 
+    def replace(self, wrapper: TopicConfigWrapper) -> None:
+        """The whole table and its version from the master (a slave's sync)."""
+        self.table = dict(wrapper.topic_configs)
+        self._adopt(wrapper.data_version)
+
     def wrapper(self) -> TopicConfigWrapper:
         """All topics and the version, as REGISTER_BROKER and GET_ALL_TOPIC_CONFIG send them."""
         return TopicConfigWrapper(dict(self.table), self.data_version)

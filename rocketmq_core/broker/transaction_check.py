@@ -65,6 +65,9 @@ class TransactionCheckService:
         self._round_lock = anyio.Lock()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        if self.broker.config.is_slave:  # a master's service (HA.md §8)
+            task_status.started()
+            return
         # the state is the group's offsets, which the broker persists once services stop
         self.decisions.load()
         await self.decisions.read_ops()  # decided before a restart counts before any END

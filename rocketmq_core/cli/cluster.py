@@ -7,7 +7,9 @@ import argparse
 
 from ..client.admin import Admin
 from ..errors import RocketMQError
-from .base import AdminCommand, Output, add_target_options
+from ..plugins import PluginHost
+from .base import AdminCommand, Output, add_common_options, add_target_options
+from .cluster_up import add_up_arguments, run_up
 from .render import table
 
 STATS_HELP = (
@@ -17,16 +19,60 @@ STATS_HELP = (
     " hours, which the broker does not count (no VIEW_BROKER_STATS_DATA)"
 )
 
+UP_HELP = (
+    "start a local cluster from a folder of broker*.conf files (examples/conf/2m-2s-async):"
+    " a name server and every broker, until Ctrl-C"
+)
+LIST_HELP = (
+    "list clusters and brokers: version, role (ASYNC_MASTER, SYNC_MASTER, SLAVE), HA"
+    " address (a master's, where its slaves connect; a slave's master's), a slave's LAG"
+    " (bytes of CommitLog its master has and it has not), messages put today, uptime"
+)
+
+
+def slave_lag(
+    members: list[tuple[str, str, int, str]], runtime: dict[str, dict[str, str]]
+) -> dict[str, int]:
+    """Each reachable slave's lag in bytes: its master's CommitLog end minus its own
+    (members: cluster, broker name, broker id, address); slaves without a master left out."""
+    ends = {}
+    for _cluster, name, broker_id, address in members:
+        end = runtime[address].get("commitLogMaxOffset")
+        if end is not None:
+            ends[name, broker_id] = int(end)
+    lag = {}
+    for _cluster, name, broker_id, address in members:
+        master_end = ends.get((name, 0))
+        if broker_id != 0 and master_end is not None and (name, broker_id) in ends:
+            lag[address] = max(0, master_end - ends[name, broker_id])
+    return lag
+
 
 class ClusterCommand(AdminCommand):
     help = "show clusters, their brokers, each broker's runtime info, and traffic stats"
     actions = {
-        "list": "list clusters and brokers with runtime info",
+        "list": LIST_HELP,
         "status": "a broker's runtime info (every member of a cluster with -c), key and value",
         "stats": STATS_HELP,
+        "up": UP_HELP,
     }
 
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        actions = parser.add_subparsers(dest="action", metavar="ACTION")
+        for action, text in self.actions.items():
+            sub = actions.add_parser(action, help=text, description=text)
+            self.add_action_arguments(action, sub)
+            if action != "up":  # it starts the name server the others ask
+                add_common_options(sub)
+
+    def run(self, args: argparse.Namespace, host: PluginHost) -> int:
+        if getattr(args, "action", None) == "up":
+            return run_up(args, host)
+        return super().run(args, host)
+
     def add_action_arguments(self, action: str, parser: argparse.ArgumentParser) -> None:
+        if action == "up":
+            add_up_arguments(parser)
         if action == "status":
             add_target_options(parser)
         if action == "stats":
@@ -45,7 +91,7 @@ class ClusterCommand(AdminCommand):
 
     async def do_list(self, admin: Admin, args: argparse.Namespace) -> Output:
         summary = await admin.cluster_info()
-        rows, runtime = [], {}
+        members, runtime = [], {}
         for cluster, names in summary.clusters.items():
             for name in names:
                 broker = summary.brokers.get(name)
@@ -55,19 +101,35 @@ class ClusterCommand(AdminCommand):
                     except RocketMQError as exc:
                         info = {"error": str(exc)}
                     runtime[address] = info
-                    rows.append(
-                        [
-                            cluster,
-                            name,
-                            broker_id,
-                            address,
-                            info.get("brokerVersionDesc", "-"),
-                            info.get("msgPutTotalTodayNow", "-"),
-                            info.get("runtime", "unreachable"),
-                        ]
-                    )
-        headers = ["CLUSTER", "BROKER", "ID", "ADDRESS", "VERSION", "PUT TODAY", "UPTIME"]
-        document = {"clusters": summary.clusters, "brokers": summary.brokers, "runtime": runtime}
+                    members.append((cluster, name, broker_id, address))
+        lag = slave_lag(members, runtime)
+        rows = []
+        for cluster, name, broker_id, address in members:
+            info = runtime[address]
+            rows.append(
+                [
+                    cluster,
+                    name,
+                    broker_id,
+                    address,
+                    info.get("brokerVersionDesc", "-"),
+                    info.get("brokerRole", "-"),
+                    info.get("haServerAddr") or info.get("haMasterAddress") or "-",
+                    lag.get(address),
+                    info.get("msgPutTotalTodayNow", "-"),
+                    info.get("runtime", "unreachable"),
+                ]
+            )
+        headers = [
+            *("CLUSTER", "BROKER", "ID", "ADDRESS", "VERSION", "ROLE", "HA ADDRESS", "LAG"),
+            *("PUT TODAY", "UPTIME"),
+        ]
+        document = {
+            "clusters": summary.clusters,
+            "brokers": summary.brokers,
+            "runtime": runtime,
+            "slaveLag": lag,
+        }
         return Output(document, table(headers, rows))
 
     async def do_status(self, admin: Admin, args: argparse.Namespace) -> Output:

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import ResponseError, RocketMQError
 from ..protocol.bodies import TopicRouteData
 from ..protocol.codes import RequestCode, ResponseCode
-from ..protocol.constants import Perm
+from ..protocol.constants import MASTER_ID, Perm
 from ..protocol.headers import (
     CustomHeader,
     GetMaxOffsetRequestHeader,
@@ -91,10 +91,15 @@ async def pull_records(
     """Pull from ``offset``, keeping the stored records undecoded in ``records`` (for
     readers that decode in bulk); ``suspend`` > 0 lets the broker hold the request
     until a message arrives (long polling). The broker filters tags by hash only."""
+    suggested = instance.pull_broker_ids.get((group, queue), MASTER_ID)
+    found = instance.read_address(queue.broker_name, suggested)
+    if found is None:
+        raise ConsumerError(f"no address known for broker {queue.broker_name!r}")
+    address, broker_id = found
     flags = FLAG_SUBSCRIPTION
     if suspend > 0:
         flags |= FLAG_SUSPEND
-    if commit_offset > 0:
+    if commit_offset > 0 and broker_id == MASTER_ID:  # a slave ignores it (HA.md §6.6)
         flags |= FLAG_COMMIT_OFFSET
     header = PullMessageRequestHeader(
         consumer_group=group,
@@ -110,13 +115,14 @@ async def pull_records(
         expression_type=subscription.expression_type,
     )
     response = await instance.invoke(
-        broker_address(instance, queue),
+        address,
         RequestCode.PULL_MESSAGE,
         header,
         timeout=timeout or (suspend + instance.config.request_timeout),
         accept=_PULL_ACCEPT,
     )
     reply = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    instance.pull_broker_ids[(group, queue)] = reply.suggest_which_broker_id
     status = _STATUS[response.code]
     records = (response.body or b"") if status is PullStatus.FOUND else b""
     return PullResult(
@@ -194,13 +200,17 @@ async def query_committed_offset(instance: ClientInstance, group: str, queue: Me
 
 async def commit_offset(
     instance: ClientInstance, group: str, queue: MessageQueue, offset: int
-) -> None:
+) -> bool:
+    """Commit at the queue's master, else (the master gone) at a slave, which keeps it
+    until its next sync with the master (HA.md §6.7); True when the master took it."""
     header = UpdateConsumerOffsetRequestHeader(
         consumer_group=group, topic=queue.topic, queue_id=queue.queue_id, commit_offset=offset
     )
+    master = instance.master_address(queue.broker_name)
     await instance.invoke(
-        broker_address(instance, queue), RequestCode.UPDATE_CONSUMER_OFFSET, header
+        master or broker_address(instance, queue), RequestCode.UPDATE_CONSUMER_OFFSET, header
     )
+    return master is not None
 
 
 async def readable_queues(instance: ClientInstance, topic: str) -> list[MessageQueue]:

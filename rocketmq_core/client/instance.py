@@ -85,6 +85,8 @@ class ClientInstance:
         self.consumers: dict[str, ConsumerMember] = {}
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
+        # (group, queue) -> the brokerId the last pull reply suggested (HA.md §6.2)
+        self.pull_broker_ids: dict[tuple[str, MessageQueue], int] = {}
         self.broker_transport = config.broker_transport()
         # a broker's advertised address -> how this client reaches it (quic://...)
         self._reach: dict[str, str] = {}
@@ -297,6 +299,20 @@ class ClientInstance:
         if not members:
             return None
         return members.get(MASTER_ID) or min(members.items())[1]
+
+    def read_address(self, broker_name: str, broker_id: int) -> tuple[str, int] | None:
+        """Where to read from a broker group, and that member's id: ``broker_id``, else
+        the next id up when ``broker_id`` names a slave, else any member (the lowest id),
+        so reads go on from a slave while the master is gone (HA.md §6.2)."""
+        members = self.broker_addrs.get(broker_name)
+        if not members:
+            return None
+        for candidate in (broker_id, broker_id + 1) if broker_id != MASTER_ID else (broker_id,):
+            address = members.get(candidate)
+            if address is not None:
+                return address, candidate
+        lowest = min(members)
+        return members[lowest], lowest
 
     async def _refresh_routes_periodically(self) -> None:
         while True:

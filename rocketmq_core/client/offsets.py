@@ -86,12 +86,14 @@ class BrokerOffsetStore(_MemoryOffsets):
             if offset is None:
                 continue
             try:
-                await commit_offset(self.instance, self.group, queue, offset)
+                at_master = await commit_offset(self.instance, self.group, queue, offset)
             except (RemotingError, ResponseError, ConsumerError) as exc:
                 log.warning("offset %d of %s not committed: %s", offset, queue, exc)
                 failed.append(queue)
                 continue
-            if self.offsets.get(queue) == offset:
+            # a slave's copy is overwritten by its next sync: send it again until the
+            # master has it (HA.md §6.7)
+            if at_master and self.offsets.get(queue) == offset:
                 self._dirty.discard(queue)
         return failed
 

@@ -31,8 +31,12 @@ def delete_hours(delete_when: str) -> set[int]:
 
 
 def disk_used_percent(path: Path) -> float:
+    """As Java reckons it (and df's Use%): used over used plus what users may still
+    write. Blocks reserved for root count as neither, so a volume with a large reserve
+    is not taken for fuller than it is."""
     usage = shutil.disk_usage(path)
-    return 100.0 * (usage.total - usage.free) / usage.total if usage.total else 0.0
+    entire = usage.used + usage.free
+    return 100.0 * usage.used / entire if entire else 0.0
 
 
 @dataclass(frozen=True)

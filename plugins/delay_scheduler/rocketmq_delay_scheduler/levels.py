@@ -16,6 +16,8 @@ import anyio
 from anyio.abc import TaskStatus
 
 from rocketmq_core.broker.config_files import ConfigFile
+from rocketmq_core.errors import BodyError
+from rocketmq_core.persist import write_config_file
 from rocketmq_core.protocol import fastjson
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
 from rocketmq_core.protocol.message import RecordError, decode_record
@@ -75,6 +77,9 @@ class DelayLevelService:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         self.table.load()
+        if self.broker.config.is_slave:  # a master's service (HA.md §8); the sync fills the table
+            task_status.started()
+            return
         try:
             async with anyio.create_task_group() as group:
                 for level in range(1, len(self.levels_ms) + 1):
@@ -84,6 +89,17 @@ class DelayLevelService:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.table.persist()
+
+    async def adopt_master_offsets(self, text: bytes) -> None:
+        """A slave's sync (HA.md §5): the master's delayOffset.json, kept as it came."""
+        try:
+            offsets = _parse_offset_table(fastjson.loads(text))
+        except (ValueError, AttributeError, TypeError, KeyError) as exc:
+            raise BodyError(
+                f"the master's delay offsets are not a delay offset table: {exc}"
+            ) from None
+        await anyio.to_thread.run_sync(write_config_file, self.table.path, text)
+        self.table.offsets = offsets
 
     async def _persist_periodically(self) -> None:
         while True:

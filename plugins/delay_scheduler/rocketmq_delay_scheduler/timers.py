@@ -72,6 +72,9 @@ class TimerService:
         self._wake.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        if self.broker.config.is_slave:  # a master's service (HA.md §8)
+            task_status.started()
+            return
         self._load()
         self.read_offset = self.done.base
         try:

@@ -428,9 +428,34 @@ def get_broker_runtime_info(broker: Broker, ctx: RequestContext, request: Remoti
         "msgPutTotalTodayNow": str(stats.get("puts", 0)),
         "brokerActive": "true",
     }
+    table.update(_replication_info(broker))
     for name, value in stats.items():
         table.setdefault(f"store.{name}", str(value))
     return request.response(body=KVTable(table).encode())
+
+
+def _replication_info(broker: Broker) -> dict[str, str]:
+    """Role and replication state (`rocketmq cluster list`). Java's runtime info has none
+    of this; the names are its config keys and HAService's fields (HA.md)."""
+    config = broker.config
+    info = {"brokerRole": config.broker_role, "brokerId": str(config.broker_id)}
+    ha = broker.ha
+    if ha is None:  # a store that does not replicate: an ASYNC_MASTER without slaves
+        return info
+    if config.is_slave:
+        client = ha.client
+        info["haMasterAddress"] = ha.ha_master_address() or ""
+        info["masterAddr"] = ha.master_address or ""
+        connected = client is not None and client.connected_to is not None
+        info["haMasterConnected"] = "true" if connected else "false"
+    else:
+        acked = ha.progress.acked
+        info["haServerAddr"] = config.ha_server_addr
+        info["haConnectionCount"] = str(ha.progress.connections)
+        info["push2SlaveMaxOffset"] = str(acked)
+        # the master's view of its slaves' lag, in bytes, as Java's store computes it
+        info["slaveFallBehindMuch"] = str(broker.store.max_commit_log_offset - acked)
+    return info
 
 
 # --- the broker's configuration -----------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from functools import cache
 from typing import TYPE_CHECKING
 
 from ...errors import RequestRefused
@@ -10,9 +12,11 @@ from ...protocol.command import RemotingCommand
 from ...protocol.constants import PERM_READ
 from ...protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ...protocol.heartbeat import SubscriptionData
+from ...protocol.message import PHYSICAL_OFFSET_AT
 from ...store.api import GetResult, GetStatus
 
 if TYPE_CHECKING:
+    from ...protocol.bodies.groups import SubscriptionGroupConfig
     from ...remoting.processor import RequestContext
     from ..app import Broker
 
@@ -43,7 +47,8 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
             ResponseCode.NO_PERMISSION,
             f"the broker[{broker.config.broker_ip1}] pulling message is forbidden",
         )
-    if not broker.groups.require(header.consumer_group).consume_enable:
+    group = broker.groups.require(header.consumer_group)
+    if not group.consume_enable:
         raise RequestRefused(
             ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
         )
@@ -64,7 +69,8 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
             f" {topic.read_queue_nums} read queues",
         )
     subscription = _subscription(broker, header)
-    if header.sys_flag & COMMIT_OFFSET and broker.config.broker_id == 0:
+    # a slave never takes a pull's commitOffset (HA.md §6.6)
+    if header.sys_flag & COMMIT_OFFSET and not broker.config.is_slave:
         broker.offsets.commit(
             header.consumer_group, header.topic, header.queue_id, header.commit_offset
         )
@@ -85,9 +91,20 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
             code = pull_code(result, header.queue_offset)
     if code == ResponseCode.SUCCESS:
         broker.pull_rates.record(header.consumer_group, header.topic, len(result.records))
+    suggested = suggest_which_broker_id(broker, result, group)
+    next_begin_offset = result.next_begin_offset
+    if (
+        code == ResponseCode.PULL_OFFSET_MOVED
+        and broker.config.is_slave
+        and not broker.config.offset_check_in_slave
+    ):
+        # a slave may simply be behind: retry, at the master when there is one (HA.md §6.5)
+        code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        suggested = group.broker_id
+        next_begin_offset = header.queue_offset
     reply = PullMessageResponseHeader(
-        suggest_which_broker_id=0,
-        next_begin_offset=result.next_begin_offset,
+        suggest_which_broker_id=suggested,
+        next_begin_offset=next_begin_offset,
         min_offset=result.min_offset,
         max_offset=result.max_offset,
     )
@@ -97,6 +114,30 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
         reply.to_ext_fields(),
         result.body if code == ResponseCode.SUCCESS else b"",
     )
+
+
+def suggest_which_broker_id(
+    broker: Broker, result: GetResult, group: SubscriptionGroupConfig
+) -> int:
+    """Where the consumer should pull this queue next (HA.md §6.3): a slave
+    (whichBrokerWhenConsumeSlowly, 1) when the records read are so far behind the CommitLog
+    end that they cannot be in memory, else the group's brokerId (0)."""
+    if not broker.config.slave_read_enable:
+        return 0
+    if not result.records:
+        return group.broker_id  # nothing read: nothing says the consumer is behind
+    last = result.records[-1]
+    position = int.from_bytes(last[PHYSICAL_OFFSET_AT : PHYSICAL_OFFSET_AT + 8], "big")
+    behind = broker.store.max_commit_log_offset - position
+    memory = broker.config.total_physical_memory or total_physical_memory()
+    if behind > memory * broker.config.access_message_in_memory_max_ratio / 100:
+        return group.which_broker_when_consume_slowly
+    return group.broker_id
+
+
+@cache
+def total_physical_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def _subscription(broker: Broker, header: PullMessageRequestHeader) -> SubscriptionData:

@@ -1,0 +1,202 @@
+"""A slave's copy of its master's tables (HA.md §5), the VIP port, and what runs on a master
+only (HA.md §8): in-process brokers on loopback with mmap stores, as in test_ha.py."""
+
+from __future__ import annotations
+
+import socket
+
+import anyio
+import pytest
+from anyio.abc import SocketAttribute
+
+from rocketmq_core.broker.config import BrokerConfig
+from rocketmq_core.errors import ConfigError
+from rocketmq_core.protocol.bodies import SubscriptionGroupConfig, TopicConfig
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
+from rocketmq_core.protocol.headers import UpdateConsumerOffsetRequestHeader
+from rocketmq_core.protocol.message import encode_properties
+from rocketmq_core.testing.broker import broker_config
+
+from .test_ha import client, master_config, namesrv, serving, slave_config, until
+from .wire import send_request
+
+pytestmark = pytest.mark.anyio
+
+__all__ = ["client", "namesrv"]  # fixtures shared with test_ha.py
+
+TOPIC = TopicConfig("Orders", 2, 2)
+SYNC_SETTINGS = {"slave_sync_delay": 50, "slave_sync_interval": 100}
+
+
+def fast_slave_config(tmp_path, namesrv, **overrides):
+    return slave_config(tmp_path, namesrv, **SYNC_SETTINGS, **overrides)
+
+
+def commit_request(group, topic, queue_id, offset):
+    fields = UpdateConsumerOffsetRequestHeader(
+        consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=offset
+    ).to_ext_fields()
+    return RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+
+
+async def test_a_topic_created_on_the_master_appears_on_the_slave(tmp_path, namesrv, plugin_host):
+    async with (
+        serving(master_config(tmp_path, namesrv), plugin_host) as master,
+        serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        assert slave.topics.get("Orders") is None
+        master.topics.update(TOPIC)
+        await until(lambda: slave.topics.get("Orders") is not None)
+        assert slave.topics.get("Orders") == TOPIC
+        assert slave.topics.data_version == master.topics.data_version
+        await until(lambda: "Orders" in (tmp_path / "slave/config/topics.json").read_text())
+        master.topics.delete("Orders")  # replaced whole: a topic gone on the master goes
+        await until(lambda: slave.topics.get("Orders") is None)
+
+
+async def test_offsets_committed_on_the_master_reach_the_slave_and_the_slaves_own_stay(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with (
+        serving(master_config(tmp_path, namesrv), plugin_host) as master,
+        serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        master.topics.update(TOPIC)
+        slave.offsets.commit("OnlyOnSlave", "Orders", 0, 7)  # a key the master lacks
+        for queue_id, offset in ((0, 42), (1, 17)):
+            reply = await client.invoke(
+                master.address, commit_request("CG", "Orders", queue_id, offset), timeout=10
+            )
+            assert reply.code == ResponseCode.SUCCESS, reply.remark
+        await until(lambda: slave.offsets.offsets("CG", "Orders") == {0: 42, 1: 17})
+        assert slave.offsets.query("OnlyOnSlave", "Orders", 0) == 7
+
+        def persisted():
+            path = tmp_path / "slave/config/consumerOffset.json"
+            return path.exists() and "Orders@CG" in path.read_text()
+
+        await until(persisted)
+
+
+async def test_a_group_created_on_the_master_appears_on_the_slave(tmp_path, namesrv, plugin_host):
+    async with (
+        serving(master_config(tmp_path, namesrv), plugin_host) as master,
+        serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        master.groups.update(SubscriptionGroupConfig("Billing", retry_max_times=3))
+        await until(lambda: "Billing" in slave.groups.table)
+        assert slave.groups.table["Billing"].retry_max_times == 3
+        assert slave.groups.data_version == master.groups.data_version
+
+
+async def test_the_masters_delay_offsets_are_kept_verbatim_on_the_slave(
+    tmp_path, namesrv, plugin_host
+):
+    async with (
+        serving(master_config(tmp_path, namesrv), plugin_host) as master,
+        serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        master.services["delay_levels"].table.advance(3, 12)
+        await until(lambda: slave.services["delay_levels"].table.offsets.get(3) == 12)
+        text = (tmp_path / "slave/config/delayOffset.json").read_bytes()
+        assert text == master.services["delay_levels"].table.encode()
+
+
+async def test_a_slave_without_a_known_master_does_not_sync(tmp_path, namesrv, plugin_host):
+    async with serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave:
+        await anyio.sleep(0.3)
+        assert slave.services["slave_sync"].rounds == 0
+    async with serving(master_config(tmp_path, namesrv), plugin_host) as master:
+        assert "slave_sync" not in master.services  # a master runs no sync
+
+
+async def test_a_slave_runs_no_delay_delivery(tmp_path, namesrv, client, plugin_host):
+    async with serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave:
+        async with serving(master_config(tmp_path, namesrv), plugin_host) as master:
+            master.topics.update(TOPIC)
+            slave.ha.client.reconnect_delay = 0.1
+            slave.request_registration()  # learn the master's HA address now
+            request = send_request()
+            request.ext_fields["i"] = encode_properties({"TAGS": "TagA", "DELAY": "1"})
+            reply = await client.invoke(master.address, request, timeout=10)
+            assert reply.code == ResponseCode.SUCCESS, reply.remark
+            await until(lambda: slave.store.max_offset(SCHEDULE_TOPIC, 0) == 1)
+            replicated_end = slave.store.max_commit_log_offset
+        # the master is gone before the message is due (level 1: 1 s); the slave must not
+        # deliver it: its CommitLog is the master's, byte for byte
+        await anyio.sleep(1.5)
+        assert slave.store.max_offset("Orders", 0) == 0
+        assert slave.store.max_commit_log_offset == replicated_end
+
+
+def test_the_sync_settings_are_broker_conf_keys(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("slaveSyncDelay=10\nslaveSyncInterval=20\nfastListenPort=20909\n")
+    config = BrokerConfig.load(conf)
+    assert (config.slave_sync_delay, config.slave_sync_interval) == (10, 20)
+    assert config.fast_listen_port == 20909
+
+
+def master_ports():
+    """A listenPort whose VIP (- 2) and HA (+ 1) ports are free too, as a real master has."""
+    for _attempt in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        try:
+            for candidate in (port - 2, port + 1):
+                with socket.socket() as other:
+                    other.bind(("0.0.0.0", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free listenPort with free neighbours")
+
+
+async def test_the_slave_asks_the_masters_vip_port_for_topics(tmp_path, namesrv, plugin_host):
+    config = master_config(tmp_path, namesrv, listen_port=master_ports())
+    async with serving(config, plugin_host) as master:
+        assert master.config.fast_listen_port == master.config.listen_port - 2
+        master.topics.update(TOPIC)
+        async with serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave:
+            await until(lambda: slave.topics.get("Orders") is not None)
+        assert master.vip_server.accepted["tcp"] >= 1
+
+
+async def test_the_vip_port_answers_what_the_main_port_answers(tmp_path, client, plugin_host):
+    async with serving(broker_config(tmp_path), plugin_host) as broker:
+        broker.topics.update(TOPIC)
+        vip = f"127.0.0.1:{broker.config.fast_listen_port}"
+        assert broker.config.fast_listen_port not in (0, broker.config.listen_port)
+        reply = await client.invoke(vip, send_request(), timeout=10)
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        topics = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, {})
+        listed = await client.invoke(vip, topics, timeout=10)
+        assert broker.store.max_offset("Orders", 0) == 1
+    assert listed.code == ResponseCode.SUCCESS and b'"Orders"' in listed.body
+
+
+async def test_a_taken_vip_port_is_a_one_line_start_error(tmp_path, plugin_host):
+    async with await anyio.create_tcp_listener(local_host="0.0.0.0") as taken:
+        port = taken.extra(SocketAttribute.local_port)
+        config = broker_config(tmp_path, fast_listen_port=port)
+        with pytest.raises((ConfigError, ExceptionGroup)) as raised:
+            async with serving(config, plugin_host):
+                pass
+    error = raised.value
+    while isinstance(error, ExceptionGroup):  # the task groups' wrapping, as for listenPort
+        (error,) = error.exceptions
+    assert isinstance(error, ConfigError)
+    message = str(error)
+    assert message.startswith("the VIP port (fastListenPort, listenPort - 2): cannot listen on")
+    assert f":{port}" in message and "\n" not in message
+
+
+def test_the_vip_port_is_listen_port_minus_two_unless_set():
+    assert BrokerConfig(listen_port=10911).vip_port() == 10909
+    assert BrokerConfig(listen_port=0).vip_port() == 0
+    assert BrokerConfig(listen_port=10911, fast_listen_port=20000).vip_port() == 20000
+    with pytest.raises(ConfigError, match="listenPort 2 leaves no VIP port"):
+        BrokerConfig(listen_port=2).validate()
