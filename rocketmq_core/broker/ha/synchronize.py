@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
-from ...errors import BodyError, RemotingConnectError, RemotingError
+from ...errors import BodyError, RemotingError
 from ...protocol.bodies import ConsumerOffsetWrapper, SubscriptionGroupWrapper, TopicConfigWrapper
 from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
@@ -107,7 +107,7 @@ class SlaveSynchronize:
     async def _sync_topics(self, master: str) -> None:
         try:
             body = await self._ask(vip_address(master), RequestCode.GET_ALL_TOPIC_CONFIG, "topics")
-        except RemotingConnectError as exc:
+        except RemotingError as exc:  # refused, or another program holds that port
             if self._told_no_vip != master:
                 self._told_no_vip = master
                 log.warning("master %s: no VIP port (%s); asking its main port", master, exc)
