@@ -3,10 +3,13 @@ the name-server registration and every task."""
 
 from __future__ import annotations
 
+import socket
+
 import anyio
 import pytest
 
 from rocketmq_core.broker.app import Broker
+from rocketmq_core.broker.config import BrokerConfig
 from rocketmq_core.hookspecs import hookimpl
 from rocketmq_core.namesrv.server import NameServer
 from rocketmq_core.plugins import load_plugins
@@ -20,11 +23,24 @@ def task_ids() -> set[int]:
     return {task.id for task in anyio.get_running_tasks()}
 
 
-async def assert_restartable(directory, port: int, plugin_host) -> None:
-    """The store closed cleanly (its lock released, no abort file) and the port is free:
-    a broker starts again on both."""
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def assert_restartable(directory, old: BrokerConfig, plugin_host) -> None:
+    """The store closed cleanly (its lock released, no abort file) and the ports are free:
+    a broker starts again on the store and on every port the failed one bound. (A port it
+    never bound is a fresh one: listenPort + 1 or - 2 may belong to anyone.)"""
     assert not (directory / "abort").exists()
-    config = broker_config(directory, listen_port=port)
+    port = old.listen_port
+    config = broker_config(
+        directory,
+        listen_port=port,
+        ha_listen_port=old.ha_listen_port or free_port(),
+        fast_listen_port=old.fast_listen_port or free_port(),
+    )
     with anyio.fail_after(20):
         async with Broker.serving(config, host=plugin_host) as again:
             assert again.address.endswith(f":{port}")
@@ -48,7 +64,7 @@ async def test_a_service_that_fails_to_start_leaves_the_store_and_the_port(tmp_p
     port = broker.config.listen_port
     assert port != 0 and broker.store is not None
     assert task_ids() <= before
-    await assert_restartable(tmp_path, port, plugin_host)
+    await assert_restartable(tmp_path, broker.config, plugin_host)
 
 
 class FailingStartedHook:
@@ -77,4 +93,4 @@ async def test_a_failing_started_hook_unregisters_and_leaves_everything(tmp_path
         assert broker.address not in namesrv.routes.live  # ...and unregistered on the way out
         assert not broker.ready
     assert task_ids() <= before
-    await assert_restartable(tmp_path / "store", broker.config.listen_port, plugin_host)
+    await assert_restartable(tmp_path / "store", broker.config, plugin_host)
