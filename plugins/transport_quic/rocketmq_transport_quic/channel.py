@@ -26,8 +26,6 @@ from aioquic.quic.connection import QuicConnection, QuicConnectionState
 from aioquic.quic.packet import QuicErrorCode
 from anyio.abc import ByteStream, SocketAttribute
 
-from .udp import Address, DatagramSocket
-
 log = logging.getLogger("rocketmq.transport.quic")
 
 # send() waits while this much written data is not acknowledged yet
@@ -35,55 +33,41 @@ SEND_HIGH_WATER = 1024 * 1024
 # aclose() waits this long for the peer to acknowledge what was written
 CLOSE_LINGER = 2.0
 
+Address = tuple[Any, ...]
+SendDatagram = Callable[[bytes, Address], Awaitable[None]]
+
 
 class DatagramOutbox:
-    """Datagrams for one UDP socket, sent at once while the kernel takes them.
+    """Datagrams waiting for a UDP socket, sent by one task at a time.
 
-    Only a full socket buffer makes a sender wait; then the datagrams queue, and
-    whichever task finds the outbox idle sends everything queued, including what
-    others add meanwhile.
+    anyio refuses two concurrent sends on one socket; whichever task finds the outbox
+    idle sends everything queued, including what others add meanwhile.
     """
 
-    def __init__(self, socket: DatagramSocket) -> None:
-        self._socket = socket
+    def __init__(self, send: SendDatagram) -> None:
+        self._send = send
         self._queue: deque[tuple[bytes, Address]] = deque()
         self._sending = False
 
     async def send(self, datagrams: list[tuple[bytes, Address]]) -> None:
+        self._queue.extend(datagrams)
         if self._sending:
-            self._queue.extend(datagrams)
             return
-        queue = self._queue
-        queue.extend(datagrams)
         self._sending = True
         try:
-            while queue:
-                self._send_while_possible()
-                if queue:
-                    # shielded: a cancelled caller must not strand other connections' datagrams
-                    with anyio.CancelScope(shield=True):
-                        try:
-                            await self._socket.wait_writable()
-                        except anyio.ClosedResourceError:
-                            queue.clear()
+            # shielded: a cancelled caller must not strand other connections' datagrams
+            with anyio.CancelScope(shield=True):
+                while self._queue:
+                    data, address = self._queue.popleft()
+                    try:
+                        await self._send(data, address)
+                    except (OSError, anyio.BrokenResourceError) as exc:
+                        # one unreachable peer must not block the others: QUIC resends
+                        log.debug("datagram to %s dropped: %s", address, exc)
+                    except anyio.ClosedResourceError:
+                        self._queue.clear()
         finally:
             self._sending = False
-
-    def _send_while_possible(self) -> None:
-        queue = self._queue
-        try_send = self._socket.try_send
-        while queue:
-            data, address = queue[0]
-            try:
-                if not try_send(data, address):
-                    return
-            except OSError as exc:
-                # one unreachable peer must not block the others: QUIC resends
-                log.debug("datagram to %s dropped: %s", address, exc)
-            except anyio.ClosedResourceError:
-                queue.clear()
-                return
-            queue.popleft()
 
 
 class QuicChannel(ByteStream):
@@ -187,16 +171,7 @@ class QuicChannel(ByteStream):
             if self.terminated is not None:
                 raise anyio.BrokenResourceError(self.terminated)
             await self.wait_progress()
-        received = self._received
-        chunk = received.popleft()
-        if received and len(chunk) + len(received[0]) <= max_bytes:
-            # a packet's worth at a time would cost the reader one call per 1.3 kB
-            parts = [chunk]
-            size = len(chunk)
-            while received and size + len(received[0]) <= max_bytes:
-                size += len(received[0])
-                parts.append(received.popleft())
-            chunk = b"".join(parts)
+        chunk = self._received.popleft()
         if len(chunk) > max_bytes:
             self._received.appendleft(chunk[max_bytes:])
             chunk = chunk[:max_bytes]
@@ -289,7 +264,7 @@ class ServerChannel(QuicChannel):
     def __init__(self, *args: Any, on_connection_id: Callable[..., None], **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._on_connection_id = on_connection_id
-        self._timer_scope: anyio.CancelScope | None = None
+        self._timer_changed = anyio.Event()
 
     def connection_event(self, event: events.QuicEvent) -> None:
         if isinstance(event, events.ConnectionIdIssued):
@@ -297,43 +272,29 @@ class ServerChannel(QuicChannel):
         elif isinstance(event, events.ConnectionIdRetired):
             self._on_connection_id(event.connection_id, None)
 
-    def datagram_received(self, data: bytes, address: Address, now: float) -> None:
-        """Feed one datagram; the listener calls ``flush`` once its batch is fed."""
-        self.quic.receive_datagram(data, address, now=now)
-
-    async def flush(self) -> None:
-        """Deliver what the datagrams brought, send what they call for (ACKs, data)."""
+    async def datagram_received(self, data: bytes, address: Address) -> None:
+        self.quic.receive_datagram(data, address, now=anyio.current_time())
         self.handle_events()
         await self.transmit()
 
     async def transmit(self) -> None:
         await super().transmit()
-        # sending arms the loss-detection timer; a timer moved later only wakes it early
-        scope = self._timer_scope
-        if scope is not None:
-            deadline = self.quic.get_timer()
-            if deadline is not None and deadline < scope.deadline:
-                scope.deadline = deadline
+        self._timer_changed.set()  # sending arms the loss-detection timer
 
     async def wait_progress(self) -> None:
         await self._progress.wait()
 
     async def run_timer(self) -> None:
-        """Serve the connection's timer (ACKs, loss detection, idle timeout) until it ends."""
+        """Serve the connection's timer (loss detection, idle timeout) until it ends."""
         while self.quic._state is not QuicConnectionState.TERMINATED:
             deadline = self.quic.get_timer()
-            with anyio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
-                self._timer_scope = scope
-                try:
-                    await anyio.sleep_forever()
-                finally:
-                    self._timer_scope = None
-            now = anyio.current_time()
-            deadline = self.quic.get_timer()
-            if deadline is not None and now >= deadline:
-                self.quic.handle_timer(now=now)
-                self.handle_events()
-                await self.transmit()
+            self._timer_changed = anyio.Event()
+            with anyio.move_on_at(deadline if deadline is not None else math.inf):
+                await self._timer_changed.wait()
+                continue
+            self.quic.handle_timer(now=anyio.current_time())
+            self.handle_events()
+            await self.transmit()
 
 
 class ClientChannel(QuicChannel):
@@ -342,7 +303,7 @@ class ClientChannel(QuicChannel):
     def __init__(
         self,
         *args: Any,
-        receive: Callable[[], Awaitable[list[tuple[bytes, Address]]]],
+        receive: Callable[[], Awaitable[bytes]],
         close_socket: Callable[[], Awaitable[None]],
         **kwargs: Any,
     ):
@@ -377,11 +338,11 @@ class ClientChannel(QuicChannel):
 
     async def _pump(self) -> None:
         deadline = self.quic.get_timer()
-        datagrams: list[tuple[bytes, Address]] = []
+        datagram = None
         with anyio.CancelScope(deadline=deadline if deadline is not None else math.inf) as scope:
             self._pump_scope = scope
             try:
-                datagrams = await self._receive()
+                datagram = await self._receive()
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 # an ICMP "port unreachable" (nobody listens there), or closed meanwhile
                 self._end(f"{exc}" or "the socket was closed")
@@ -389,10 +350,11 @@ class ClientChannel(QuicChannel):
             finally:
                 self._pump_scope = None
         now = anyio.current_time()
-        for data, _address in datagrams:
-            self.quic.receive_datagram(data, self._remote_address, now=now)
-        deadline = self.quic.get_timer()
-        if deadline is not None and now >= deadline:
-            self.quic.handle_timer(now=now)
+        if datagram is not None:
+            self.quic.receive_datagram(datagram, self._remote_address, now=now)
+        else:
+            deadline = self.quic.get_timer()
+            if deadline is not None and now >= deadline:
+                self.quic.handle_timer(now=now)
         self.handle_events()
         await self.transmit()

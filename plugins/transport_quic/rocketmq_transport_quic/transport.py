@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
+import socket
 import ssl
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import cast
 
 import anyio
 from aioquic.buffer import Buffer
@@ -19,8 +19,11 @@ from aioquic.quic.packet import (
 )
 from anyio.abc import (
     ByteStream,
+    IPSockAddrType,
+    SocketAttribute,
     TaskGroup,
     TaskStatus,
+    UDPSocket,
 )
 
 from rocketmq_core.client.config import TRUST_CERT_PATH_VARIABLE
@@ -32,8 +35,7 @@ from rocketmq_core.remoting.transport import (
     listen_error,
 )
 
-from .channel import ClientChannel, DatagramOutbox, ServerChannel
-from .udp import Address, DatagramSocket
+from .channel import Address, ClientChannel, DatagramOutbox, ServerChannel
 
 log = logging.getLogger("rocketmq.transport.quic")
 
@@ -41,6 +43,7 @@ ALPN = "rocketmq"
 # a stopped listener keeps serving its connections this long for them to drain
 DRAIN_LIMIT = 60.0
 DRAIN_POLL = 0.02
+RECEIVE_SIZE = 65536  # the largest UDP payload
 
 
 @dataclass(frozen=True)
@@ -54,10 +57,6 @@ class QuicSettings:
     idle_timeout: float = 120.0
     # the flow-control windows: a whole 16 MiB frame may be in flight
     window: int = 16 * 1024 * 1024
-    # a loopback datagram crosses no link (the kernel takes 64 KiB) and QUIC's cost is
-    # per packet, so fewer, larger ones there; aioquic writes a packet's length in two
-    # bytes, which caps a packet, hence a datagram, at 16383 bytes
-    loopback_datagram_size: int = 16383
 
     def configuration(self, *, is_client: bool) -> QuicConfiguration:
         return QuicConfiguration(
@@ -68,22 +67,6 @@ class QuicSettings:
             max_data=self.window,
             max_stream_data=self.window,
         )
-
-    def for_peer(self, configuration: QuicConfiguration, address: Address) -> QuicConfiguration:
-        """``configuration`` for a connection with ``address``: larger datagrams on loopback."""
-        if not is_loopback(address) or self.loopback_datagram_size <= self.max_datagram_size:
-            return configuration
-        return replace(configuration, max_datagram_size=self.loopback_datagram_size)
-
-
-def is_loopback(address: Address) -> bool:
-    try:
-        ip = ipaddress.ip_address(address[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
 
 
 class QuicTransport:
@@ -105,41 +88,38 @@ class QuicTransport:
     ) -> None:
         configuration = self.server_configuration(tls)
         try:
-            socket = await DatagramSocket.bind(host, port)
+            socket = await anyio.create_udp_socket(local_host=host, local_port=port)
         except OSError as exc:
             raise listen_error(host, port, exc) from None
         # an IP socket's address: (host, port) or (host, port, flowinfo, scope id)
-        bound_host, bound_port = socket.local_address[:2]
-        try:
-            async with anyio.create_task_group() as task_group:
-                listener = QuicListener(
-                    socket, configuration, task_group, handler, self.settings.for_peer
-                )
-                task_status.started(format_address(bound_host, bound_port))
-                try:
-                    await listener.serve()
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await listener.drain()
-        finally:
-            await socket.aclose()
+        bound = cast("IPSockAddrType", socket.extra(SocketAttribute.local_address))
+        bound_host, bound_port = bound[:2]
+        async with socket, anyio.create_task_group() as task_group:
+            listener = QuicListener(socket, configuration, task_group, handler)
+            task_status.started(format_address(bound_host, bound_port))
+            try:
+                await listener.serve()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await listener.drain()
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         configuration = self.client_configuration(host, tls)
-        socket = await DatagramSocket.connect(host, port)
+        socket = await ConnectedDatagramSocket.connect(host, port)
         try:
-            peer = socket.remote_address
-            assert peer is not None  # a connected socket has its peer
-            configuration = self.settings.for_peer(configuration, peer)
             quic = QuicConnection(configuration=configuration)
-            quic.connect(peer, now=anyio.current_time())
+            quic.connect(socket.remote_address, now=anyio.current_time())
+
+            async def send(data: bytes, _address: Address) -> None:
+                await socket.send(data)
+
             channel = ClientChannel(
                 quic,
-                DatagramOutbox(socket),
+                DatagramOutbox(send),
                 stream_id=quic.get_next_available_stream_id(),
                 local_address=socket.local_address,
                 remote_address=socket.remote_address,
-                receive=socket.receive_batch,
+                receive=socket.receive,
                 close_socket=socket.aclose,
             )
             await channel.transmit()
@@ -194,44 +174,29 @@ class QuicListener:
 
     def __init__(
         self,
-        socket: DatagramSocket,
+        socket: UDPSocket,
         configuration: QuicConfiguration,
         task_group: TaskGroup,
         handler: StreamHandler,
-        for_peer: Callable[[QuicConfiguration, Address], QuicConfiguration],
     ) -> None:
         self._socket = socket
-        self._for_peer = for_peer
         self._configuration = configuration
         self._task_group = task_group
         self._handler = handler
-        self._local_address = socket.local_address
+        self._local_address = socket.extra(SocketAttribute.local_address)
         self._by_connection_id: dict[bytes, ServerChannel] = {}
         self._timers: dict[ServerChannel, anyio.CancelScope] = {}
         self._handed_over: set[ServerChannel] = set()
         self._accepting = True
-        self._outbox = DatagramOutbox(socket)
+
+        async def send(data: bytes, address: Address) -> None:
+            await socket.send((data, address))
+
+        self._outbox = DatagramOutbox(send)
 
     async def serve(self) -> None:
-        while True:
-            try:
-                datagrams = await self._socket.receive_batch()
-            except anyio.ClosedResourceError:
-                return
-            except OSError as exc:  # an ICMP error for a datagram we sent: QUIC resends
-                log.debug("QUIC listener: %s", exc)
-                continue
-            now = anyio.current_time()
-            fed: dict[ServerChannel, None] = {}  # in arrival order
-            for data, address in datagrams:
-                channel = await self._datagram_received(data, address, now)
-                if channel is not None:
-                    fed[channel] = None
-            for channel in fed:
-                await channel.flush()
-                if channel.handshake_complete and channel not in self._handed_over:
-                    self._handed_over.add(channel)
-                    self._task_group.start_soon(self._handler, channel)
+        async for data, address in self._socket:
+            await self._datagram_received(data, address)
 
     async def drain(self) -> None:
         """Stopped: accept no one, serve the open connections until they close (bounded)."""
@@ -256,16 +221,13 @@ class QuicListener:
         for scope in self._timers.values():
             scope.cancel()
 
-    async def _datagram_received(
-        self, data: bytes, address: Address, now: float
-    ) -> ServerChannel | None:
-        """Route one datagram to its connection (a new one for an INITIAL) and feed it."""
+    async def _datagram_received(self, data: bytes, address: Address) -> None:
         try:
             header = pull_quic_header(
                 Buffer(data=data), host_cid_length=self._configuration.connection_id_length
             )
         except ValueError:
-            return None  # not QUIC
+            return  # not QUIC
         supported = self._configuration.supported_versions
         if (
             header.version is not None
@@ -278,7 +240,7 @@ class QuicListener:
                 supported_versions=supported,
             )
             await self._outbox.send([(negotiation, address)])
-            return None
+            return
         channel = self._by_connection_id.get(header.destination_cid)
         if channel is None:
             if not (
@@ -286,14 +248,16 @@ class QuicListener:
                 and header.packet_type == QuicPacketType.INITIAL
                 and len(data) >= SMALLEST_MAX_DATAGRAM_SIZE
             ):
-                return None
+                return
             channel = self._accept(header.destination_cid, address)
-        channel.datagram_received(data, address, now)
-        return channel
+        await channel.datagram_received(data, address)
+        if channel.handshake_complete and channel not in self._handed_over:
+            self._handed_over.add(channel)
+            self._task_group.start_soon(self._handler, channel)
 
     def _accept(self, original_connection_id: bytes, address: Address) -> ServerChannel:
         quic = QuicConnection(
-            configuration=self._for_peer(self._configuration, address),
+            configuration=self._configuration,
             original_destination_connection_id=original_connection_id,
         )
         channel = ServerChannel(
@@ -327,3 +291,53 @@ class QuicListener:
                 for connection_id, owner in list(self._by_connection_id.items()):
                     if owner is channel:
                         del self._by_connection_id[connection_id]
+
+
+class ConnectedDatagramSocket:
+    """A client's UDP socket, connected to its server, read and written through anyio.
+
+    A plain socket rather than anyio's connected UDP socket: on asyncio, that one keeps
+    the ICMP "port unreachable" to itself, and a connect to a stopped server would wait
+    for its timeout instead of failing at once as it does on trio and over TCP.
+    """
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._socket = sock
+        self.local_address = sock.getsockname()
+        self.remote_address = sock.getpeername()
+        self._closed = False
+
+    @classmethod
+    async def connect(cls, host: str, port: int) -> ConnectedDatagramSocket:
+        family, kind, protocol, _name, address = (
+            await anyio.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+        )[0]
+        sock = socket.socket(family, kind, protocol)
+        try:
+            sock.setblocking(False)
+            sock.connect(address)  # no packet: it fixes the peer and picks a local port
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock)
+
+    async def receive(self) -> bytes:
+        while True:
+            try:
+                return self._socket.recv(RECEIVE_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(self._socket)
+
+    async def send(self, data: bytes) -> None:
+        while True:
+            try:
+                self._socket.send(data)
+                return
+            except BlockingIOError:
+                await anyio.wait_writable(self._socket)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            anyio.notify_closing(self._socket)  # wakes a reader waiting on it
+            self._socket.close()

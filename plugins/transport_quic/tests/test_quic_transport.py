@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from rocketmq_transport_quic import QuicSettings, QuicTransport
-from rocketmq_transport_quic.udp import DatagramSocket
+from rocketmq_transport_quic import QuicTransport
+from rocketmq_transport_quic.transport import ConnectedDatagramSocket
 
 from rocketmq_core.errors import ConfigError, RemotingConnectError
 from rocketmq_core.protocol.command import RemotingCommand
@@ -22,8 +22,8 @@ from rocketmq_core.testing.transport import (
 class TlsQuicTransport(QuicTransport):
     """The transport with the suite's certificates: listeners serve them, clients trust them."""
 
-    def __init__(self, tls_files, settings=None):
-        super().__init__(settings)
+    def __init__(self, tls_files):
+        super().__init__()
         ca_file, cert_file, key_file = tls_files
         self.server_tls = TlsOptions(cert_file=cert_file, key_file=key_file)
         self.client_tls = TlsOptions(ca_file=ca_file)
@@ -63,16 +63,16 @@ async def test_a_listener_without_a_certificate_says_how_to_get_one():
 @pytest.mark.anyio
 async def test_a_lost_datagram_is_sent_again_by_the_loss_timer(tls_files, monkeypatch):
     drop_next = False
-    sent = DatagramSocket.try_send
+    sent = ConnectedDatagramSocket.send
 
-    def lossy_send(self, data, address):
+    async def lossy_send(self, data):
         nonlocal drop_next
-        if drop_next and self.remote_address is not None:  # the client's socket
+        if drop_next:
             drop_next = False
-            return True  # lost on the way
-        return sent(self, data, address)
+            return  # lost on the way
+        await sent(self, data)
 
-    monkeypatch.setattr(DatagramSocket, "try_send", lossy_send)
+    monkeypatch.setattr(ConnectedDatagramSocket, "send", lossy_send)
     transport = TlsQuicTransport(tls_files)
     async with serving(transport, ConformanceProcessors().table()) as (_server, address):
         async with RemotingClient(transport) as client:
@@ -83,50 +83,3 @@ async def test_a_lost_datagram_is_sent_again_by_the_loss_timer(tls_files, monkey
             response = await client.invoke(address, request, timeout=10)
     assert not drop_next
     assert response.body == b"again"
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("settings", "largest_allowed"),
-    [(QuicSettings(), 16383), (QuicSettings(loopback_datagram_size=0), 1350)],
-    ids=["loopback-sized", "network-sized"],
-)
-async def test_a_large_body_travels_in_datagrams_of_the_path_size(
-    tls_files, monkeypatch, settings, largest_allowed
-):
-    sizes: list[int] = []
-    sent = DatagramSocket.try_send
-
-    def measured_send(self, data, address):
-        sizes.append(len(data))
-        return sent(self, data, address)
-
-    monkeypatch.setattr(DatagramSocket, "try_send", measured_send)
-    transport = TlsQuicTransport(tls_files, settings)
-    body = bytes(range(256)) * 4096  # 1 MiB
-    async with serving(transport, ConformanceProcessors().table()) as (_server, address):
-        async with RemotingClient(transport) as client:
-            request = RemotingCommand.request(ECHO, None, body)
-            response = await client.invoke(address, request, timeout=30)
-    assert response.body == body
-    assert max(sizes) == largest_allowed  # full datagrams, no larger than the path takes
-
-
-@pytest.mark.parametrize(
-    ("host", "loopback"),
-    [
-        ("127.0.0.1", True),
-        ("127.8.9.10", True),
-        ("::1", True),
-        ("::ffff:127.0.0.1", True),
-        ("10.0.0.1", False),
-        ("::ffff:10.0.0.1", False),
-        ("2001:db8::1", False),
-    ],
-)
-def test_only_loopback_peers_get_larger_datagrams(host, loopback):
-    settings = QuicSettings()
-    base = settings.configuration(is_client=True)
-    size = settings.for_peer(base, (host, 9876)).max_datagram_size
-    assert size == (settings.loopback_datagram_size if loopback else settings.max_datagram_size)
-    assert base.max_datagram_size == settings.max_datagram_size  # the shared one is untouched
