@@ -99,8 +99,15 @@ class EmbeddedCluster:
         self.broker = stack.enter_context(
             self._portal.wrap_async_context_manager(Broker.serving(config, host=self.host))
         )
-        # keep the ports across restarts so that clients find it where they left it
-        self.broker_overrides["listen_port"] = self.broker.config.listen_port
+        # keep the ports across restarts so that clients find it where they left it; the HA
+        # and VIP ports too (bound ports are written back): listenPort + 1 or - 2 may be
+        # anyone's by then
+        bound = self.broker.config
+        self.broker_overrides["listen_port"] = bound.listen_port
+        if bound.ha_listen_port:
+            self.broker_overrides["ha_listen_port"] = bound.ha_listen_port
+        if bound.fast_listen_port:
+            self.broker_overrides["fast_listen_port"] = bound.fast_listen_port
         if self.broker.server is not None and self.broker.server.extra_addresses:
             self.broker_overrides["extra_listeners"] = ";".join(self.broker.server.extra_addresses)
         self._broker_stack = stack
