@@ -48,7 +48,15 @@ import time
 from pathlib import Path
 
 import anyio
-from loadgen import _busy_jiffies, _jiffies_of, machine, pinned, run_backend, write_results
+from loadgen import (
+    _busy_jiffies,
+    _jiffies_of,
+    closed_loop,
+    machine,
+    pinned,
+    run_backend,
+    write_results,
+)
 from rocketmq_transport_tcp import TcpTransport
 
 from rocketmq_core.client.admin import Admin
@@ -70,7 +78,6 @@ PULL_BATCH = 32
 PULL_FLAGS = 0x2 | 0x4  # suspend (long poll) + subscription
 HELD = 0.97  # a rate is held when this share of the scheduled sends is done
 STEP_DOWN = 0.85  # ... else the lag row runs again at this share of the rate reached
-MAX_LATENCIES = 500_000
 STAMP = struct.Struct("<q")  # perf_counter_ns at the start of the send, first in the body
 TARGETS = {
     "sync_vs_async_64": 0.50,  # SYNC_MASTER 64-in-flight rate / ASYNC_MASTER's
@@ -248,40 +255,16 @@ def send_row(
 async def timed_sends(
     producer: Producer, inflight: int, warmup: float, seconds: float, cpu: CpuWindow
 ) -> tuple[int, list[float], dict]:
-    """``inflight`` tasks sending back to back; after the warm-up, count the sends that
-    both began and ended inside the window, timing each."""
-    latencies: list[float] = []
+    """``inflight`` tasks sending back to back (loadgen.closed_loop), counting the answers
+    other than SEND_OK by status (warm-up included: any refusal is worth seeing)."""
     statuses = {status: 0 for status in SendStatus if status is not SendStatus.SEND_OK}
-    count = 0
-    measure_from = time.perf_counter() + warmup
-    stop_at = measure_from + seconds
 
-    async def worker() -> None:
-        nonlocal count
-        clock = time.perf_counter
-        while True:
-            began = clock()
-            if began >= stop_at:
-                return
-            result = await producer.send(Message(SEND_TOPIC, BODY))
-            ended = clock()
-            if began >= measure_from and ended < stop_at:
-                if result.status is not SendStatus.SEND_OK:
-                    statuses[result.status] += 1
-                count += 1
-                if len(latencies) < MAX_LATENCIES:
-                    latencies.append(ended - began)
+    async def send() -> None:
+        result = await producer.send(Message(SEND_TOPIC, BODY))
+        if result.status is not SendStatus.SEND_OK:
+            statuses[result.status] += 1
 
-    async def timekeeper() -> None:
-        await anyio.sleep(measure_from - time.perf_counter())
-        cpu.start()
-        await anyio.sleep(stop_at - time.perf_counter())
-        cpu.stop(count)
-
-    async with anyio.create_task_group() as task_group:
-        task_group.start_soon(timekeeper)
-        for _ in range(inflight):
-            task_group.start_soon(worker)
+    count, latencies = await closed_loop(send, 1, inflight, warmup, seconds, cpu)
     return count, latencies, statuses
 
 

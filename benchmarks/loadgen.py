@@ -12,7 +12,7 @@ import os
 import platform
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from rocketmq_core.remoting.connection import RECEIVE_SIZE
 from rocketmq_core.remoting.transport import TlsOptions, Transport, parse_address
 
 MakeRequest = Callable[[], RemotingCommand]
+MAX_LATENCIES = 500_000  # latencies kept per row: enough for p99, bounded memory
 Check = Callable[[RemotingCommand], None]
 
 
@@ -252,3 +253,45 @@ class CpuMeter:
             "others_cpu_pct": round(100 * others / wall),  # of one core, all cores summed
         }
         return self.result
+
+
+async def closed_loop(
+    send: Callable[[], Awaitable[Any]],
+    per_call: int,
+    tasks: int,
+    warmup: float,
+    seconds: float,
+    meter: Any,
+) -> tuple[int, list[float]]:
+    """``tasks`` tasks calling ``await send()`` back to back; after the warm-up, count
+    the messages whose call both began and ended inside the window, timing each call."""
+    latencies: list[float] = []
+    count = 0
+    measure_from = time.perf_counter() + warmup
+    stop_at = measure_from + seconds
+
+    async def worker() -> None:
+        nonlocal count
+        clock = time.perf_counter
+        while True:
+            began = clock()
+            if began >= stop_at:
+                return
+            await send()
+            ended = clock()
+            if began >= measure_from and ended < stop_at:
+                count += per_call
+                if len(latencies) < MAX_LATENCIES:
+                    latencies.append(ended - began)
+
+    async def timekeeper() -> None:
+        await anyio.sleep(measure_from - time.perf_counter())
+        meter.start()
+        await anyio.sleep(stop_at - time.perf_counter())
+        meter.stop(count)
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(timekeeper)
+        for _ in range(tasks):
+            task_group.start_soon(worker)
+    return count, latencies

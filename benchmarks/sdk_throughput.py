@@ -36,7 +36,7 @@ from pathlib import Path
 
 import anyio
 from broker_send import start_null_broker, start_standalone
-from loadgen import CpuMeter, machine, run_backend, write_results
+from loadgen import CpuMeter, closed_loop, machine, run_backend, write_results
 
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import Producer
@@ -49,7 +49,6 @@ BATCH = 32
 # the null broker (broker_send.py's) routes these two topics only
 TOPICS = {"send-async64": "BenchSdkAsync", "send-batch32": "BenchSdkBatch"}
 NULL_TOPICS = {"send-async64": "BenchSync", "send-batch32": "BenchBatch"}
-MAX_LATENCIES = 500_000
 
 
 def percentile_us(sorted_values: list[float], fraction: float) -> int | None:
@@ -78,43 +77,6 @@ def result_row(
     }
 
 
-async def timed_sends(
-    send, per_call: int, tasks: int, warmup: float, seconds: float, meter: CpuMeter
-) -> tuple[int, list[float]]:
-    """``tasks`` tasks calling ``await send()`` back to back; after the warm-up, count
-    the messages whose call both began and ended inside the window, timing each call."""
-    latencies: list[float] = []
-    count = 0
-    measure_from = time.perf_counter() + warmup
-    stop_at = measure_from + seconds
-
-    async def worker() -> None:
-        nonlocal count
-        clock = time.perf_counter
-        while True:
-            began = clock()
-            if began >= stop_at:
-                return
-            await send()
-            ended = clock()
-            if began >= measure_from and ended < stop_at:
-                count += per_call
-                if len(latencies) < MAX_LATENCIES:
-                    latencies.append(ended - began)
-
-    async def timekeeper() -> None:
-        await anyio.sleep(measure_from - time.perf_counter())
-        meter.start()
-        await anyio.sleep(stop_at - time.perf_counter())
-        meter.stop(count)
-
-    async with anyio.create_task_group() as task_group:
-        task_group.start_soon(timekeeper)
-        for _ in range(tasks):
-            task_group.start_soon(worker)
-    return count, latencies
-
-
 async def send_async_row(
     namesrv: str, topic: str, inflight: int, warmup: float, seconds: float, meter: CpuMeter
 ) -> dict:
@@ -123,7 +85,7 @@ async def send_async_row(
         async def send() -> None:
             await producer.send(Message(topic, BODY))
 
-        count, latencies = await timed_sends(send, 1, inflight, warmup, seconds, meter)
+        count, latencies = await closed_loop(send, 1, inflight, warmup, seconds, meter)
     return result_row("send-async64", inflight, count, seconds, latencies) | meter.result
 
 
@@ -135,7 +97,7 @@ async def send_batch_row(
         async def send() -> None:
             await producer.send_batch([Message(topic, BODY) for _ in range(BATCH)])
 
-        count, latencies = await timed_sends(send, BATCH, tasks, warmup, seconds, meter)
+        count, latencies = await closed_loop(send, BATCH, tasks, warmup, seconds, meter)
     row = result_row("send-batch32", tasks * BATCH, count, seconds, latencies) | meter.result
     row["latency_of"] = "one batch of 32"
     return row
