@@ -46,6 +46,8 @@ class HAMaster:
         self.slaves: set[SlaveConnection] = set()
         self._appended = anyio.Event()
         self._idle_writers = 0
+        # (slave host, its end) already reported ahead of this master: said once, not per loop
+        self._told_ahead: set[tuple[str, int]] = set()
 
     async def serve(
         self, port: int, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
@@ -88,11 +90,31 @@ class HAMaster:
         try:
             await slave.run()
         finally:
-            self.progress.connections -= 1
+            if slave.counted:
+                self.progress.connections -= 1
             self.slaves.discard(slave)
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
             log.info("slave %s disconnected (acked %d)", slave.peer, slave.acked)
+
+    def slave_ahead(self, slave: SlaveConnection, reported: int) -> None:
+        """``slave`` reported an end past this master's: one warning per slave and end."""
+        end = self.source.max_commit_log_offset
+        self._told_ahead = {told for told in self._told_ahead if told[1] > end}
+        if (slave.host, reported) in self._told_ahead:
+            return
+        self._told_ahead.add((slave.host, reported))
+        log.warning(
+            "slave %s is ahead of this master: its CommitLog end %d is %d bytes past this"
+            " master's %d, and those bytes are not on this master, so the slave is refused"
+            " while ahead. To keep them, stop this master and promote that slave (brokerId=0,"
+            " a master brokerRole); to follow this master, stop the slave and clear its store"
+            " (storePathRootDir)",
+            slave.peer,
+            reported,
+            reported - end,
+            end,
+        )
 
 
 class SlaveConnection:
@@ -102,9 +124,12 @@ class SlaveConnection:
         self.master = master
         self.stream = stream
         remote = stream.extra(SocketAttribute.remote_address)  # a TCP stream's: (host, port)
-        self.peer = f"{remote[0]}:{remote[1]}" if isinstance(remote, tuple) else str(remote)
+        self.host = str(remote[0]) if isinstance(remote, tuple) else str(remote)
+        self.peer = f"{remote[0]}:{remote[1]}" if isinstance(remote, tuple) else self.host
         self.requested: int | None = None  # the first report: where streaming starts
         self.acked = 0
+        self.counted = True  # in progress.connections, which SYNC_MASTER sends wait on
+        self._ahead = False  # reported an end past this master's; refused at the next report
         self._first_report = anyio.Event()
 
     async def run(self) -> None:
@@ -134,19 +159,32 @@ class SlaveConnection:
             offset = reader.feed(data)
             if offset is None:
                 continue
+            if self._ahead:  # refused at its last report: closed at this one, as Java does
+                return
+            if offset > self.master.source.max_commit_log_offset:
+                self._refuse_ahead(offset)
+                if self.requested is not None:  # Java closes at once after the first report
+                    return
+                continue
             if self.requested is None:
                 self.requested = offset
                 self._first_report.set()
-            elif offset > self.master.source.max_commit_log_offset:
-                log.warning(
-                    "slave %s reports offset %d, past this master's end %d: closing",
-                    self.peer,
-                    offset,
-                    self.master.source.max_commit_log_offset,
-                )
-                return
             self.acked = offset
             progress.ack(offset)
+
+    def _refuse_ahead(self, offset: int) -> None:
+        """A report past this master's end (HA.md §2.2, a slave ahead of the master).
+
+        Java takes a first report like that as where to stream from, counts it as an ack
+        for SYNC_MASTER sends, and closes at the next report. We keep the timing (closing at
+        the next report paces a slave's reconnect loop) but neither stream from it nor
+        count it: bytes this master does not hold acknowledge nothing.
+        """
+        self._ahead = True
+        self.master.slave_ahead(self, offset)
+        if self.counted:  # sends get SLAVE_NOT_AVAILABLE at once, not a wait for its ack
+            self.counted = False
+            self.master.progress.connections -= 1
 
     async def _write_frames(self) -> None:
         await self._first_report.wait()
