@@ -44,11 +44,12 @@ from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
 from ..remoting.server import RemotingServer
 from ..remoting.transport import format_address, parse_endpoint
-from ..store.api import MessageStore, MessageToStore, replication_refusal
+from ..store.api import MessageStore, MessageToStore, PutResult, replication_refusal
 from ..store.loader import create_store
 from .clients import ConsumerManager, ProducerManager
 from .config import BrokerConfig
 from .groups import SubscriptionGroupManager
+from .ha.put import put_replicated
 from .ha.service import HAService
 from .locks import QueueLockTable
 from .longpoll import PullHoldService
@@ -355,6 +356,12 @@ class Broker:
         SCHEDULE_TOPIC_XXXX, a half message to the half topic); a hook rejects a
         message by raising RequestRefused."""
         return self.put_hooks.prepare(message)
+
+    async def put(self, message: MessageToStore) -> PutResult:
+        """Store a message the broker makes itself (a send-back, a commit, a delay
+        delivery) as a send is stored: flushed as the policy says and, on a SYNC_MASTER,
+        waited for on a slave (HA.md §3). The put hooks are not run: ``prepare`` first."""
+        return await put_replicated(self, message)
 
     async def _run_services(self, *, task_status: TaskStatus[None]) -> None:
         self._services_done = anyio.Event()

@@ -36,7 +36,7 @@ from ..protocol.message import (
     with_host_flags,
     write_record,
 )
-from ..store.api import MessageToStore
+from ..store.api import MessageToStore, PutResult
 from .transactions import (
     CHECK_IMMUNITY,
     CHECK_TIMES,
@@ -144,9 +144,7 @@ class TransactionCheckService:
     def _append_copy(self, half: StoredMessage, checks: int) -> StoredMessage | None:
         """The half appended again, counting one more check; None if the store refused."""
         properties = {**half.properties, CHECK_TIMES: str(checks)}
-        put = self.broker.store.append(
-            MessageToStore.again(half, TRANS_HALF_TOPIC, HALF_QUEUE, properties)
-        )
+        put = self._append(MessageToStore.again(half, TRANS_HALF_TOPIC, HALF_QUEUE, properties))
         if not put.status.stored:
             log.warning(
                 "half message %d was not appended again for its check: %s %s; next round",
@@ -163,6 +161,14 @@ class TransactionCheckService:
             store_host=put.store_host,
             properties=properties,
         )
+
+    def _append(self, message: MessageToStore) -> PutResult:
+        """Appended without waiting for a flush or a slave (the half itself is safe
+        already), but the HA writers are woken to ship it now, not at their next poll."""
+        put = self.broker.store.append(message)
+        if put.status.stored and self.broker.ha is not None:
+            self.broker.ha.appended()
+        return put
 
     def _ask_producer(self, copy: StoredMessage) -> None:
         """CHECK_TRANSACTION_STATE for ``copy`` to a producer of its group, if one is here."""
@@ -199,7 +205,7 @@ class TransactionCheckService:
     def _discard(self, half: StoredMessage, checks: int) -> None:
         """Move a half nobody decided out of the way, to TRANS_CHECK_MAX_TIME_TOPIC."""
         self.broker.topics.create_if_missing(TRANS_CHECK_MAX_TIME_TOPIC, 1)
-        put = self.broker.store.append(
+        put = self._append(
             MessageToStore.again(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, half.properties)
         )
         log.warning(

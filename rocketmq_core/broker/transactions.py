@@ -289,8 +289,8 @@ async def _half_message(broker: Broker, header: EndTransactionRequestHeader) -> 
 
 
 async def _put(broker: Broker, message: MessageToStore, what: str) -> None:
-    result = await broker.store.put(message)
-    if not result.status.stored:
+    result = await broker.put(message)
+    if not result.status.stored:  # stored but on no slave (yet) still ends the transaction
         log.error("%s was not stored: %s %s", what, result.status.name, result.remark)
         raise RequestRefused(
             ResponseCode.SYSTEM_ERROR,

@@ -153,8 +153,8 @@ class DelayLevelService:
             while now < due:  # a loop: timers may wake a millisecond early
                 await anyio.sleep((due - now) / 1000)
                 now = now_ms()
-            put = await store.put(delivered_message(parked))
-            if not put.status.stored:
+            put = await self.broker.put(delivered_message(parked))
+            if not put.status.stored:  # stored counts as delivered, slave or not
                 raise RuntimeError(
                     f"the store refused the delivery: {put.status.name} {put.remark}"
                 )

@@ -52,7 +52,7 @@ async def recall_message(
         born_timestamp=now_ms(),
         tags_code=handle.deliver_ms,
     )
-    result = await broker.store.put(marker)
+    result = await broker.put(marker)
     if not result.status.stored:
         raise RequestRefused(
             ResponseCode.SYSTEM_ERROR, f"recall failed, the store refused it: {result.status.name}"

@@ -178,8 +178,8 @@ class TimerService:
             self.done.mark(offset)
 
     async def _put(self, message: MessageToStore) -> None:
-        result = await self.broker.store.put(message)
-        if not result.status.stored:
+        result = await self.broker.put(message)
+        if not result.status.stored:  # stored counts as delivered, slave or not
             raise RuntimeError(f"the store refused a timer message: {result.status.name}")
 
     # --- progress ---------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """The ``ha`` broker service: a master serves its slaves, a slave follows its master.
 
 Built only for a store that replicates (``replication_refusal``); the broker refuses
-to start a SLAVE or SYNC_MASTER on one that does not. The send path calls
-``appended`` after each append (writers wake at once instead of polling) and, on a
-SYNC_MASTER, ``check``/``wait_replicated`` for its answer (HA.md §3).
+to start a SLAVE or SYNC_MASTER on one that does not. Every put runs ``after_append``
+(the writers wake at once instead of polling; a SYNC_MASTER checks for a slave) and,
+on a SYNC_MASTER, ``wait_replicated`` before it answers (HA.md §3): the send processor
+inline, the broker's own puts through ``put.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from typing import TYPE_CHECKING, cast
 import anyio
 from anyio.abc import TaskStatus
 
-from ...store.api import PutStatus, ReplicationSource, ReplicationTarget, replication_refusal
+from ...protocol.message import property_value
+from ...store.api import (
+    PutResult,
+    PutStatus,
+    ReplicationSource,
+    ReplicationTarget,
+    replication_refusal,
+)
 from .master import HAMaster, MasterSettings
 from .progress import ReplicaProgress
 from .slave import HAClient, SlaveSettings
@@ -91,7 +99,27 @@ class HAService:
             if self.client is not None:
                 self.client.address_changed()
 
-    # --- the send path ---------------------------------------------------------------------
+    # --- the put path ----------------------------------------------------------------------
+
+    def after_append(self, result: PutResult, properties: bytes) -> int:
+        """The HA step of an append, run before anything else is appended: the writers
+        are woken; on a SYNC_MASTER, unless ``properties`` say WAIT=false, the CommitLog
+        end a slave must ack is returned for ``wait_replicated`` (else -1), or, when no
+        slave can be waited for, ``result`` is set to SLAVE_NOT_AVAILABLE at once."""
+        if not result.status.stored:
+            return -1
+        self.appended()
+        if self.broker.config.broker_role != "SYNC_MASTER":
+            return -1
+        if property_value(properties, b"WAIT") == b"false":
+            return -1
+        end = self.broker.store.max_commit_log_offset  # this append's end: nothing ran since
+        replica = self.check(end)
+        if replica is None:
+            return end
+        if replica is not PutStatus.PUT_OK:
+            result.status = replica  # stored, but on no slave: the caller is told
+        return -1
 
     def appended(self) -> None:
         """Something was appended: the writers send it now rather than at their next poll."""

@@ -61,8 +61,8 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
     message = MessageToStore.again(
         original, topic, queue_id, properties, reconsume_times=original.reconsume_times + 1
     )
-    result = await broker.store.put(broker.prepare(message))
-    if not result.status.stored:
+    result = await broker.put(broker.prepare(message))
+    if not result.ok:  # stored but not flushed or on no slave fails the send-back too
         raise RequestRefused(ResponseCode.SYSTEM_ERROR, result.status.name)
     return request.response()
 

@@ -28,7 +28,8 @@ from ...protocol.message import (
 from ...protocol.recall import RecallHandle
 from ...protocol.topic_validation import send_forbidden, topic_problem
 from ...remoting.transport import parse_address
-from ...store.api import MessageToStore, PutResult, PutStatus
+from ...store.api import MessageToStore, PutResult
+from ..ha.put import durable_and_replicated
 from .retry import dead_letter_topic, max_reconsume_times
 
 if TYPE_CHECKING:
@@ -105,18 +106,9 @@ def send_message(
         own_properties = message.properties
         if message.topic == TIMER_TOPIC and uniq and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             recall = _recall_handle(broker, topic, message, uniq)
-    replica_end = -1  # the CommitLog end a SYNC_MASTER waits for a slave to ack
     ha = broker.ha
-    if ha is not None and result.status.stored:
-        ha.appended()
-        sync_master = broker.config.broker_role == "SYNC_MASTER"
-        if sync_master and property_value(own_properties, b"WAIT") != b"false":
-            end = store.max_commit_log_offset  # this append's end: nothing ran in between
-            replica = ha.check(end)
-            if replica is None:
-                replica_end = end
-            elif replica is not PutStatus.PUT_OK:
-                result.status = replica  # stored, but not on a slave: the producer is told
+    # the CommitLog end a SYNC_MASTER waits for a slave to ack, or -1
+    replica_end = ha.after_append(result, own_properties) if ha is not None else -1
     if result.flush_to >= 0 or replica_end >= 0:
         return _answer_when_durable(broker, request, result, queue_id, uniq, recall, replica_end)
     return _answer(broker, request, result, queue_id, uniq, recall)
@@ -146,15 +138,8 @@ async def _answer_when_durable(
     recall: str | None,
     replica_end: int,
 ) -> RemotingCommand:
-    """The answer once the flush (and on a SYNC_MASTER, a slave's ack) is done: a slave
-    that fails overrides the flush's status, as Java does (HA.md §3)."""
-    replica = result.status
-    if result.flush_to >= 0:
-        result = await broker.store.wait_durable(result)
-    if replica_end >= 0 and broker.ha is not None:
-        replica = await broker.ha.wait_replicated(replica_end)
-    if replica is not PutStatus.PUT_OK:
-        result.status = replica
+    """The answer once the flush (and on a SYNC_MASTER, a slave's ack) is done."""
+    result = await durable_and_replicated(broker, result, replica_end)
     return _answer(broker, request, result, queue_id, uniq, recall)
 
 
