@@ -126,11 +126,14 @@ def setting(
     help: str = "",
     minimum: float | None = None,
     maximum: float | None = None,
+    secret: bool = False,
 ) -> Any:
     """A settings field; ``key`` overrides the camelCase name, ``help`` documents it;
-    ``validate`` refuses a number below ``minimum`` or above ``maximum``."""
+    ``validate`` refuses a number below ``minimum`` or above ``maximum``; a ``secret``
+    stays out of repr and of what others may read (``to_text(secrets=False)``)."""
     bounds = {"minimum": minimum, "maximum": maximum}
-    return dataclasses.field(default=default, metadata={"key": key, "help": help, **bounds})
+    metadata = {"key": key, "help": help, "secret": secret, **bounds}
+    return dataclasses.field(default=default, repr=not secret, metadata=metadata)
 
 
 @dataclasses.dataclass
@@ -261,12 +264,26 @@ class Settings:
                 wanted = f"between {low} and {high}"
             raise ConfigError(f"{key} must be {wanted}, not {value}")
 
-    def to_properties(self) -> dict[str, Any]:
-        return {key: getattr(self, name) for key, (name, _kind) in self.fields_by_key().items()}
+    def to_properties(self, *, secrets: bool = True) -> dict[str, Any]:
+        hidden = set() if secrets else self.secret_keys()
+        return {
+            key: getattr(self, name)
+            for key, (name, _kind) in self.fields_by_key().items()
+            if key not in hidden
+        }
 
-    def to_text(self) -> str:
-        """The settings as ``key=value`` lines (``-p``, GET_*_CONFIG, the persisted file)."""
-        return format_properties(self.to_properties())
+    @classmethod
+    def secret_keys(cls) -> set[str]:
+        return {
+            field.metadata.get("key") or camel_case(field.name)
+            for field in dataclasses.fields(cls)
+            if field.metadata.get("secret")
+        }
+
+    def to_text(self, *, secrets: bool = True) -> str:
+        """The settings as ``key=value`` lines (``-p``, GET_*_CONFIG, the persisted file);
+        without the secret ones for a reader over the network."""
+        return format_properties(self.to_properties(secrets=secrets))
 
     async def save(self, path: str | Path) -> None:
         """Write the settings to ``path`` atomically, as RocketMQ persists a config update."""

@@ -24,6 +24,8 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
+from ..acl.rules import acl_home
+from ..acl.service import AclService
 from ..data_paths import check_writable_directory, check_writable_file, data_path_error
 from ..errors import ConfigError, RemotingError, RequestRefused
 from ..limits import raise_open_files_limit
@@ -101,6 +103,7 @@ class Broker:
         # the running broker services by name (Any: a plugin uses its own service's methods)
         self.services: dict[str, Any] = {}
         self.ha: HAService | None = None  # replication, when the store does it
+        self.acl: AclService | None = None  # the ACL rules and their guard (aclEnable)
         self._services_group: TaskGroup | None = None
         self._services_done: anyio.Event | None = None
         self.server: RemotingServer | None = None
@@ -146,12 +149,14 @@ class Broker:
         await anyio.to_thread.run_sync(self._check_data_paths)
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
-        tls = self.config.server_tls() if transport.name != "tcp" else None  # TCP stays plain
+        tls = self.config.tls_for(transport.name)  # TCP: as tls.server.mode says
+        hooks = await self._open_acl()
         # held: the port is bound first (the store needs its number) but no request is
         # read before the broker is ready, so none is refused as "starting"
         self.server = RemotingServer(
             transport,
             self.processor_table(),
+            hooks=hooks,
             tls=tls,
             held=True,
             limits=self.config.server_limits(),
@@ -161,6 +166,7 @@ class Broker:
         self.vip_server = vip_server = RemotingServer(
             transport,
             self.server.processors,
+            hooks=hooks,
             tls=tls,
             held=True,
             limits=self.config.server_limits(),
@@ -183,6 +189,8 @@ class Broker:
                 task_group = await parts.enter_async_context(anyio.create_task_group())
                 parts.callback(task_group.cancel_scope.cancel)
                 self._task_group = task_group
+                if self.acl is not None:
+                    task_group.start_soon(self.acl.watch)
                 if not self.config.ha_listen_port and self.config.listen_port:
                     self.config.ha_listen_port = self.config.listen_port + 1
                 fast_port = self.config.vip_port()  # before listenPort 0 becomes a real port
@@ -215,7 +223,12 @@ class Broker:
                 dial = self.config.client_transports(transports)
                 parts.callback(self._forget_namesrv_client)
                 self._namesrv_client = await parts.enter_async_context(
-                    RemotingClient(dial(self.config.transport), transports=dial)
+                    RemotingClient(
+                        dial(self.config.transport),
+                        transports=dial,
+                        credentials=self.config.inner_client_credentials(),
+                        tls=self.config.client_tls(),  # tls.enable
+                    )
                 )
                 parts.push_async_callback(self._leave_name_servers)
                 self.ready = True
@@ -234,6 +247,18 @@ class Broker:
             self._stopped.set()
         if self._failure is not None:
             raise self._failure
+
+    async def _open_acl(self) -> tuple[Any, ...]:
+        """With aclEnable, the rules (a ConfigError if they cannot be used) and the RPC
+        hook that checks every request on both ports against them."""
+        if not self.config.acl_enable:
+            self.acl = None
+            return ()
+        self.acl = AclService.for_broker(
+            acl_home(self.config.rocketmq_home), self.config.acl_file_watch_interval / 1000
+        )
+        await self.acl.open()
+        return (self.acl.guard,)
 
     async def _serve_vip(self, task_group: TaskGroup, server: RemotingServer, port: int) -> int:
         """Listen on the VIP port; its bound port number."""

@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from ..acl.signing import Credentials
 from ..config import setting
 from ..errors import ConfigError
 from ..java_config_keys import JAVA_BROKER_KEYS
@@ -207,7 +210,24 @@ class BrokerConfig(EndpointSettings):
         "configBlackList;brokerConfigPath",
         help="keys UPDATE_BROKER_CONFIG may not change, separated by ';'",
     )
+    acl_enable: bool = setting(
+        False, help="check every request against the accounts of <rocketmqHome>/conf/plain_acl.yml"
+    )
+    rocketmq_home: str = setting(
+        os.environ.get("ROCKETMQ_HOME", ""),
+        key="rocketmqHome",
+        help="where conf/plain_acl.yml is read (aclEnable); empty: the user's home",
+    )
+    acl_file_watch_interval: int = setting(
+        5000, minimum=1, help="ms between checks of the ACL files for changes (rocketmq-py's own)"
+    )
     store: str = setting("mmap", help="the store plugin")
+    inner_client_authentication_credentials: str = setting(
+        "",
+        help='JSON {"accessKey": "...", "secretKey": "..."}: the broker signs its requests to'
+        " name servers and other brokers with this ACL account (RocketMQ 5.3's key)",
+        secret=True,
+    )
     transport: str = setting("tcp", help="the transport plugin")
 
     ignored_keys = frozenset(
@@ -221,7 +241,6 @@ class BrokerConfig(EndpointSettings):
             "serverWorkerThreads",
             "serverSelectorThreads",
             "clientWorkerThreads",
-            "aclEnable",
             "enablePropertyFilter",
             "useServerSideResetOffset",
             "enableSlaveActingMaster",
@@ -280,6 +299,7 @@ class BrokerConfig(EndpointSettings):
                 f"timerPrecisionMs must be between 1 and 60000, not {self.timer_precision_ms}"
             )
         self.store_config()  # brokerIP1 must be an IP address
+        self.inner_client_credentials()
         for address in self.namesrv_addresses():
             try:
                 parse_endpoint(address)
@@ -296,6 +316,29 @@ class BrokerConfig(EndpointSettings):
             gap = values.pop(_GAP_ALIAS)
             values.setdefault("haSlaveFallbehindMax", gap)
         return super().update(values, **options)
+
+    def inner_client_credentials(self) -> Credentials | None:
+        """What the broker signs its own requests with (innerClientAuthenticationCredentials),
+        None when unset; ConfigError when it is not JSON with both keys."""
+        text = self.inner_client_authentication_credentials.strip()
+        if not text:
+            return None
+        shape = (
+            'innerClientAuthenticationCredentials must be JSON {"accessKey": "...",'
+            ' "secretKey": "..."}'
+        )
+        try:
+            keys = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            raise ConfigError(f"{shape}; it is not JSON") from None
+        if not isinstance(keys, dict):
+            raise ConfigError(f"{shape}, not a JSON {type(keys).__name__}")
+        for name in ("accessKey", "secretKey"):
+            if not isinstance(keys.get(name), str) or not keys[name]:
+                raise ConfigError(f"{shape}; its {name} is missing or empty")
+        return Credentials(
+            keys["accessKey"], keys["secretKey"], str(keys.get("securityToken") or "")
+        )
 
     @property
     def is_slave(self) -> bool:

@@ -1,9 +1,10 @@
 """What the admin commands of ``rocketmq`` share: options, running an action, output.
 
 Each action takes ``-n/--namesrv`` (else NAMESRV_ADDR, else 127.0.0.1:9876), ``--tls-ca``
-(the CA that QUIC name servers and brokers are verified with) and ``--json``; it prints an
-aligned table, or one JSON document with ``--json``. A failure prints one line to stderr
-saying what failed where, and exits 1.
+(the CA that QUIC name servers and brokers are verified with), ``--access-key`` and
+``--secret-key`` (else ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY: every request is then
+signed for ACL) and ``--json``; it prints an aligned table, or one JSON document with
+``--json``. A failure prints one line to stderr saying what failed where, and exits 1.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..acl.signing import Credentials
 from ..client.admin import Admin
-from ..client.config import ClientConfig
+from ..client.config import TRUST_CERT_PATH_VARIABLE, ClientConfig
 from ..client.instance import ClientInstance
 from ..client.producer import MQClientError
 from ..errors import ConfigError, RocketMQError, found_in
@@ -26,6 +28,8 @@ from ..runtime import run
 from .render import to_json
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
+ACCESS_KEY_VARIABLE = "ROCKETMQ_ACCESS_KEY"
+SECRET_KEY_VARIABLE = "ROCKETMQ_SECRET_KEY"
 
 
 class CommandError(RocketMQError):
@@ -55,8 +59,25 @@ def add_common_options(
     parser.add_argument(
         "--tls-ca",
         metavar="FILE",
-        help="CA file (PEM) to verify quic:// name servers and brokers with"
-        " (default: ROCKETMQ_TLS_TRUST_CERT_PATH, else the system's CAs)",
+        help="CA file (PEM) to verify quic:// name servers and brokers with, and TCP"
+        " ones with --tls (default: ROCKETMQ_TLS_TRUST_CERT_PATH, else the system's CAs)",
+    )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="reach name servers and brokers over TLS on TCP (their tls.server.mode is"
+        " permissive or enforcing)",
+    )
+    parser.add_argument(
+        "--access-key",
+        metavar="KEY",
+        help=f"sign every request with this ACL account (default: {ACCESS_KEY_VARIABLE})",
+    )
+    parser.add_argument(
+        "--secret-key",
+        metavar="SECRET",
+        help=f"the account's secret (default: {SECRET_KEY_VARIABLE}; the environment keeps it"
+        " out of the process list)",
     )
     parser.add_argument("--json", action="store_true", help=json_help)
 
@@ -102,7 +123,12 @@ def run_action(args: argparse.Namespace, host: PluginHost, action: Action) -> in
     """Run ``action`` with an Admin on the chosen name servers; print its output."""
     name = " ".join(filter(None, ["rocketmq", args.command, getattr(args, "action", None)]))
     namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
-    config = ClientConfig(namesrv_addr=namesrv, quic_tls=_quic_tls(getattr(args, "tls_ca", None)))
+    config = ClientConfig(
+        namesrv_addr=namesrv,
+        quic_tls=_quic_tls(getattr(args, "tls_ca", None)),
+        tls=_tcp_tls(args),
+        credentials=credentials_of(args),
+    )
 
     async def main() -> Output:
         instance = ClientInstance(config, host=host)
@@ -126,6 +152,35 @@ def run_action(args: argparse.Namespace, host: PluginHost, action: Action) -> in
     else:
         sys.stdout.write(to_json(output.document) if args.json else output.text.rstrip() + "\n")
     return output.status
+
+
+def credentials_of(args: argparse.Namespace) -> Credentials | None:
+    """``--access-key``/``--secret-key``, each else its environment variable: both or
+    neither (ConfigError naming the missing one)."""
+    access_key = getattr(args, "access_key", None) or os.environ.get(ACCESS_KEY_VARIABLE)
+    secret_key = getattr(args, "secret_key", None) or os.environ.get(SECRET_KEY_VARIABLE)
+    if not access_key and not secret_key:
+        return None
+    if not secret_key:
+        raise ConfigError(
+            f"an access key is given but no secret key: add --secret-key (or set"
+            f" {SECRET_KEY_VARIABLE})"
+        )
+    if not access_key:
+        raise ConfigError(
+            f"a secret key is given but no access key: add --access-key (or set"
+            f" {ACCESS_KEY_VARIABLE})"
+        )
+    return Credentials(access_key, secret_key)
+
+
+def _tcp_tls(args: argparse.Namespace) -> TlsOptions | None:
+    """``--tls``: TLS on TCP, verifying servers as QUIC does (``--tls-ca``, else the
+    environment's CA file, else the system's CAs)."""
+    if not getattr(args, "tls", False):
+        return None
+    ca_file = getattr(args, "tls_ca", None) or os.environ.get(TRUST_CERT_PATH_VARIABLE) or None
+    return _quic_tls(ca_file) or TlsOptions()
 
 
 def _quic_tls(ca_file: str | None) -> TlsOptions | None:

@@ -8,6 +8,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..acl.signing import Credentials
 from ..errors import ConfigError
 from ..protocol.constants import NAME_PATTERN
 from ..remoting.transport import TlsOptions, endpoint_scheme, parse_endpoint
@@ -56,6 +57,8 @@ class ClientConfig:
     set. QUIC always encrypts; ``quic_tls`` says how it verifies servers (a CA file,
     ``TlsOptions(verify=False)`` for local tests only); without it, with the CA file
     named by ``ROCKETMQ_TLS_TRUST_CERT_PATH``, else with the system's CAs.
+    ``credentials``: every request is signed with them (ACL 1.0, Java's
+    ``AclClientRPCHook``); their repr shows the access key only.
     """
 
     namesrv_addr: str | Sequence[str] = ""
@@ -69,6 +72,20 @@ class ClientConfig:
     heartbeat_interval: float = 30.0
     persist_offset_interval: float = 5.0
     unit_name: str | None = None
+    credentials: Credentials | None = None
+
+    def signing_credentials(self) -> Credentials | None:
+        """``credentials``, checked: both keys set, or ConfigError saying which is missing."""
+        credentials = self.credentials
+        if credentials is not None:
+            if not credentials.access_key:
+                raise ConfigError("credentials have a secret key but no access key: set both")
+            if not credentials.secret_key:
+                raise ConfigError(
+                    f"credentials for access key {credentials.access_key!r} have no secret"
+                    " key: set both"
+                )
+        return credentials
 
     def namesrv_addresses(self) -> list[str]:
         addresses = split_namesrv_addr(self.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))

@@ -80,6 +80,7 @@ class ClientInstance:
         self.config = config
         self.namesrv_addresses = config.namesrv_addresses()
         self.client_id = config.client_id()
+        self.credentials = config.signing_credentials()  # a ConfigError now, not at start
         self.host = host or default_host()
         self.producers: dict[str, ProducerMember] = {}
         self.consumers: dict[str, ConsumerMember] = {}
@@ -130,6 +131,7 @@ class ClientInstance:
             processors=self._processors(),
             tls=self.config.tls,
             transports=transports,
+            credentials=self.credentials,
         )
         lifetime.callback(self._forget_remoting)
         self._remoting = await lifetime.enter_async_context(remoting)

@@ -21,6 +21,14 @@ class NamesrvConfig(EndpointSettings):
     rocketmq_home: str = setting(
         os.environ.get("ROCKETMQ_HOME", ""), key="rocketmqHome", help="installation root"
     )
+    acl_enable: bool = setting(
+        False,
+        help="refuse route and config changes not signed by an account of"
+        " <rocketmqHome>/conf/plain_acl.yml (admin accounts for the admin requests)",
+    )
+    acl_file_watch_interval: int = setting(
+        5000, minimum=1, help="ms between checks of the ACL files for changes (rocketmq-py's own)"
+    )
     kv_config_path: str = setting(
         _home("namesrv", "kvConfig.json"), help="where KV config is persisted"
     )

@@ -13,6 +13,8 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
+from ..acl.rules import acl_home
+from ..acl.service import AclService
 from ..data_paths import check_writable_file, data_path_error
 from ..plugins import PluginHost, load_plugins
 from ..remoting.connection import Connection
@@ -44,6 +46,7 @@ class NameServer:
         self.kv = KVConfig(self.config.kv_config_path)
         self.address: str | None = None
         self.server: RemotingServer | None = None
+        self.acl: AclService | None = None  # the ACL rules and their guard (aclEnable)
         self._clock = clock
         self._task_group: TaskGroup | None = None
         self._apply_config()
@@ -70,9 +73,14 @@ class NameServer:
         self.config.validate_endpoints()
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
-        tls = self.config.server_tls() if transport.name != "tcp" else None  # TCP stays plain
+        tls = self.config.tls_for(transport.name)  # TCP: as tls.server.mode says
+        hooks = await self._open_acl()
         self.server = RemotingServer(
-            transport, self.processor_table(), tls=tls, limits=self.config.server_limits()
+            transport,
+            self.processor_table(),
+            hooks=hooks,
+            tls=tls,
+            limits=self.config.server_limits(),
         )
         self.server.on_connection_closed(self._connection_closed)
         async with anyio.create_task_group() as task_group:
@@ -83,8 +91,22 @@ class NameServer:
                 self.config.listen_port,
             )
             task_group.start_soon(self._scan_not_active_brokers)
+            if self.acl is not None:
+                task_group.start_soon(self.acl.watch)
             self.host.hook.rocketmq_namesrv_started(namesrv=self, address=self.address)
             task_status.started(self.address)
+
+    async def _open_acl(self) -> tuple[Any, ...]:
+        """With aclEnable, the rules (a ConfigError if they cannot be used) and the RPC
+        hook that guards route and config changes with them."""
+        if not self.config.acl_enable:
+            self.acl = None
+            return ()
+        self.acl = AclService.for_namesrv(
+            acl_home(self.config.rocketmq_home), self.config.acl_file_watch_interval / 1000
+        )
+        await self.acl.open()
+        return (self.acl.guard,)
 
     def _check_data_paths(self) -> None:
         """ConfigErrors naming the setting, before a write fails minutes later."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack
+from functools import partial
 from inspect import isawaitable
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
+from ..acl.signing import Credentials, sign
 from ..errors import ConfigError, ConnectionClosedError, RemotingConnectError, RemotingError
 from ..protocol.codec import MAX_FRAME_LENGTH
 from ..protocol.command import OpaqueSequence, RemotingCommand
@@ -29,7 +31,8 @@ class RemotingClient:
     A bare ``host:port`` is reached over ``transport``; ``quic://host:port`` (any
     ``name://``) over the transport ``transports(name)`` returns. Peers may send
     requests back on the same connections (the broker asks a producer to check a
-    transaction); ``processors`` answers them.
+    transaction); ``processors`` answers them. With ``credentials``, every request it
+    sends is signed (docs/spec/ACL.md §1) once its fields and body are final.
     """
 
     def __init__(
@@ -42,6 +45,7 @@ class RemotingClient:
         tls: TlsOptions | None = None,
         max_frame_length: int = MAX_FRAME_LENGTH,
         transports: Callable[[str], Transport] | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.transport = transport
         self._transports = transports
@@ -50,6 +54,8 @@ class RemotingClient:
         self.connect_timeout = connect_timeout
         self.tls = tls
         self.max_frame_length = max_frame_length
+        self.credentials = credentials
+        self._sign = partial(sign, credentials=credentials) if credentials else None
         self._opaques = OpaqueSequence()
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, anyio.Lock] = {}
@@ -117,6 +123,7 @@ class RemotingClient:
                 opaques=self._opaques,
                 max_frame_length=self.max_frame_length,
                 peer_address=address,  # dialable again, scheme and all
+                before_send=self._sign,
             )
             connection.on_close(lambda closed: self._forget(address, closed))
             if self._task_group is None:  # the client closed while we were connecting

@@ -115,10 +115,13 @@ class Connection:
         max_frame_length: int = MAX_FRAME_LENGTH,
         peer_address: str | None = None,
         budget: MemoryBudget | None = None,
+        before_send: Callable[[RemotingCommand], object] | None = None,
     ) -> None:
         self._stream = stream
         self._processors = processors
         self._hooks = tuple(hooks)
+        # runs on each request of ours once its fields and body are final (signing)
+        self._before_send = before_send
         self._opaques = opaques or OpaqueSequence()
         self._max_frame_length = max_frame_length
         # opaque -> what its invocation waits on: a bare future on asyncio (a fraction of
@@ -382,8 +385,14 @@ class Connection:
                         self._writable.set()
                 self._sending = False
                 self._flushed.set()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            log.debug("write to %s failed: %s", self.peer_address, exc)
+        # a TLS stream's send raises EndOfStream once the peer has closed the session
+        except (
+            anyio.EndOfStream,
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            OSError,
+        ) as exc:
+            log.debug("write to %s failed: %r", self.peer_address, exc)
             self._closed = True
             self._flushed.set()
             self._read_scope.cancel()
@@ -547,6 +556,8 @@ class Connection:
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         for hook in self._hooks:
             hook.before_request(self.context, request)
+        if self._before_send is not None:
+            self._before_send(request)
         if self._out_bytes > WRITE_HIGH_WATER or self._closed:
             with anyio.move_on_after(timeout):
                 await self._wait_writable()
@@ -622,6 +633,8 @@ class Connection:
         request.flag = (request.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
         for hook in self._hooks:
             hook.before_request(self.context, request)
+        if self._before_send is not None:
+            self._before_send(request)
         await self._send(request)
 
     async def _send(self, request: RemotingCommand) -> None:

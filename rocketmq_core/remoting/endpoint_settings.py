@@ -1,9 +1,9 @@
 """Settings a server shares for its extra listeners (QUIC beside TCP) and their TLS,
 and the limits it sets its clients (connections, idle time, memory).
 
-Keys follow RocketMQ's TLS system properties (``tls.server.certPath``, ...). They
-matter to transports that encrypt: QUIC always does; the TCP listener stays plain,
-as the official clients expect. The limits are in docs/operations.md.
+Keys follow RocketMQ's TLS system properties (``tls.server.certPath``, ...; see
+tls_settings.py). QUIC always encrypts, with ``tls.server.certPath``; the TCP listeners
+serve TLS as ``tls.server.mode`` says. The limits are in docs/operations.md.
 """
 
 from __future__ import annotations
@@ -12,29 +12,19 @@ import argparse
 import dataclasses
 from collections.abc import Callable
 
-from ..config import Settings, setting
+from ..config import setting
 from ..errors import ConfigError
 from .budgets import MiB, ServerLimits
 from .server import Listener, parse_listeners
-from .transport import TlsOptions, Transport, encrypting_transports, parse_endpoint
+from .tls_settings import TlsSettings
+from .transport import TlsMode, TlsOptions, Transport, encrypting_transports, parse_endpoint
 
 
 @dataclasses.dataclass
-class EndpointSettings(Settings):
+class EndpointSettings(TlsSettings):
     extra_listeners: str = setting(
         "",
         help="more addresses to serve, like quic://0.0.0.0:10911 (';' between them)",
-    )
-    tls_server_cert_path: str = setting(
-        "", key="tls.server.certPath", help="certificate (PEM) of encrypted listeners"
-    )
-    tls_server_key_path: str = setting(
-        "", key="tls.server.keyPath", help="private key (PEM) of encrypted listeners"
-    )
-    tls_client_trust_cert_path: str = setting(
-        "",
-        key="tls.client.trustCertPath",
-        help="CA (PEM) to verify encrypted peers by; empty: the system's CAs",
     )
 
     server_max_connections: int = setting(
@@ -96,14 +86,26 @@ class EndpointSettings(Settings):
             parse_endpoint(address)  # a ConfigError naming the bad entry
         if bool(self.tls_server_cert_path) != bool(self.tls_server_key_path):
             raise ConfigError("tls.server.certPath and tls.server.keyPath go together: set both")
+        self.validate_tls()
 
     def extra_listener_addresses(self) -> list[str]:
         return [part.strip() for part in self.extra_listeners.split(";") if part.strip()]
 
     def server_tls(self) -> TlsOptions | None:
+        """The certificate of listeners that always encrypt (QUIC)."""
         if not self.tls_server_cert_path:
             return None
         return TlsOptions(cert_file=self.tls_server_cert_path, key_file=self.tls_server_key_path)
+
+    def tls_for(self, transport_name: str) -> TlsOptions | None:
+        """How a listener of ``transport_name`` serves TLS: TCP as tls.server.mode says."""
+        if transport_name == "tcp":
+            return self.resolved_tls().listener_tls()
+        return self.server_tls()
+
+    def client_tls(self) -> TlsOptions | None:
+        """How this server's own TCP connections (to name servers, to a master) use TLS."""
+        return self.resolved_tls().outbound_tls()
 
     def client_transports(
         self, transports: Callable[[str], Transport]
@@ -114,7 +116,11 @@ class EndpointSettings(Settings):
         return encrypting_transports(transports, trust)
 
     def listeners(self, transports: Callable[[str], Transport]) -> list[Listener]:
-        return parse_listeners(self.extra_listeners, transports, self.server_tls())
+        listeners = parse_listeners(self.extra_listeners, transports, None)
+        return [
+            dataclasses.replace(listener, tls=self.tls_for(listener.transport.name))
+            for listener in listeners
+        ]
 
 
 def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -127,6 +133,11 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tls-cert", metavar="FILE", help="tls.server.certPath (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="tls.server.keyPath (PEM)")
+    parser.add_argument(
+        "--tls-mode",
+        choices=[mode.value for mode in TlsMode],
+        help="tls.server.mode: TLS on the TCP ports (default: disabled)",
+    )
 
 
 def apply_endpoint_options(args: argparse.Namespace, settings: EndpointSettings) -> None:
@@ -136,3 +147,5 @@ def apply_endpoint_options(args: argparse.Namespace, settings: EndpointSettings)
         settings.tls_server_cert_path = args.tls_cert
     if args.tls_key:
         settings.tls_server_key_path = args.tls_key
+    if getattr(args, "tls_mode", None):
+        settings.tls_server_mode = args.tls_mode

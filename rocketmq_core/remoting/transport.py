@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from enum import StrEnum
+from typing import Any, Protocol, TypeVar
 
 import anyio
 from anyio.abc import ByteStream, Listener, TaskGroup, TaskStatus
@@ -20,6 +21,8 @@ from ..errors import ConfigError
 
 # a coroutine function, as a task group starts it
 StreamHandler = Callable[[ByteStream], Coroutine[Any, Any, None]]
+Accepted = TypeVar("Accepted")
+Accepted_co = TypeVar("Accepted_co", covariant=True)
 
 log = logging.getLogger("rocketmq.remoting")
 # accept() failures that pass: out of descriptors or memory, a peer gone before accept
@@ -30,19 +33,44 @@ ACCEPT_BACKOFF = (0.01, 1.0)  # first and longest pause after a failed accept (s
 ACCEPT_LOG_INTERVAL = 10.0
 
 
+class TlsMode(StrEnum):
+    """How a TCP listener treats TLS (Apache's ``tls.server.mode``)."""
+
+    DISABLED = "disabled"  # plain only
+    PERMISSIVE = "permissive"  # plain and TLS on one port, told apart by the first byte
+    ENFORCING = "enforcing"  # TLS only
+
+
+class ClientAuth(StrEnum):
+    """Whether a TLS listener asks clients for a certificate (``tls.server.need.client.auth``)."""
+
+    NONE = "none"
+    OPTIONAL = "optional"  # verified when sent
+    REQUIRE = "require"
+
+
 @dataclass(frozen=True)
 class TlsOptions:
-    """TLS settings: a server needs cert and key; a client may pin a CA."""
+    """TLS settings. A server needs cert and key, or ``self_signed`` (a certificate made
+    at start, Apache's test mode); ``mode`` says whether it also serves plain clients and
+    ``client_auth`` whether clients show a certificate, verified with ``ca_file``. A
+    client verifies the server with ``ca_file`` (else the system's CAs) unless not
+    ``verify``, and shows ``cert_file`` when set (mutual TLS)."""
 
     cert_file: str | None = None
     key_file: str | None = None
     ca_file: str | None = None
     verify: bool = True  # clients: check the server's certificate
     server_hostname: str | None = None
+    key_password: str | None = None  # of an encrypted key file
+    check_hostname: bool = True  # clients: the certificate must name the host dialled
+    mode: TlsMode = TlsMode.ENFORCING  # servers
+    client_auth: ClientAuth = ClientAuth.NONE  # servers
+    self_signed: bool = False  # servers without cert_file
 
     def check_client_files(self) -> None:
-        """A ConfigError naming the file when a client's CA, certificate or key file
-        cannot be read (the TLS libraries would fail later, deep in a handshake)."""
+        """A ConfigError naming the file when the CA, certificate or key file cannot be
+        read (the TLS libraries would fail later, deep in a handshake)."""
         for what, path in (
             ("CA file", self.ca_file),
             ("certificate file", self.cert_file),
@@ -190,19 +218,36 @@ async def accept_forever(listener: Listener[ByteStream], handler: StreamHandler)
     out of descriptors (EMFILE) a pending connection stays in the backlog, so retrying
     at once would spin; pause, doubling up to a second, and log once in a while.
     A MultiListener (IPv4 and IPv6) has each of its listeners served so."""
+    await accept_each(listener_members(listener), handler)
+
+
+def listener_members(listener: Listener[ByteStream]) -> list[Any]:
+    """The socket listeners of ``listener``: a MultiListener's members, else itself."""
+    return list(getattr(listener, "listeners", None) or [listener])
+
+
+class Acceptor(Protocol[Accepted_co]):
+    """What accepts connections one at a time: an anyio socket listener (a stream each)
+    or a transport's own acceptor (a raw socket each, say)."""
+
+    async def accept(self) -> Accepted_co: ...
+
+
+async def accept_each(
+    acceptors: Iterable[Acceptor[Accepted]],
+    handler: Callable[[Accepted], Coroutine[Any, Any, None]],
+) -> None:
+    """Accept from every acceptor until cancelled, as ``accept_forever`` does, and run
+    ``handler(connection)`` for each connection in a task of its own."""
     async with anyio.create_task_group() as task_group:
-        for one in getattr(listener, "listeners", None) or [listener]:
-            task_group.start_soon(_accept_loop, one, handler, task_group)
-
-
-class _AcceptingListener(Protocol):
-    """One socket listener of anyio's (a MultiListener's member): it can accept()."""
-
-    async def accept(self) -> ByteStream: ...
+        for acceptor in acceptors:
+            task_group.start_soon(_accept_loop, acceptor, handler, task_group)
 
 
 async def _accept_loop(
-    listener: _AcceptingListener, handler: StreamHandler, task_group: TaskGroup
+    listener: Acceptor[Accepted],
+    handler: Callable[[Accepted], Coroutine[Any, Any, None]],
+    task_group: TaskGroup,
 ) -> None:
     pause, longest = ACCEPT_BACKOFF
     failures = 0

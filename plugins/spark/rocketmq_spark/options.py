@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from rocketmq_core.acl.signing import Credentials
 from rocketmq_core.client.config import ClientConfig
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.constants import SYSTEM_TOPICS
@@ -53,9 +54,12 @@ class Connection:
 
     name_server: str
     client: tuple[tuple[str, Any], ...] = ()
+    credentials: Credentials | None = None  # accessKey/secretKey; its repr hides the secret
 
     def client_config(self) -> ClientConfig:
-        return ClientConfig(namesrv_addr=self.name_server, **dict(self.client))
+        return ClientConfig(
+            namesrv_addr=self.name_server, credentials=self.credentials, **dict(self.client)
+        )
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,7 @@ def _json(options: Mapping[str, str], key: str) -> Any:
 _CLIENT_FIELDS = {
     f.name.replace("_", ""): f
     for f in dataclasses.fields(ClientConfig)
-    if f.name not in ("namesrv_addr", "tls")
+    if f.name not in ("namesrv_addr", "tls", "credentials")  # credentials: accessKey/secretKey
 }
 
 
@@ -209,7 +213,19 @@ def connection_of(options: Mapping[str, str]) -> Connection:
             except ValueError:
                 raise OptionError(f"option {key} takes a number, not {value!r}") from None
         client.append((known.name, value))
-    return Connection(name_server, tuple(client))
+    return Connection(name_server, tuple(client), _credentials(options))
+
+
+def _credentials(options: Mapping[str, str]) -> Credentials | None:
+    """``accessKey`` and ``secretKey``: both or neither (ACL 1.0 signing)."""
+    access_key, secret_key = _text(options, "accessKey"), _text(options, "secretKey")
+    if access_key is None and secret_key is None:
+        return None
+    if access_key is None:
+        raise OptionError("option secretKey is set but accessKey is not: set both, or neither")
+    if secret_key is None:
+        raise OptionError("option accessKey is set but secretKey is not: set both, or neither")
+    return Credentials(access_key, secret_key)
 
 
 # --- source --------------------------------------------------------------------------------

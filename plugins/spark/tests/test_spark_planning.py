@@ -79,6 +79,14 @@ def test_options_are_read_case_insensitively_with_typed_values():
             {"nameServer": "h:9876", "subscribe": "T", "client.colour": "red"},
             "unknown client option",
         ),
+        (
+            {"nameServer": "h:9876", "subscribe": "T", "accessKey": "ak"},
+            "option accessKey is set but secretKey is not",
+        ),
+        (
+            {"nameServer": "h:9876", "subscribe": "T", "secretKey": "sk"},
+            "option secretKey is set but accessKey is not",
+        ),
     ],
 )
 def test_a_wrong_option_is_named_with_what_it_takes(given, says):

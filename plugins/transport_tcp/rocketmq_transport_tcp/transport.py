@@ -2,24 +2,45 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import ssl
 from typing import cast
 
 import anyio
-from anyio.abc import ByteStream, IPSockAddrType, SocketAttribute, TaskStatus
+from anyio.abc import (
+    ByteStream,
+    IPSockAddrType,
+    SocketAttribute,
+    SocketListener,
+    SocketStream,
+    TaskStatus,
+)
 from anyio.streams.tls import TLSStream
 
-from rocketmq_core.errors import ConfigError
+from rocketmq_core.rate_limited_log import RateLimitedLog
 from rocketmq_core.remoting.transport import (
     StreamHandler,
+    TlsMode,
     TlsOptions,
+    accept_each,
     accept_forever,
     format_address,
     listen_error,
+    listener_members,
 )
 
+from .tls_contexts import client_context, server_context
+
 TLS_HANDSHAKE_TIMEOUT = 10.0  # s; a client that never finishes one holds a descriptor
+# s; a client that sends nothing this long after connecting to a permissive port is closed
+FIRST_BYTE_TIMEOUT = TLS_HANDSHAKE_TIMEOUT
+# the first byte of a TLS record carrying a handshake (ClientHello); a plain remoting
+# frame starts with its length, big-endian and at most 16 MiB, so with 0x00
+TLS_HANDSHAKE_BYTE = 0x16
+
+log = logging.getLogger("rocketmq.remoting")
+_handshake_log = RateLimitedLog(log)
 
 
 class TcpTransport:
@@ -46,25 +67,45 @@ class TcpTransport:
         bound = cast("IPSockAddrType", listener.extra(SocketAttribute.local_address))
         bound_host, bound_port = bound[:2]
 
-        context = server_context(tls) if tls is not None else None
+        mode = TlsMode.DISABLED if tls is None else tls.mode
+        context = server_context(tls) if tls is not None and mode is not TlsMode.DISABLED else None
 
         async def serve_stream(stream: ByteStream) -> None:
             _no_delay(stream)
             _read_on_demand(stream)
             if context is not None:
-                try:
-                    with anyio.fail_after(TLS_HANDSHAKE_TIMEOUT):
-                        stream = await TLSStream.wrap(
-                            stream, ssl_context=context, standard_compatible=False
-                        )
-                except Exception:  # timeout, TLS alert, peer gone: its failure alone
-                    await anyio.aclose_forcefully(stream)
+                encrypted = await _handshake(stream, context)
+                if encrypted is None:
                     return
+                stream = encrypted
+            await handler(stream)
+
+        async def serve_socket(client: socket.socket) -> None:
+            """Permissive: TLS when the first byte opens a handshake, else plain."""
+            assert context is not None
+            first = await _peek_first_byte(client)
+            if first is None:
+                client.close()
+                return
+            stream: ByteStream = await SocketStream.from_socket(client)
+            _read_on_demand(stream)
+            if first == TLS_HANDSHAKE_BYTE:
+                encrypted = await _handshake(stream, context)
+                if encrypted is None:
+                    return
+                stream = encrypted
             await handler(stream)
 
         async with listener:
             task_status.started(format_address(bound_host, bound_port))
-            await accept_forever(listener, serve_stream)
+            if mode is TlsMode.PERMISSIVE:
+                # sockets are taken before any stream reads them: the first byte, only
+                # peeked at, stays in the kernel for whichever stream reads next
+                sockets = [_SocketAcceptor(member) for member in listener_members(listener)]
+                await accept_each(sockets, serve_socket)
+            else:
+                # enforcing: a plain client's first bytes fail the handshake, which closes it
+                await accept_forever(listener, serve_stream)
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         if tls is not None:
@@ -85,27 +126,49 @@ class TcpTransport:
             raise
 
 
-def server_context(tls: TlsOptions) -> ssl.SSLContext:
-    if not tls.cert_file or not tls.key_file:
-        raise ConfigError("TLS on a listener needs both a certificate file and a key file")
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+async def _handshake(stream: ByteStream, context: ssl.SSLContext) -> TLSStream | None:
+    """The server side of a handshake on ``stream``; None (the stream closed) when it fails."""
     try:
-        context.load_cert_chain(tls.cert_file, tls.key_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"cannot load TLS certificate {tls.cert_file!r} / key {tls.key_file!r}: {exc}"
-        ) from exc
-    return context
+        with anyio.fail_after(TLS_HANDSHAKE_TIMEOUT):
+            return await TLSStream.wrap(stream, ssl_context=context, standard_compatible=False)
+    except Exception as exc:  # timeout, TLS alert, peer gone: its failure alone
+        peer = stream.extra(SocketAttribute.remote_address, "?")
+        _handshake_log.warning("closing %s: its TLS handshake failed: %r", peer, exc)
+        await anyio.aclose_forcefully(stream)
+        return None
 
 
-def client_context(tls: TlsOptions) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.ca_file)
-    if not tls.verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if tls.cert_file and tls.key_file:
-        context.load_cert_chain(tls.cert_file, tls.key_file)
-    return context
+async def _peek_first_byte(client: socket.socket) -> int | None:
+    """The first byte the client sent, left unread; None when it sends nothing in time."""
+    try:
+        with anyio.fail_after(FIRST_BYTE_TIMEOUT):
+            while True:
+                await anyio.wait_readable(client)
+                try:
+                    first = client.recv(1, socket.MSG_PEEK)
+                except BlockingIOError:
+                    continue  # woken with nothing to read after all
+                return first[0] if first else None  # b"": closed before sending
+    except (OSError, TimeoutError):
+        return None
+
+
+class _SocketAcceptor:
+    """Accepts connections on the socket of one of anyio's listeners, as raw sockets."""
+
+    def __init__(self, listener: SocketListener) -> None:
+        self._socket = listener.extra(SocketAttribute.raw_socket)
+
+    async def accept(self) -> socket.socket:
+        while True:
+            await anyio.wait_readable(self._socket)
+            try:
+                client, _address = self._socket.accept()
+            except BlockingIOError:
+                continue  # the connection was reset before it was taken
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return client
 
 
 def _read_on_demand(stream: ByteStream) -> None:

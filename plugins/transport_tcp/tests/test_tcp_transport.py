@@ -12,7 +12,7 @@ from rocketmq_transport_tcp import TcpTransport
 from rocketmq_core.errors import ConfigError, RemotingConnectError
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.client import RemotingClient
-from rocketmq_core.remoting.transport import TlsOptions, parse_address
+from rocketmq_core.remoting.transport import TlsMode, TlsOptions, parse_address
 from rocketmq_core.testing.transport import (
     ECHO,
     ConformanceProcessors,
@@ -25,6 +25,45 @@ class TestTcpConformance(TransportConformance):
     @pytest.fixture
     def transport(self):
         return TcpTransport()
+
+
+class PermissiveTcpTransport(TcpTransport):
+    """Listens in permissive mode: plain clients' connections take the peeking path."""
+
+    async def listen(self, host, port, handler, *, tls=None, **options):
+        tls = tls or TlsOptions(mode=TlsMode.PERMISSIVE, self_signed=True)
+        await super().listen(host, port, handler, tls=tls, **options)
+
+
+class TestPermissiveTcpConformance(TransportConformance):
+    """A permissive port keeps the whole contract for plain clients."""
+
+    @pytest.fixture
+    def transport(self):
+        return PermissiveTcpTransport()
+
+    async def test_hundred_concurrent_clients(self, transport, processors):
+        # a permissive port hands a connection on once its first byte tells plain from
+        # TLS: each client speaks first, then all hundred are open together
+        async with serving(transport, processors.table()) as (server, address):
+            opened = anyio.Event()
+            results: dict[int, bytes] = {}
+
+            async def one_client(number: int) -> None:
+                async with RemotingClient(transport, connect_timeout=30) as client:
+                    body = f"client {number}".encode()
+                    request = RemotingCommand.request(ECHO, None, body)
+                    results[number] = (await client.invoke(address, request, timeout=30)).body
+                    await opened.wait()
+
+            async with anyio.create_task_group() as task_group:
+                for number in range(100):
+                    task_group.start_soon(one_client, number)
+                with anyio.fail_after(30):
+                    while len(server.connections) < 100:
+                        await anyio.sleep(0.01)
+                opened.set()
+        assert results == {number: f"client {number}".encode() for number in range(100)}
 
 
 def test_registered_as_tcp_through_its_entry_point(plugin_host):

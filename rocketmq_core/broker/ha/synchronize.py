@@ -62,7 +62,13 @@ class SlaveSynchronize:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         config = self.broker.config
         dial = config.client_transports(self.broker.host.registry.transports.get)
-        async with RemotingClient(dial(config.transport), transports=dial) as client:
+        credentials = config.inner_client_credentials()
+        async with RemotingClient(
+            dial(config.transport),
+            transports=dial,
+            credentials=credentials,
+            tls=config.client_tls(),  # tls.enable
+        ) as client:
             self._client = client
             task_status.started()
             await anyio.sleep(config.slave_sync_delay / 1000)

@@ -476,10 +476,11 @@ async def update_broker_config(broker: Broker, ctx: RequestContext, request: Rem
 
 
 def get_broker_config(broker: Broker, ctx: RequestContext, request: RemotingCommand):
-    """The effective configuration as properties text, its DataVersion in ``version``."""
+    """The effective configuration as properties text (no secrets), its DataVersion in
+    ``version``."""
     header = GetBrokerConfigResponseHeader(version=broker.config_version.encode().decode())
     return request.response(
-        ext_fields=header.to_ext_fields(), body=broker.config.to_text().encode()
+        ext_fields=header.to_ext_fields(), body=broker.config.to_text(secrets=False).encode()
     )
 
 

@@ -1,0 +1,1 @@
+"""ACL 1.0 ("plain ACL"): signed requests checked against accounts in plain_acl.yml."""

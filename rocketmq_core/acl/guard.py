@@ -1,0 +1,63 @@
+"""The server side of ACL: an RPC hook that checks each request before its processor.
+
+A refused request is answered SYSTEM_ERROR with the remark the Java broker gives
+(``AclDenied.remark``); the connection's dispatch drops the answer to a oneway request.
+The remark and the log name the accessKey and the reason, never the secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+
+from ..protocol.codes import ResponseCode
+from ..protocol.command import RemotingCommand
+from ..rate_limited_log import RateLimitedLog
+from ..remoting.processor import RequestContext
+from .addresses import peer_ip
+from .validator import AclDenied, AclValidator
+
+log = logging.getLogger("rocketmq.acl")
+_refused_log = RateLimitedLog(log)
+PEER_IP = "acl.peer_ip"  # RequestContext attribute: the peer's address, parsed once
+
+
+class AclGuard:
+    """An RpcHook: ``before_request`` answers a refused request instead of its processor.
+
+    ``validator`` returns the current validator (the rules may be reloaded at any time);
+    ``guarded``: the codes to check, None for all of them.
+    """
+
+    __slots__ = ("_guarded", "_validator")
+
+    def __init__(
+        self,
+        validator: Callable[[], AclValidator],
+        *,
+        guarded: Collection[int] | None = None,
+    ) -> None:
+        self._validator = validator
+        self._guarded = frozenset(guarded) if guarded is not None else None
+
+    def before_request(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        if self._guarded is not None and request.code not in self._guarded:
+            return None
+        attributes = ctx.attributes
+        if PEER_IP not in attributes:
+            attributes[PEER_IP] = peer_ip(ctx.peer_address)
+        try:
+            self._validator().check(attributes[PEER_IP], request)
+        except AclDenied as denied:
+            _refused_log.warning(
+                "ACL refused request %d from %s: %s", request.code, ctx.peer_address, denied
+            )
+            return request.response(ResponseCode.SYSTEM_ERROR, denied.remark)
+        return None
+
+    def after_response(
+        self, ctx: RequestContext, request: RemotingCommand, response: RemotingCommand
+    ) -> None:
+        """Nothing to do once answered."""

@@ -1,0 +1,112 @@
+"""Which topics and groups a request needs, and how (docs/spec/ACL.md §3).
+
+``needed_resources(request)`` maps a request to {resource: perm}; a group is named by
+its retry topic (``%RETRY%<group>``). Codes not in the table need no resource: only
+the signature (and, for admin codes, the admin flag) is checked. A header or body that
+cannot be read raises a RocketMQ ProtocolError; the validator turns it into a refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..protocol.codes import RequestCode
+from ..protocol.command import RemotingCommand
+from ..protocol.headers import (
+    GetConsumerListByGroupRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from ..protocol.heartbeat import HeartbeatData
+from .permissions import PUB, SUB, is_group_resource, retry_topic
+
+Needed = dict[str, int]
+
+
+def _send(topic_key: str, group_key: str) -> Callable[[RemotingCommand], Needed]:
+    """A send: PUB on the topic; a send to a retry topic needs SUB on the group's instead
+    (nothing when the header names no group, as with the V1 header)."""
+
+    def needed(request: RemotingCommand) -> Needed:
+        fields = request.ext_fields
+        topic = fields.get(topic_key)
+        if topic is not None and is_group_resource(topic):
+            group = fields.get(group_key)
+            return {retry_topic(group): SUB} if group is not None else {}
+        return {topic: PUB} if topic is not None else {}
+
+    return needed
+
+
+def _group_sub(key: str) -> Callable[[RemotingCommand], Needed]:
+    def needed(request: RemotingCommand) -> Needed:
+        group = request.ext_fields.get(key)
+        return {retry_topic(group): SUB} if group is not None else {}
+
+    return needed
+
+
+def _pull(request: RemotingCommand) -> Needed:
+    fields = request.ext_fields
+    needed: Needed = {}
+    if (topic := fields.get("topic")) is not None:
+        needed[topic] = SUB
+    if (group := fields.get("consumerGroup")) is not None:
+        needed[retry_topic(group)] = SUB
+    return needed
+
+
+def _query_message(request: RemotingCommand) -> Needed:
+    topic = request.ext_fields.get("topic")
+    return {topic: SUB} if topic is not None else {}
+
+
+def _heartbeat(request: RemotingCommand) -> Needed:
+    """Each consumer: SUB on its group and on every topic it subscribes; producers are
+    not checked."""
+    needed: Needed = {}
+    for consumer in HeartbeatData.decode(request.body).consumers:
+        needed[retry_topic(consumer.group_name)] = SUB
+        for subscription in consumer.subscriptions:
+            needed[subscription.topic] = SUB
+    return needed
+
+
+def _unregister_client(request: RemotingCommand) -> Needed:
+    # a C++ producer sends consumerGroup "", so "%RETRY%" is checked against
+    # defaultGroupPerm: Java does the same, and clients expect its answer
+    header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
+    if header.consumer_group is None:
+        return {}
+    return {retry_topic(header.consumer_group): SUB}
+
+
+def _consumer_list(request: RemotingCommand) -> Needed:
+    header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
+    return {retry_topic(header.consumer_group): SUB}
+
+
+def _update_offset(request: RemotingCommand) -> Needed:
+    header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
+    return {retry_topic(header.consumer_group): SUB, header.topic: SUB}
+
+
+RESOURCES_BY_CODE: dict[int, Callable[[RemotingCommand], Needed]] = {
+    RequestCode.SEND_MESSAGE: _send("topic", "group"),
+    RequestCode.SEND_MESSAGE_V2: _send("b", "a"),
+    # 4.9 left batches unchecked; 5.1+ checks them as V2 sends (their header is V2's)
+    RequestCode.SEND_BATCH_MESSAGE: _send("b", "a"),
+    RequestCode.CONSUMER_SEND_MSG_BACK: _group_sub("group"),
+    RequestCode.PULL_MESSAGE: _pull,
+    RequestCode.QUERY_MESSAGE: _query_message,
+    RequestCode.HEART_BEAT: _heartbeat,
+    RequestCode.UNREGISTER_CLIENT: _unregister_client,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
+    RequestCode.UPDATE_CONSUMER_OFFSET: _update_offset,
+}
+
+
+def needed_resources(request: RemotingCommand) -> Needed:
+    """{resource: perm} the request needs; empty for codes that need none."""
+    resolve = RESOURCES_BY_CODE.get(request.code)
+    return resolve(request) if resolve is not None else {}

@@ -1,0 +1,105 @@
+"""The validation order and Java's refusal texts (ACL.md §4), on the worked example."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocketmq_core.acl.addresses import peer_ip
+from rocketmq_core.acl.permissions import BROKER_ADMIN_CODES
+from rocketmq_core.acl.rules import AccountConfig, AclFile, build_rules
+from rocketmq_core.acl.signing import Credentials, sign
+from rocketmq_core.acl.validator import AclDenied, AclValidator
+from rocketmq_core.protocol.codes import RequestCode as R
+from rocketmq_core.protocol.command import RemotingCommand
+
+PEER = peer_ip("10.1.1.1:40000")
+# the worked example of docs/spec/ACL.md: a C++-style SEND_MESSAGE signed with 12345678
+WORKED_FIELDS = {
+    "AccessKey": "RocketMQ",
+    "OnsChannel": "ALIYUN",
+    "batch": "0",
+    "bornTimestamp": "1700000000000",
+    "defaultTopic": "TBW102",
+    "defaultTopicQueueNums": "4",
+    "flag": "0",
+    "producerGroup": "PG_demo",
+    "properties": "TAGS\x01TagA\x02",
+    "queueId": "0",
+    "reconsumeTimes": "0",
+    "sysFlag": "0",
+    "topic": "TopicTest",
+    "unitMode": "0",
+    "Signature": "eBQV3M2fG2r723N6TEve9zuZC/g=",
+}
+
+
+def validator(*accounts, whites=()):
+    acl_file = AclFile(Path("plain_acl.yml"), list(whites), list(accounts))
+    return AclValidator(build_rules(Path("."), [acl_file]), admin_codes=BROKER_ADMIN_CODES)
+
+
+def account(**options):
+    return AccountConfig("RocketMQ", "12345678", **options)
+
+
+def worked_request():
+    return RemotingCommand.request(R.SEND_MESSAGE, dict(WORKED_FIELDS), b"Hello RocketMQ")
+
+
+def refusal(check, request):
+    with pytest.raises(AclDenied) as raised:
+        check.check(PEER, request)
+    return str(raised.value)
+
+
+def test_worked_example_passes():
+    validator(account(default_topic_perm="PUB")).check(PEER, worked_request())
+
+
+def test_worked_example_without_pub_is_refused_by_topic():
+    check = validator(account(default_topic_perm="SUB"))
+    assert refusal(check, worked_request()) == "No default permission for topic:TopicTest"
+
+
+def test_order_of_the_checks():
+    check = validator(account(default_topic_perm="PUB"))
+    unsigned = RemotingCommand.request(R.SEND_MESSAGE, {"topic": "T"})
+    assert refusal(check, unsigned) == "No accessKey is configured"
+    stranger = worked_request()
+    stranger.ext_fields["AccessKey"] = ""  # C++ without credentials
+    assert refusal(check, stranger) == "No acl config for "
+    tampered = worked_request()
+    tampered.body = b"Hello RocketMQ!"
+    assert refusal(check, tampered) == "Check signature failed for accessKey=RocketMQ"
+
+
+def test_white_lists_skip_signature_and_perms():
+    unsigned = RemotingCommand.request(R.SEND_MESSAGE, {"topic": "T", "AccessKey": "RocketMQ"})
+    validator(account(white_remote_address="10.1.1.*")).check(PEER, unsigned)
+    anonymous = RemotingCommand.request(R.UPDATE_AND_CREATE_TOPIC, {"topic": "T"})
+    validator(account(), whites=["10.1.*.*"]).check(PEER, anonymous)
+    with pytest.raises(AclDenied):
+        validator(account(white_remote_address="10.2.1.*")).check(PEER, unsigned)
+
+
+def test_admin_codes_need_admin():
+    request = RemotingCommand.request(R.UPDATE_AND_CREATE_TOPIC, {"topic": "T"})
+    sign(request, Credentials("RocketMQ", "12345678"))
+    assert refusal(validator(account()), request) == (
+        "Need admin permission for request code=17, but accessKey=RocketMQ is not"
+    )
+    validator(account(admin=True)).check(PEER, request)
+
+
+def test_trace_topic_needs_only_the_signature():
+    request = RemotingCommand.request(R.SEND_MESSAGE_V2, {"a": "PG", "b": "RMQ_SYS_TRACE_TOPIC"})
+    sign(request, Credentials("RocketMQ", "12345678"))
+    validator(account(default_topic_perm="DENY")).check(PEER, request)
+
+
+def test_unreadable_body_is_a_refusal():
+    request = RemotingCommand.request(R.HEART_BEAT, {}, b"{oops")
+    sign(request, Credentials("RocketMQ", "12345678"))
+    assert "heartbeat body is not JSON" in refusal(validator(account()), request)

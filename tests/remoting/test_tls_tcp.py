@@ -1,0 +1,432 @@
+"""TLS on the TCP listeners (ACL.md section 6): disabled, permissive and enforcing ports,
+mutual TLS, encrypted keys, Apache's settings and tls.properties, and a broker that
+registers with a name server that speaks only TLS."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import anyio
+import pytest
+import trustme
+from cryptography.hazmat.primitives import serialization
+from rocketmq_transport_tcp import TcpTransport
+
+from rocketmq_core.broker.app import Broker
+from rocketmq_core.cli import main
+from rocketmq_core.client.config import ClientConfig
+from rocketmq_core.client.message import Message, SendStatus
+from rocketmq_core.client.producer import Producer
+from rocketmq_core.errors import ConfigError, RemotingError
+from rocketmq_core.namesrv.config import NamesrvConfig
+from rocketmq_core.namesrv.server import NameServer
+from rocketmq_core.protocol.bodies import TopicConfig
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.constants import PERM_RW
+from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.remoting.transport import ClientAuth, TlsMode, TlsOptions
+from rocketmq_core.testing.broker import broker_config
+from rocketmq_core.testing.cluster import EmbeddedCluster
+from rocketmq_core.testing.namesrv import namesrv_config
+from rocketmq_core.testing.transport import ECHO, ConformanceProcessors, serving
+from tests.cpp_client import load_cpp_client
+from tests.interop.cpp import message, producer
+
+pytestmark = pytest.mark.anyio
+
+
+class Pki:
+    """A test CA, the server's certificate, a client certificate it issued, and one
+    from another CA, as PEM files."""
+
+    def __init__(self, folder: Path) -> None:
+        authority = trustme.CA()
+        self.folder = folder
+        self.ca = self._write(authority.cert_pem, "ca.pem")
+        server = authority.issue_cert("localhost", "127.0.0.1")
+        self.cert = self._write(server.cert_chain_pems[0], "cert.pem")
+        self.key = self._write(server.private_key_pem, "key.pem")
+        client = authority.issue_cert("client@example.com")
+        self.client_cert = self._write(client.cert_chain_pems[0], "client-cert.pem")
+        self.client_key = self._write(client.private_key_pem, "client-key.pem")
+        stranger = trustme.CA().issue_cert("stranger@example.com")
+        self.stranger_cert = self._write(stranger.cert_chain_pems[0], "stranger-cert.pem")
+        self.stranger_key = self._write(stranger.private_key_pem, "stranger-key.pem")
+
+    def _write(self, blob: trustme.Blob, name: str) -> str:
+        path = self.folder / name
+        blob.write_to_path(str(path))
+        return str(path)
+
+    def encrypted_key(self, password: bytes) -> str:
+        """The server's key as an encrypted PKCS#8 PEM (``openssl pkcs8 -topk8``)."""
+        key = serialization.load_pem_private_key(Path(self.key).read_bytes(), password=None)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(password),
+        )
+        path = self.folder / "key-encrypted.pem"
+        path.write_bytes(pem)
+        return str(path)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("pki"))
+
+
+def listener(pki: Pki, mode: TlsMode, **options) -> TlsOptions:
+    return TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=mode, **options)
+
+
+def trusting(pki: Pki, **options) -> TlsOptions:
+    return TlsOptions(ca_file=pki.ca, **options)
+
+
+async def echo(address: str, tls: TlsOptions | None, body: bytes = b"ping") -> bytes:
+    async with RemotingClient(TcpTransport(), tls=tls, connect_timeout=5) as client:
+        response = await client.invoke(address, RemotingCommand.request(ECHO, None, body), 5)
+    return response.body
+
+
+async def refused(address: str, tls: TlsOptions | None) -> bool:
+    """True when the server closes on the client instead of answering its request."""
+    try:
+        await echo(address, tls)
+    except RemotingError:
+        return True
+    return False
+
+
+# --- the listener ------------------------------------------------------------------
+
+
+async def test_a_permissive_port_serves_plain_and_tls_clients_alike(pki):
+    processors = ConformanceProcessors()
+    tls = listener(pki, TlsMode.PERMISSIVE)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (server, address):
+        assert await echo(address, None, b"plain") == b"plain"
+        assert await echo(address, trusting(pki), b"encrypted") == b"encrypted"
+        # one of each at once, on the same port
+        async with (
+            RemotingClient(TcpTransport()) as plain,
+            RemotingClient(TcpTransport(), tls=trusting(pki)) as encrypted,
+        ):
+            for number in range(3):
+                for client in (plain, encrypted):
+                    body = f"{number}".encode()
+                    response = await client.invoke(
+                        address, RemotingCommand.request(ECHO, None, body)
+                    )
+                    assert response.body == body
+    assert server.accepted["tcp"] == 4
+
+
+async def test_a_permissive_port_closes_a_client_that_sends_nothing_or_leaves(pki, monkeypatch):
+    from rocketmq_transport_tcp import transport as tcp
+
+    monkeypatch.setattr(tcp, "FIRST_BYTE_TIMEOUT", 0.2)
+    processors = ConformanceProcessors()
+    tls = listener(pki, TlsMode.PERMISSIVE)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (server, address):
+        host, port = address.rsplit(":", 1)
+        silent = await anyio.connect_tcp(host, int(port))
+        async with silent:
+            with anyio.fail_after(5), pytest.raises(anyio.EndOfStream):
+                await silent.receive()  # closed without a byte
+        gone = await anyio.connect_tcp(host, int(port))
+        await gone.aclose()
+        assert await echo(address, None) == b"ping"  # the port still serves
+    assert server.accepted["tcp"] == 1  # the two were never handed to the server
+
+
+async def test_test_mode_serves_a_certificate_made_at_start(pki):
+    processors = ConformanceProcessors()
+    tls = TlsOptions(mode=TlsMode.PERMISSIVE, self_signed=True)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        assert await echo(address, TlsOptions(verify=False)) == b"ping"
+        assert await echo(address, None) == b"ping"
+        # nobody can verify it
+        assert await refused(address, trusting(pki))
+        assert await refused(address, TlsOptions())
+
+
+async def test_an_enforcing_port_refuses_a_plain_client(pki):
+    processors = ConformanceProcessors()
+    tls = listener(pki, TlsMode.ENFORCING)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        assert await refused(address, None)
+        assert await echo(address, trusting(pki)) == b"ping"
+
+
+async def test_a_disabled_port_refuses_a_tls_client(pki):
+    processors = ConformanceProcessors()
+    async with serving(TcpTransport(), processors.table(), tls=None) as (_server, address):
+        assert await refused(address, trusting(pki))
+        assert await echo(address, None) == b"ping"
+    tls = listener(pki, TlsMode.DISABLED)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        assert await refused(address, trusting(pki))
+
+
+@pytest.mark.parametrize("mode", [TlsMode.PERMISSIVE, TlsMode.ENFORCING])
+async def test_mutual_tls_requires_a_certificate_the_ca_issued(pki, mode):
+    processors = ConformanceProcessors()
+    tls = listener(pki, mode, ca_file=pki.ca, client_auth=ClientAuth.REQUIRE)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        assert await refused(address, trusting(pki))  # no certificate
+        stranger = trusting(pki, cert_file=pki.stranger_cert, key_file=pki.stranger_key)
+        assert await refused(address, stranger)
+        known = trusting(pki, cert_file=pki.client_cert, key_file=pki.client_key)
+        assert await echo(address, known) == b"ping"
+
+
+async def test_optional_client_auth_takes_clients_with_or_without_a_certificate(pki):
+    processors = ConformanceProcessors()
+    tls = listener(pki, TlsMode.ENFORCING, ca_file=pki.ca, client_auth=ClientAuth.OPTIONAL)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        assert await echo(address, trusting(pki)) == b"ping"
+        known = trusting(pki, cert_file=pki.client_cert, key_file=pki.client_key)
+        assert await echo(address, known) == b"ping"
+        stranger = trusting(pki, cert_file=pki.stranger_cert, key_file=pki.stranger_key)
+        assert await refused(address, stranger)
+
+
+async def test_an_encrypted_key_is_read_with_its_password(pki):
+    processors = ConformanceProcessors()
+    key = pki.encrypted_key(b"s3cret")
+    tls = TlsOptions(cert_file=pki.cert, key_file=key, key_password="s3cret")
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        assert await echo(address, trusting(pki)) == b"ping"
+    for password in ("wrong", None):
+        wrong = TlsOptions(cert_file=pki.cert, key_file=key, key_password=password)
+        with pytest.raises(ConfigError, match="wrong or missing key password") as caught:
+            await TcpTransport().listen("127.0.0.1", 0, processors.table, tls=wrong)
+        assert key in str(caught.value)
+
+
+# --- the settings ------------------------------------------------------------------
+
+
+def settings(**values: str) -> NamesrvConfig:
+    config = NamesrvConfig(tls_config_file="")
+    config.update(values, source="namesrv.conf")
+    return config
+
+
+def test_the_default_is_plain_tcp():
+    config = NamesrvConfig()
+    config.validate_endpoints()
+    assert config.tls_for("tcp") is None
+    assert config.client_tls() is None
+
+
+def test_apache_keys_make_the_listener_and_client_options(pki):
+    config = settings(
+        **{
+            "tls.server.mode": "Permissive",
+            "tls.server.certPath": pki.cert,
+            "tls.server.keyPath": pki.key,
+            "tls.server.need.client.auth": "REQUIRE",
+            "tls.server.authClient": "true",
+            "tls.server.trustCertPath": pki.ca,
+            "tls.enable": "true",
+            "tls.client.certPath": pki.client_cert,
+            "tls.client.keyPath": pki.client_key,
+            "tls.client.authServer": "true",
+            "tls.client.trustCertPath": pki.ca,
+        }
+    )
+    config.validate_endpoints()
+    assert config.tls_for("tcp") == TlsOptions(
+        cert_file=pki.cert,
+        key_file=pki.key,
+        ca_file=pki.ca,
+        mode=TlsMode.PERMISSIVE,
+        client_auth=ClientAuth.REQUIRE,
+        self_signed=True,
+    )
+    assert config.client_tls() == TlsOptions(
+        cert_file=pki.client_cert,
+        key_file=pki.client_key,
+        ca_file=pki.ca,
+        verify=True,
+        check_hostname=False,
+    )
+    # QUIC keeps its own: the certificate alone
+    assert config.tls_for("quic") == TlsOptions(cert_file=pki.cert, key_file=pki.key)
+
+
+def test_own_connections_use_tls_when_the_mode_is_enforcing_unless_told():
+    assert settings(**{"tls.server.mode": "enforcing"}).client_tls() == TlsOptions(
+        verify=False, check_hostname=False
+    )
+    assert settings(**{"tls.server.mode": "permissive"}).client_tls() is None
+    told = settings(**{"tls.server.mode": "enforcing", "tls.enable": "false"})
+    assert told.client_tls() is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "tls.server.need.client.auth",
+            "requier",
+            "tls.server.need.client.auth must be none, optional or require, not 'requier'",
+        ),
+        ("tls.enable", "yes", "tls.enable must be true, false or empty"),
+        ("tls.test.mode.enable", "maybe", "tls.test.mode.enable must be true or false"),
+        (
+            "tls.server.need.client.auth",
+            "require",
+            "tls.server.need.client.auth=require needs tls.server.authClient=true",
+        ),
+    ],
+)
+def test_a_bad_value_names_the_key_and_what_it_may_be(key, value, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        config = settings(**{"tls.server.mode": "permissive", key: value})
+        config.validate_endpoints()
+
+
+def test_a_missing_file_is_named(pki, tmp_path):
+    missing = str(tmp_path / "nowhere" / "cert.pem")
+    config = settings(
+        **{
+            "tls.server.mode": "enforcing",
+            "tls.server.certPath": missing,
+            "tls.server.keyPath": pki.key,
+        }
+    )
+    with pytest.raises(ConfigError, match=f"TLS certificate file {missing}: No such file"):
+        config.validate_endpoints()
+    config = settings(**{"tls.server.mode": "permissive", "tls.config.file": missing})
+    with pytest.raises(ConfigError, match=f"cannot read tls.config.file {missing}"):
+        config.validate_endpoints()
+
+
+def test_no_certificate_outside_test_mode_is_an_error():
+    config = settings(**{"tls.server.mode": "enforcing", "tls.test.mode.enable": "false"})
+    with pytest.raises(
+        ConfigError, match=r"tls\.server\.mode=enforcing needs tls\.server\.certPath"
+    ):
+        config.validate_endpoints()
+
+
+def test_an_unknown_mode_is_permissive_with_a_warning(caplog):
+    config = settings(**{"tls.server.mode": "enforcng"})
+    with caplog.at_level(logging.WARNING, logger="rocketmq.remoting"):
+        config.validate_endpoints()
+    assert "tls.server.mode=enforcng is not disabled, permissive or enforcing" in caplog.text
+    assert config.tls_for("tcp").mode is TlsMode.PERMISSIVE
+
+
+def test_tls_properties_override_all_but_the_mode_and_tls_enable(pki, tmp_path):
+    file = tmp_path / "tls.properties"
+    file.write_text(
+        "tls.server.mode=disabled\n"
+        "tls.enable=false\n"
+        "tls.test.mode.enable=false\n"
+        f"tls.server.certPath={pki.cert}\n"
+        f"tls.server.keyPath={pki.key}\n"
+        "tls.client.authServer=true\n"
+        f"tls.client.trustCertPath={pki.ca}\n"
+    )
+    config = settings(
+        **{
+            "tls.server.mode": "enforcing",
+            "tls.config.file": str(file),
+            "tls.server.certPath": "/not/read.pem",
+            "tls.server.keyPath": "/not/read.pem",
+        }
+    )
+    config.validate_endpoints()
+    served = config.tls_for("tcp")
+    assert (served.mode, served.cert_file, served.self_signed) == (
+        TlsMode.ENFORCING,
+        pki.cert,
+        False,
+    )
+    assert config.client_tls() == TlsOptions(ca_file=pki.ca, verify=True, check_hostname=False)
+    # a bad value in the file names the file
+    file.write_text("tls.server.authClient=perhaps\n")
+    with pytest.raises(ConfigError, match=f"{file}: tls.server.authClient must be true or false"):
+        config.validate_endpoints()
+
+
+# --- servers -----------------------------------------------------------------------
+
+
+async def test_a_broker_registers_with_a_tls_only_name_server(pki, tmp_path, plugin_host):
+    namesrv_settings = {
+        "tls_server_mode": "enforcing",
+        "tls_server_cert_path": pki.cert,
+        "tls_server_key_path": pki.key,
+        "tls_config_file": "",
+    }
+    ns_config = namesrv_config(tmp_path / "ns", **namesrv_settings)
+    async with NameServer.serving(ns_config, host=plugin_host) as namesrv:
+        config = broker_config(
+            tmp_path / "broker",
+            namesrv.address,
+            tls_config_file="",
+            tls_server_mode="permissive",
+            tls_server_cert_path=pki.cert,
+            tls_server_key_path=pki.key,
+            tls_enable="true",
+            tls_client_auth_server=True,
+            tls_client_trust_cert_path=pki.ca,
+        )
+        async with Broker.serving(config, host=plugin_host) as broker:
+            broker.topics.update(TopicConfig("Secured", 2, 2, int(PERM_RW)))
+            with anyio.fail_after(10):
+                while namesrv.routes.route("Secured") is None:
+                    await anyio.sleep(0.01)
+            # the SDK over TLS to both; a plain client reaches the broker, not the name server
+            tls_client = ClientConfig(namesrv_addr=namesrv.address, tls=trusting(pki))
+            async with Producer("PG-tls", config=tls_client) as producer:
+                result = await producer.send(Message("Secured", b"over TLS"))
+            assert result.status is SendStatus.SEND_OK
+            assert await refused(namesrv.address, None)
+            async with RemotingClient(TcpTransport()) as plain:
+                asked = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+                answer = await plain.invoke(broker.address, asked, 5)
+            assert answer.code == ResponseCode.SUCCESS
+
+
+# --- clients outside the event loop: the C++ client and the CLI ----------------------
+
+
+@pytest.fixture(scope="module")
+def permissive_cluster(tmp_path_factory, pki):
+    """A name server and a broker that serve plain and TLS clients on every TCP port."""
+    tls = {
+        "tls_config_file": "",
+        "tls_server_mode": "permissive",
+        "tls_server_cert_path": pki.cert,
+        "tls_server_key_path": pki.key,
+    }
+    with EmbeddedCluster(
+        tmp_path_factory.mktemp("cluster"), namesrv_overrides=tls, **tls
+    ) as running:
+        yield running
+
+
+def test_the_cpp_client_sends_plain_to_a_permissive_broker(permissive_cluster):
+    cpp = load_cpp_client()
+    permissive_cluster.create_topic("Mixed")
+    with producer(cpp, permissive_cluster.namesrv_address, "PID-tls-plain") as sender:
+        results = [sender.send_sync(message(cpp, "Mixed", n)) for n in range(5)]
+    assert [result.status for result in results] == [cpp.SendStatus.OK] * 5
+
+
+def test_the_cli_reaches_the_cluster_over_tls(permissive_cluster, pki, capsys):
+    address = permissive_cluster.namesrv_address
+    assert main(["cluster", "list", "-n", address, "--tls", "--tls-ca", pki.ca]) == 0
+    assert "broker-a" in capsys.readouterr().out
+    # the server's certificate must be trusted
+    assert main(["cluster", "list", "-n", address, "--tls"]) == 1
+    assert "cannot connect to" in capsys.readouterr().err
