@@ -44,6 +44,7 @@ BUILTIN_COMMANDS = {
     "rocketmq_core.builtin.namesrv": ("namesrv",),
     "rocketmq_core.builtin.broker": ("broker", "standalone"),
     "rocketmq_core.cli.admin_commands": (
+        "acl",
         "broker-config",
         "cluster",
         "consume",

@@ -1,5 +1,5 @@
 """The built-in admin commands of ``rocketmq`` (consume, topic, cluster, group, message,
-offset, send, broker-config, kv); each lives in its own module of this package and is
+offset, send, broker-config, kv, acl); each lives in its own module of this package and is
 imported when registered."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from . import broker_config, cluster, consume, group, kv, message, offset, send, topic
+    from . import acl, broker_config, cluster, consume, group, kv, message, offset, send, topic
 
     register("consume", consume.ConsumeCommand())
     register("topic", topic.TopicCommand())
@@ -20,3 +20,4 @@ def rocketmq_register_cli_commands(register):
     register("send", send.SendCommand())
     register("broker-config", broker_config.BrokerConfigCommand())
     register("kv", kv.KvCommand())
+    register("acl", acl.AclCommand())

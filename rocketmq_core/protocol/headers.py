@@ -652,3 +652,45 @@ class AddWritePermOfBrokerResponseHeader(CustomHeader):
 class GetBrokerMemberGroupRequestHeader(CustomHeader):
     cluster_name: str
     broker_name: str
+
+
+# --- ACL 1.0 admin requests (ACL.md §5) ----------------------------------------------------
+
+
+@custom_header
+class CreateAccessConfigRequestHeader(CustomHeader):
+    """UPDATE_AND_CREATE_ACL_CONFIG; the perm lists are comma-joined ``res=PERM``."""
+
+    access_key: str
+    secret_key: str | None = None
+    white_remote_address: str | None = None
+    admin: bool = False  # Java's primitive boolean: an absent flag means false
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: str | None = None
+    group_perms: str | None = None
+
+
+@custom_header
+class DeleteAccessConfigRequestHeader(CustomHeader):
+    access_key: str
+
+
+@custom_header
+class UpdateGlobalWhiteAddrsConfigRequestHeader(CustomHeader):
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG; an empty ``aclFileFullPath`` is the default file."""
+
+    global_white_addrs: str
+    acl_file_full_path: str | None = None
+
+
+@custom_header
+class GetBrokerAclConfigResponseHeader(CustomHeader):
+    """GET_BROKER_CLUSTER_ACL_INFO's answer: DataVersion JSON of the default file, and a
+    JSON map of every file's path to its DataVersion."""
+
+    version: str
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    all_acl_file_version: str | None = None

@@ -105,6 +105,28 @@ TRANSLATIONS = [
         " --topic T --group G --count 5",
     ),
     ("UPDATEtopic -c C -t T", "topic update --queues 8 --cluster C --topic T"),  # any case
+    (
+        "updateAclConfig -b B -a RocketMQ2 -s 12345678 -w 10.0.0.* -i PUB -u SUB"
+        " -t T=PUB,U=SUB -g G=SUB -m true",
+        "acl update --broker B --account RocketMQ2 --secret 12345678 --white-address 10.0.0.*"
+        " --default-topic-perm PUB --default-group-perm SUB --topic-perms T=PUB,U=SUB"
+        " --group-perms G=SUB --admin true",
+    ),
+    (
+        "updateAclConfig -c C -a RocketMQ2 -s 12345678",
+        "acl update --cluster C --account RocketMQ2 --secret 12345678",
+    ),
+    ("deleteAclConfig -c C -a RocketMQ2", "acl delete --cluster C --account RocketMQ2"),
+    ("deleteAclConfig -b B -a RocketMQ2", "acl delete --broker B --account RocketMQ2"),
+    ("updateGlobalWhiteAddr -c C -g 10.*", "acl white --cluster C --addresses 10.*"),
+    ("clusterAclConfigVersion -b B", "acl version --broker B"),
+    ("getAclConfig -c C", "acl get --cluster C"),
+    (
+        "updateGlobalWhiteAddr -b B -g 10.10.*.*,192.168.0.* -p /home/conf/acl/x.yml",
+        "acl white --broker B --addresses 10.10.*.*,192.168.0.* --acl-file /home/conf/acl/x.yml",
+    ),
+    ("clusterAclConfigVersion -c C", "acl version --cluster C"),
+    ("getAclConfig -b B", "acl get --broker B"),
 ]
 
 
@@ -123,7 +145,7 @@ def test_translation(apache, ours, rocketmq_parser):
 def test_the_table_covers_every_command_and_each_mapped_option():
     commands = {apache.split()[0].lower() for apache, _ in TRANSLATIONS}
     assert commands == {command.name.lower() for command in table.COMMANDS}
-    assert len(table.COMMANDS) == 24
+    assert len(table.COMMANDS) == 29
     for command in table.COMMANDS:
         cases = [ours for apache, ours in TRANSLATIONS if apache.split()[0] == command.name]
         for flag in command.flags:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...protocol.codes import RequestCode
 from .. import transactions
-from . import admin, client, lock, offset, pull, query, retry, send
+from . import acl, admin, client, lock, offset, pull, query, retry, send
 
 PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.SEND_MESSAGE: send.send_message,
@@ -52,4 +52,10 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.CLONE_GROUP_OFFSET: admin.clone_group_offset,
     RequestCode.GET_TOPIC_CONFIG: admin.get_topic_config,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
+    # ACL 1.0 accounts and white lists (ACL.md §5)
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl.update_and_create_acl_config,
+    RequestCode.DELETE_ACL_CONFIG: acl.delete_acl_config,
+    RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl.get_broker_cluster_acl_info,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs_config,
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: acl.get_broker_cluster_acl_config,
 }

@@ -1,5 +1,5 @@
 """Admin: what ``mqadmin`` does, as an async API (topics, clusters, groups, messages,
-offsets, name-server KV config).
+offsets, name-server KV config, ACL accounts).
 
 async with Admin(namesrv_addr="127.0.0.1:9876") as admin:
     await admin.create_topic("Orders", 8, cluster="DefaultCluster")
@@ -15,6 +15,7 @@ request helpers, the broker lookups); Admin is their sum.
 from __future__ import annotations
 
 from ..admin_types import AdminError, TopicExistsError
+from .acl import AclAdmin
 from .brokers import BrokerAdmin
 from .connections import ConnectionAdmin
 from .groups import GroupAdmin
@@ -36,5 +37,6 @@ class Admin(
     MessageAdmin,
     OffsetAdmin,
     BrokerAdmin,
+    AclAdmin,
 ):
     """An async context manager owning (or sharing) one ClientInstance."""
