@@ -26,6 +26,7 @@ TIMER_DELAY_MS = "TIMER_DELAY_MS"
 MIN_OFFSET = "MIN_OFFSET"
 MAX_OFFSET = "MAX_OFFSET"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUME_TIME = "RECONSUME_TIME"
 
 # set from Message fields; a user property of the same name would be overwritten
 RESERVED_PROPERTIES = frozenset(

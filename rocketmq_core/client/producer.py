@@ -22,7 +22,13 @@ from ..protocol.bodies import TopicRouteData
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.compression import CompressionType, compress
-from ..protocol.constants import DEFAULT_TOPIC, NAME_PATTERN, TOPIC_MAX_LENGTH, Perm
+from ..protocol.constants import (
+    DEFAULT_TOPIC,
+    NAME_PATTERN,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TOPIC_MAX_LENGTH,
+    Perm,
+)
 from ..protocol.headers import (
     SEND_V2_NAMES,
     CheckTransactionStateRequestHeader,
@@ -39,7 +45,7 @@ from .config import ClientConfig, group_problem
 from .fault import LatencyFaultTolerance
 from .instance import ClientInstance
 from .lifetime import PartsLifetime
-from .message import Message, SendResult, SendStatus
+from .message import MAX_RECONSUME_TIMES, RECONSUME_TIME, Message, SendResult, SendStatus
 from .selectors import QueueSelector
 
 log = logging.getLogger("rocketmq.client.producer")
@@ -67,6 +73,11 @@ _SYS_FLAG = SEND_V2_NAMES["sys_flag"]
 _BORN_TIMESTAMP = SEND_V2_NAMES["born_timestamp"]
 _PROPERTIES = SEND_V2_NAMES["properties"]
 _BROKER_NAME = SEND_V2_NAMES["broker_name"]
+# a retry's properties that Java's producer copies to the send header, for the broker
+_RETRY_COUNT_FIELDS = (
+    (RECONSUME_TIME, SEND_V2_NAMES["reconsume_times"]),
+    (MAX_RECONSUME_TIMES, SEND_V2_NAMES["max_reconsume_times"]),
+)
 
 SendCallback = Callable[[SendResult | None, Exception | None], Awaitable[None] | None]
 
@@ -267,6 +278,14 @@ class Producer(PartsLifetime):
         )
         return result
 
+    async def resend(self, message: Message, kept: dict[str, str]) -> SendResult:
+        """Send ``message`` carrying ``kept``, properties of a message received earlier,
+        reserved ones included (its UNIQ_KEY: the message id stays): how a consumer hands
+        a message to its retry topic when the broker's send-back failed."""
+        request, unique_ids = self._encode_one(message, extra_properties=kept)
+        result: SendResult = await self._send(message, request, unique_ids)
+        return result
+
     async def send_batch(
         self, messages: Sequence[Message], *, queue: MessageQueue | None = None
     ) -> list[SendResult]:
@@ -441,6 +460,11 @@ class Producer(PartsLifetime):
         request = self._request(
             RequestCode.SEND_MESSAGE_V2, message, False, sys_flag, now_ms, properties, body
         )
+        if message.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            # the broker counts a retry's deliveries from the header (its DLQ check)
+            for name, field in _RETRY_COUNT_FIELDS:
+                if name in wire_properties:
+                    request.ext_fields[field] = wire_properties[name]
         return request, [unique_id]
 
     def _batch_request(self, first: Message, items: list[BatchItem]) -> RemotingCommand:

@@ -15,6 +15,12 @@ acknowledges them; returning False or RECONSUME_LATER, or raising, hands them ba
 clustering consumers send them to the retry topic (delivered again later, up to
 ``max_reconsume_times``, then to the dead-letter topic ``%DLQ%<group>``); orderly
 consumers retry them in place after a pause, keeping the queue in order.
+
+A message is handed back with CONSUMER_SEND_MSG_BACK to the master of the broker group it
+came from. When that fails (the master is gone and the queue is read from a slave, say),
+the consumer sends it to ``%RETRY%<group>`` itself through a producer of its own, as Java's
+consumer does: any broker group with a master takes it. When none does, it is consumed
+here again a few seconds later.
 """
 
 from __future__ import annotations
@@ -23,13 +29,14 @@ import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from enum import Enum
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from ..errors import RemotingError, ResponseError
+from ..errors import RemotingError, ResponseError, RocketMQError
 from ..protocol.bodies.running import PROP_CONSUME_ORDERLY, PROP_THREADPOOL_CORE_SIZE
 from ..protocol.codes import RequestCode
 from ..protocol.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -41,7 +48,17 @@ from ..protocol.heartbeat import (
     MessageQueue,
 )
 from .consumer_requests import ConsumerError, PullStatus
-from .message import ReceivedMessage
+from .message import (
+    DELAY,
+    MAX_RECONSUME_TIMES,
+    ORIGIN_MESSAGE_ID,
+    RECONSUME_TIME,
+    RETRY_TOPIC,
+    TRAN_MSG,
+    Message,
+    ReceivedMessage,
+)
+from .producer import Producer
 from .rebalance import QueueConsumer, QueueState
 
 log = logging.getLogger("rocketmq.client.push")
@@ -60,6 +77,9 @@ PULL_DELAY_WHILE_UNLOCKED = 3.0
 PULL_DELAY_ON_FLOW_CONTROL = 0.05
 LOCK_RENEW_INTERVAL = 20.0
 LOCK_TTL = 30.0  # a lock not renewed for this long is presumed lost (the broker's is 60 s)
+CONSUME_LATER_DELAY = 5.0  # seconds before a message no broker took back is consumed again
+INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"  # Java's group for a client's own producer
+FIRST_RETRY_LEVEL = 3  # a retry waits delay level 3 + reconsumeTimes (10 s, 30 s, 1 min...)
 
 
 def _succeeded(outcome: Any) -> bool:
@@ -102,6 +122,7 @@ class PushConsumer(QueueConsumer):
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue
         self.suspend_on_failure = suspend_on_failure
         self._limiter: anyio.CapacityLimiter | None = None
+        self._retry_producer: Producer | None = None  # while started, clustering only
 
     def _prepare_start(self) -> None:
         if not self.subscriptions:
@@ -110,6 +131,18 @@ class PushConsumer(QueueConsumer):
             # messages handed back come again through the group's retry topic
             self.subscribe(RETRY_GROUP_TOPIC_PREFIX + self.group)
         self._limiter = anyio.CapacityLimiter(self.consume_concurrency)
+
+    async def _start(self, lifetime: AsyncExitStack) -> None:
+        if self.message_model is MessageModel.CLUSTERING:
+            # entered before the consumer, left after it: a listener finishing at shutdown
+            # may still hand a message back through it
+            producer = Producer(INNER_PRODUCER_GROUP, config=self.config, instance=self.instance)
+            self._retry_producer = await lifetime.enter_async_context(producer)
+            lifetime.callback(self._forget_retry_producer)
+        await super()._start(lifetime)
+
+    def _forget_retry_producer(self) -> None:
+        self._retry_producer = None
 
     def _start_tasks(self, task_group: TaskGroup) -> None:
         super()._start_tasks(task_group)
@@ -198,7 +231,9 @@ class PushConsumer(QueueConsumer):
             if not ok and self.message_model is MessageModel.CLUSTERING:
                 failed = [m for m in messages if not await self._send_back(m)]
                 if failed:
-                    # the broker did not take them: consume them here again, a bit later
+                    # no broker took them: consume them here again, a bit later
+                    for message in failed:
+                        message.reconsume_times += 1
                     assert self._task_group is not None
                     self._task_group.start_soon(self._consume_later, state, failed)
                     retried = {id(m) for m in failed}
@@ -210,11 +245,12 @@ class PushConsumer(QueueConsumer):
                 self.offset_store.update(state.queue, offset, only_forward=True)
 
     async def _consume_later(self, state: QueueState, messages: list[ReceivedMessage]) -> None:
-        await anyio.sleep(5)
+        await anyio.sleep(CONSUME_LATER_DELAY)
         await self._consume_concurrently(state, messages)
 
     async def _send_back(self, message: ReceivedMessage, delay_level: int = 0) -> bool:
-        """Hand a message to the broker's retry path; False if that failed."""
+        """Hand a message to the broker's retry path (``delay_level`` -1: the dead-letter
+        topic), or failing that to the retry topic ourselves; False if neither took it."""
         header = ConsumerSendMsgBackRequestHeader(
             offset=message.commit_log_offset,
             group=self.group,
@@ -224,11 +260,50 @@ class PushConsumer(QueueConsumer):
             unit_mode=False,
             max_reconsume_times=self.max_reconsume_times,
         )
-        address = self.instance.master_address(message.queue.broker_name) or message.store_host
+        broker_name = message.queue.broker_name
+        address = self.instance.master_address(broker_name)
+        if address is None and self.instance.broker_address(broker_name) is None:
+            address = message.store_host  # a broker the route does not name: ask where it is
+        if address is None:
+            reason = f"broker {broker_name} has no master"
+        else:
+            try:
+                await self.instance.invoke(address, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+                return True
+            except (RemotingError, ResponseError) as exc:
+                reason = f"{address} answered {exc}"
+        log.warning(
+            "%s: cannot send %s back (%s); sending it to the retry topic",
+            self.group,
+            message.msg_id,
+            reason,
+        )
+        return await self._resend_to_retry_topic(message, delay_level)
+
+    async def _resend_to_retry_topic(self, message: ReceivedMessage, delay_level: int) -> bool:
+        """Send a copy to %RETRY%group with the properties Java's consumer gives it; the
+        broker counts it from RECONSUME_TIME and parks it at its DELAY level."""
+        producer = self._retry_producer
+        if producer is None:
+            return False
+        properties = dict(message.properties)
+        properties.pop(TRAN_MSG, None)
+        properties[RETRY_TOPIC] = message.topic
+        if not properties.get(ORIGIN_MESSAGE_ID):
+            properties[ORIGIN_MESSAGE_ID] = message.msg_id
+        properties[MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
+        if delay_level < 0:
+            # past the limit: the broker moves it to the dead-letter topic at once
+            properties[RECONSUME_TIME] = str(self.max_reconsume_times + 1)
+            properties.pop(DELAY, None)
+        else:
+            properties[RECONSUME_TIME] = str(message.reconsume_times + 1)
+            properties[DELAY] = str(delay_level or FIRST_RETRY_LEVEL + message.reconsume_times)
+        retry = Message(RETRY_GROUP_TOPIC_PREFIX + self.group, message.body, flag=message.flag)
         try:
-            await self.instance.invoke(address, RequestCode.CONSUMER_SEND_MSG_BACK, header)
-        except (RemotingError, ResponseError) as exc:
-            log.warning("%s: send back of %s failed: %s", self.group, message.msg_id, exc)
+            await producer.resend(retry, properties)
+        except RocketMQError as exc:
+            log.warning("%s: no broker took %s back: %s", self.group, message.msg_id, exc)
             return False
         return True
 

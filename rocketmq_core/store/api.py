@@ -194,6 +194,9 @@ class GetResult:
     max_offset: int
     records: list[bytes | memoryview] = field(default_factory=list)  # stored bytes, as is
     queue_offsets: list[int] = field(default_factory=list)  # one per record
+    # CommitLog offset of the last consume-queue entry looked at, matched or filtered out
+    # (Java's maxPhyOffsetPulling); -1 when none was: how far behind the reader is
+    last_examined_position: int = -1
 
     @property
     def body(self) -> bytes:

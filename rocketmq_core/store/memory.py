@@ -194,6 +194,7 @@ class MemoryStore:
         stop = min(len(queue.entries), start + max(SCAN_LIMIT, max_count))
         for index in range(start, stop):
             phys, size, code, _time = queue.entries[index]
+            result.last_examined_position = phys
             if not tag_matches(tags, code):
                 result.next_begin_offset = queue.min_offset + index + 1
                 continue

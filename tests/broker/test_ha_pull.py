@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rocketmq_core.namesrv.server import NameServer
+from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import PullMessageRequestHeader
@@ -13,7 +14,7 @@ from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.testing.namesrv import namesrv_config
 
 from .test_ha import TOPIC, master_config, send, serving, slave_config, until
-from .wire import pull_request
+from .wire import pull_request, send_request
 
 pytestmark = pytest.mark.anyio
 
@@ -73,6 +74,32 @@ async def test_the_master_suggests_the_slave_when_the_reader_is_beyond_memory(
     assert first.ext_fields["suggestWhichBrokerId"] == suggested
     # the newest record is at the CommitLog end: never too far behind
     assert last.ext_fields["suggestWhichBrokerId"] == "0"
+
+
+@pytest.mark.parametrize(("memory", "suggested"), [(1000, "1"), (1 << 40, "0")])
+async def test_a_pull_whose_records_are_all_filtered_out_still_suggests_by_how_far_behind(
+    tmp_path, namesrv, client, plugin_host, memory, suggested
+):
+    config = master_config(tmp_path, namesrv, slave_read_enable=True, total_physical_memory=memory)
+    async with serving(config, plugin_host) as master:
+        master.topics.update(TOPIC)
+        master.topics.update(TopicConfig("Other", 1, 1))
+        for n in range(10):
+            await send(client, master, f"m{n}".encode(), tags="TagA")
+        # ~2.5 KB written after the Orders queue's last entry: 40% of 1000 bytes is far less
+        for _ in range(10):
+            await client.invoke(master.address, send_request("Other", b"y" * 100), timeout=10)
+        unmatched = pull_request(offset=0, subscription="TagB", suspend=0)
+        filtered = await client.invoke(master.address, unmatched, timeout=10)
+        at_the_end = pull_request("Other", offset=0, subscription="TagB", suspend=0)
+        newest = await client.invoke(master.address, at_the_end, timeout=10)
+    assert filtered.code == ResponseCode.PULL_RETRY_IMMEDIATELY, filtered.remark
+    assert filtered.ext_fields["nextBeginOffset"] == "10"
+    # every entry looked at, though none returned, is that far behind the CommitLog end
+    assert filtered.ext_fields["suggestWhichBrokerId"] == suggested
+    # a filtered read up to the newest record is never too far behind
+    assert newest.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+    assert newest.ext_fields["suggestWhichBrokerId"] == "0"
 
 
 async def test_a_slave_ignores_commit_offsets_and_retries_an_offset_it_lacks(

@@ -4,17 +4,20 @@ only (HA.md §8): in-process brokers on loopback with mmap stores, as in test_ha
 from __future__ import annotations
 
 import socket
+import time
 
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
+from rocketmq_delay_scheduler.checkpoint import TimerCheckpoint
+from rocketmq_delay_scheduler.wheel import DoneLog
 
 from rocketmq_core.broker.config import BrokerConfig
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
-from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
+from rocketmq_core.protocol.constants import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmq_core.protocol.headers import UpdateConsumerOffsetRequestHeader
 from rocketmq_core.protocol.message import encode_properties
 from rocketmq_core.testing.broker import broker_config
@@ -129,6 +132,59 @@ async def test_a_slave_runs_no_delay_delivery(tmp_path, namesrv, client, plugin_
         await anyio.sleep(1.5)
         assert slave.store.max_offset("Orders", 0) == 0
         assert slave.store.max_commit_log_offset == replicated_end
+
+
+def timer_request(deliver_ms: int, n: int):
+    request = send_request(body=f"t{n}".encode())
+    properties = {"TAGS": "TagA", "UNIQ_KEY": f"T{n}", "TIMER_DELIVER_MS": str(deliver_ms)}
+    request.ext_fields["i"] = encode_properties(properties)
+    return request
+
+
+async def test_a_slave_keeps_the_masters_timer_progress_and_resumes_from_it_as_master(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with (
+        serving(master_config(tmp_path, namesrv), plugin_host) as master,
+        serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        master.topics.update(TOPIC)
+        slave.ha.client.reconnect_delay = 0.1
+        slave.request_registration()  # learn the master's HA address now
+        now = int(time.time() * 1000)
+        due = [now + 200] * 3 + [now + 5000]  # three fire here, one after the promotion
+        for n, deliver_ms in enumerate(due):
+            reply = await client.invoke(master.address, timer_request(deliver_ms, n), timeout=10)
+            assert reply.code == ResponseCode.SUCCESS, reply.remark
+        await until(lambda: master.store.max_offset("Orders", 0) == 3)
+        master_timers, slave_timers = master.services["timer_wheel"], slave.services["timer_wheel"]
+
+        def slave_has_the_masters_progress():
+            progress = slave_timers.checkpoint.progress
+            return progress == master_timers.checkpoint.progress and DoneLog.decode(
+                progress
+            ).is_done(2)
+
+        await until(slave_has_the_masters_progress)
+        await until(lambda: slave.store.max_offset("Orders", 0) == 3)
+        await until(lambda: slave.store.max_offset(TIMER_TOPIC, 0) == 4)
+        over_the_wire = await client.invoke(
+            slave.address, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT, {}), 10
+        )
+    slave_file = (tmp_path / "slave/config/timerProgress").read_bytes()
+    assert slave_file == master_timers.checkpoint.progress
+    checkpoint = TimerCheckpoint.decode(over_the_wire.body)
+    assert (checkpoint.last_timer_queue_offset, checkpoint.progress) == (0, slave_file)
+    assert checkpoint.last_read_time_ms >= now + 200  # every timer due before it is finished
+
+    # the slave's disk, started as the master: the one timer left is delivered, the three
+    # the old master delivered are not delivered again
+    promoted = broker_config(tmp_path / "slave", namesrv.address, broker_role="ASYNC_MASTER")
+    async with serving(promoted, plugin_host) as new_master:
+        await until(lambda: new_master.store.max_offset("Orders", 0) == 4, timeout=10)
+        await anyio.sleep(0.5)  # time enough to deliver any of the three again
+        delivered = new_master.store.max_offset("Orders", 0)
+    assert delivered == 4
 
 
 def test_the_sync_settings_are_broker_conf_keys(tmp_path):

@@ -151,6 +151,57 @@ async def test_reads_and_offsets_go_on_at_the_slave_while_the_master_is_gone(
     assert sorted(bodies) == [f"m{n}".encode() for n in range(10)]
 
 
+async def test_a_message_failed_while_the_master_is_gone_comes_back_through_another_group(
+    tmp_path, namesrv, plugin_host
+):
+    # delay level 3 (a first retry's) lasts 1 s instead of 10 s
+    b_config = master_config(tmp_path, namesrv, "broker-b", message_delay_level="1s 1s 1s 1s")
+    async with (
+        serving(slave_config(tmp_path, namesrv), plugin_host) as slave,
+        serving(b_config, plugin_host) as broker_b,
+    ):
+        slave.topics.update(TOPIC)
+        async with serving(master_config(tmp_path, namesrv), plugin_host) as master:
+            master.topics.update(TOPIC)
+            async with Producer("PG", config=client_config(namesrv)) as producer:
+                await routed(producer, {"broker-a"})
+                slave.request_registration()  # learn the master's HA address now
+                sent = [
+                    await producer.send(Message("Orders", f"m{n}".encode()), queue=Q0)
+                    for n in range(5)
+                ]
+            await eventually(lambda: slave.store.max_offset("Orders", 0) == 5)
+
+        seen: list[tuple[bytes, int, str, str]] = []  # body, reconsumeTimes, topic, msgId
+
+        async def listener(messages):
+            for message in messages:
+                seen.append((message.body, message.reconsume_times, message.topic, message.msg_id))
+            return not any(m.body == b"m2" and m.reconsume_times == 0 for m in messages)
+
+        consumer = PushConsumer(
+            "CG",
+            listener=listener,
+            consume_from="first",
+            config=client_config(namesrv),
+            rebalance_interval=0.2,
+        )
+        consumer.subscribe("Orders")
+        async with consumer:
+            await eventually(lambda: consumer.instance.master_address("broker-a") is None)
+            # broker-a's slave refuses the send-back; broker-b's master takes the copy
+            await eventually(lambda: len(seen) == 6, timeout=15)
+            await eventually(lambda: slave.offsets.query("CG", "Orders", 0) == 5)
+        retried = broker_b.store.max_offset("%RETRY%CG", 0)
+    first_m2 = (b"m2", 0, "Orders", sent[2].msg_id)
+    again_m2 = (b"m2", 1, "Orders", sent[2].msg_id)
+    assert sorted(seen) == sorted(
+        [(f"m{n}".encode(), 0, "Orders", sent[n].msg_id) for n in range(5)] + [again_m2]
+    )
+    assert seen.index(first_m2) < seen.index(again_m2)
+    assert retried == 1
+
+
 async def test_a_producer_sends_only_to_broker_groups_with_a_master(tmp_path, namesrv, plugin_host):
     b_config = master_config(tmp_path, namesrv, "broker-b")
     async with (

@@ -23,7 +23,10 @@ def rocketmq_register_broker_services(register):
 
 @hookimpl
 def rocketmq_register_processors(register):
-    from .processors import get_all_delay_offset, recall_message
+    from .processors import get_all_delay_offset, get_timer_check_point, recall_message
 
     register(RequestCode.RECALL_MESSAGE, bound_to_app(recall_message), server="broker")
     register(RequestCode.GET_ALL_DELAY_OFFSET, bound_to_app(get_all_delay_offset), server="broker")
+    register(
+        RequestCode.GET_TIMER_CHECK_POINT, bound_to_app(get_timer_check_point), server="broker"
+    )

@@ -1,5 +1,6 @@
-"""RECALL_MESSAGE (cancel a timer message before it is due, RocketMQ 5.3) and
-GET_ALL_DELAY_OFFSET (the delay levels' progress, for admin tools)."""
+"""RECALL_MESSAGE (cancel a timer message before it is due, RocketMQ 5.3),
+GET_ALL_DELAY_OFFSET (the delay levels' progress) and GET_TIMER_CHECK_POINT (the timers'
+progress), both read by slaves and admin tools."""
 
 from __future__ import annotations
 
@@ -101,3 +102,12 @@ def get_all_delay_offset(
     if service is None:
         raise RequestRefused(ResponseCode.SYSTEM_ERROR, "the delay level service is not running")
     return request.response(body=service.table.encode())
+
+
+def get_timer_check_point(
+    broker: Broker, ctx: RequestContext, request: RemotingCommand
+) -> RemotingCommand:
+    service = broker.services.get("timer_wheel")
+    if service is None:
+        raise RequestRefused(ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
+    return request.response(body=service.checkpoint.encode())

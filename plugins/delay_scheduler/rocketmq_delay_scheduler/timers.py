@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskStatus
 
+from rocketmq_core.errors import BodyError
 from rocketmq_core.persist import atomic_write, read_optional
 from rocketmq_core.protocol.constants import TIMER_TOPIC
 from rocketmq_core.protocol.message import (
@@ -34,6 +35,7 @@ from rocketmq_core.protocol.message import (
 )
 from rocketmq_core.store.api import MessageToStore
 
+from .checkpoint import TimerCheckpoint
 from .delivery import delivered_message, now_ms
 from .wheel import DoneLog, TimerWheel
 
@@ -66,6 +68,8 @@ class TimerService:
         self.rolled = 0
         self._wake = anyio.Event()
         self._last_persist = 0.0
+        # what GET_TIMER_CHECK_POINT answers: the progress as last persisted, and when
+        self.checkpoint = TimerCheckpoint(0, 0, 0, 0, progress=self.done.encode())
 
     def wake(self) -> None:
         """A timer was parked: read it into the wheel now (it may be due soonest)."""
@@ -193,13 +197,54 @@ class TimerService:
         except ValueError as exc:
             # the timers are still in the queue: read them all again, at worst twice
             log.error("%s is unreadable (%s); every parked timer is read again", self.path, exc)
+            return
+        self._checkpoint_progress(data)
 
     async def _persist(self) -> None:
         self._last_persist = time.monotonic()
         if not self.done.changed:
             return
         self.done.changed = False
-        await anyio.to_thread.run_sync(atomic_write, self.path, self.done.encode())
+        data = self.done.encode()
+        await anyio.to_thread.run_sync(atomic_write, self.path, data)
+        self._checkpoint_progress(data)
+
+    def _checkpoint_progress(self, data: bytes) -> None:
+        finished_below = self.done.base
+        self.checkpoint = TimerCheckpoint(
+            self._finished_before_ms(),
+            0,  # no timer log here
+            finished_below,
+            finished_below,
+            timestamp=now_ms(),
+            counter=self.checkpoint.counter + 1,
+            progress=data,
+        )
+
+    def _finished_before_ms(self) -> int:
+        """Every timer due before this time is finished (Java's lastReadTimeMs): now, or
+        the start of the earliest slot still waiting."""
+        now = now_ms()
+        next_due = self.wheel.next_due()
+        return now if next_due is None else min(now, next_due - self.wheel.precision_ms)
+
+    async def adopt_master_checkpoint(self, body: bytes) -> None:
+        """A slave's sync: the master's timer progress, persisted as our own, so that this
+        broker, once a master, delivers what the master had not finished and no more."""
+        try:
+            checkpoint = TimerCheckpoint.decode(body)
+            if checkpoint.progress is None:
+                raise ValueError(
+                    "it carries no per-timer progress (a Java master's queue offsets count"
+                    " what entered its timer log, not what it delivered)"
+                )
+            done = DoneLog.decode(checkpoint.progress)
+        except ValueError as exc:
+            raise BodyError(f"the master's timer checkpoint is not usable: {exc}") from None
+        if checkpoint.progress != self.checkpoint.progress:
+            await anyio.to_thread.run_sync(atomic_write, self.path, checkpoint.progress)
+            self.done = done
+        self.checkpoint = checkpoint
 
     def stats(self) -> dict[str, int]:
         return {

@@ -751,7 +751,10 @@ class MmapStore:
                 for phys, size, code in ENTRY.iter_unpack(entries):
                     position += 1
                     scan_left -= 1
-                    if size == _BLANK_SIZE or (tags is not None and not tag_matches(tags, code)):
+                    if size == _BLANK_SIZE:
+                        continue
+                    result.last_examined_position = phys
+                    if tags is not None and not tag_matches(tags, code):
                         continue
                     if records and total + size > max_bytes:
                         position -= 1

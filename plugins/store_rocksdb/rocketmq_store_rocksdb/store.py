@@ -636,6 +636,7 @@ class RocksDBStore:
                 break
             queue_offset = QUEUE_KEY.unpack(key)[1]
             phys, size, code, _stored = QUEUE_ENTRY.unpack(iterator.value())
+            result.last_examined_position = phys
             scanned += 1
             if tag_matches(tags, code):
                 if wanted and total + size > max_bytes:

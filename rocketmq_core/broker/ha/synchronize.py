@@ -1,6 +1,8 @@
 """SlaveSynchronize (HA.md §5): a slave copies its master's topic table, consumer offsets,
 delay offsets and subscription groups, ``slaveSyncDelay`` after start and then every
-``slaveSyncInterval`` (Java: 3 s and 10 s).
+``slaveSyncInterval`` (Java: 3 s and 10 s). With the timer plugin it also copies the timer
+progress (GET_TIMER_CHECK_POINT, as RocketMQ 5 slaves do), so a slave made master later
+delivers the timers its master had not finished, and only those.
 
 Each request fails on its own and is logged at most once a minute per kind. The topic
 table is asked of the master's VIP port (listenPort - 2), as Java's slaves ask; a master
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rocketmq.broker.ha")
 
-REQUEST_TIMEOUT = 3.0  # seconds, each of the four requests
+REQUEST_TIMEOUT = 3.0  # seconds, each request
 FAILURE_LOG_INTERVAL = 60.0  # seconds between two lines about one kind of failure
 VIP_PORT_OFFSET = 2  # the VIP port is listenPort - 2
 
@@ -51,7 +53,7 @@ class SlaveSynchronize:
         self._client: RemotingClient | None = None
         self._failures = {
             what: RateLimitedLog(log, FAILURE_LOG_INTERVAL)
-            for what in ("topics", "offsets", "delay offsets", "groups")
+            for what in ("topics", "offsets", "delay offsets", "groups", "timer progress")
         }
         self._told_no_vip: str | None = None  # the master said once to serve no VIP port
 
@@ -85,7 +87,7 @@ class SlaveSynchronize:
         return address
 
     async def sync_once(self) -> None:
-        """One round: the four tables, each on its own."""
+        """One round: the four tables and the timer progress, each on its own."""
         master = self.master_address()
         if master is None or self._client is None:
             return
@@ -94,6 +96,7 @@ class SlaveSynchronize:
         await self._step("offsets", self._sync_offsets, master)
         await self._step("delay offsets", self._sync_delay_offsets, master)
         await self._step("groups", self._sync_groups, master)
+        await self._step("timer progress", self._sync_timer_progress, master)
 
     async def _step(self, what: str, sync: Callable[[str], Awaitable[None]], master: str) -> None:
         try:
@@ -136,6 +139,13 @@ class SlaveSynchronize:
         delay = self.broker.services.get("delay_levels")
         if delay is not None:  # without the delay plugin nothing here reads them
             await delay.adopt_master_offsets(body)
+
+    async def _sync_timer_progress(self, master: str) -> None:
+        timers = self.broker.services.get("timer_wheel")
+        if timers is None:  # without the timer plugin nothing here reads it
+            return
+        body = await self._ask(master, RequestCode.GET_TIMER_CHECK_POINT, "timer progress")
+        await timers.adopt_master_checkpoint(body)
 
     async def _sync_groups(self, master: str) -> None:
         body = await self._ask(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, "groups")

@@ -12,7 +12,6 @@ from ...protocol.command import RemotingCommand
 from ...protocol.constants import PERM_READ
 from ...protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ...protocol.heartbeat import SubscriptionData
-from ...protocol.message import PHYSICAL_OFFSET_AT
 from ...store.api import GetResult, GetStatus
 
 if TYPE_CHECKING:
@@ -120,15 +119,14 @@ def suggest_which_broker_id(
     broker: Broker, result: GetResult, group: SubscriptionGroupConfig
 ) -> int:
     """Where the consumer should pull this queue next (HA.md §6.3): a slave
-    (whichBrokerWhenConsumeSlowly, 1) when the records read are so far behind the CommitLog
-    end that they cannot be in memory, else the group's brokerId (0)."""
+    (whichBrokerWhenConsumeSlowly, 1) when the last consume-queue entry the read looked at,
+    returned or filtered out, is so far behind the CommitLog end that it cannot be in
+    memory, else the group's brokerId (0)."""
     if not broker.config.slave_read_enable:
         return 0
-    if not result.records:
-        return group.broker_id  # nothing read: nothing says the consumer is behind
-    last = result.records[-1]
-    position = int.from_bytes(last[PHYSICAL_OFFSET_AT : PHYSICAL_OFFSET_AT + 8], "big")
-    behind = broker.store.max_commit_log_offset - position
+    if result.last_examined_position < 0:
+        return group.broker_id  # no entry looked at: nothing says the consumer is behind
+    behind = broker.store.max_commit_log_offset - result.last_examined_position
     memory = broker.config.total_physical_memory or total_physical_memory()
     if behind > memory * broker.config.access_message_in_memory_max_ratio / 100:
         return group.which_broker_when_consume_slowly

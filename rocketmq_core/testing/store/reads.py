@@ -296,6 +296,18 @@ class ReadContract(ConformanceBase):
             assert (result.next_begin_offset, result.min_offset, result.max_offset) == (5, 0, 5)
             assert (result.records, result.queue_offsets) == ([], [])
 
+    async def test_a_read_names_the_last_entry_it_looked_at(self, store_factory, tmp_path):
+        # the broker's suggestWhichBrokerId measures how far behind a reader is from it
+        async with self.open_store(store_factory, tmp_path / "store") as store:
+            puts = [await store.put(make_message(body=b"a", tags="A")) for _ in range(5)]
+            filtered = await store.get("TopicTest", 0, 0, 32, tag_filter("B"))
+            first_two = await store.get("TopicTest", 0, 0, 2, tag_filter("A"))
+            at_the_end = await store.get("TopicTest", 0, 5, 32)
+        positions = [put.commit_log_offset for put in puts]
+        assert filtered.last_examined_position == positions[-1]
+        assert first_two.last_examined_position == positions[1]
+        assert at_the_end.last_examined_position == -1
+
     async def test_max_count_limits_the_records(self, store_factory, tmp_path):
         async with self.open_store(store_factory, tmp_path / "store") as store:
             for number in range(10):
