@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from rocketmq_core.config import format_properties
+from rocketmq_core.testing.broker import broker_config
 from tests.missing import missing
 
 READY = re.compile(rb"ready: name server (\S+), broker (\S+) ")
@@ -96,3 +99,113 @@ class StandaloneProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+NAMESRV_READY = re.compile(rb"The Name Server boot success\. .* listening on (\S+)")
+BROKER_READY = re.compile(rb"The broker\[[^,]+, (\S+)\] boot success")
+
+
+class ServerProcess:
+    """One ``rocketmq`` server command, restartable on the same files and ports; its
+    output goes to one log and each start waits for a boot line more than before."""
+
+    def __init__(self, home: Path, command: list[str], ready: re.Pattern[bytes]) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        self.home = home
+        self.command = command
+        self.ready = ready
+        self.log = home / "server.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.address = ""
+        self.starts = 0
+
+    def start(self, timeout: float = 30.0) -> None:
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "rocketmq_core.cli", *self.command],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "HOME": str(self.home)},  # the name server's files go there
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            booted = self.ready.findall(self.log.read_bytes())
+            if len(booted) > self.starts:
+                self.starts = len(booted)
+                self.address = booted[-1].decode()
+                return
+            if self.process.poll() is not None:
+                pytest.fail(f"{self.log} exited {self.process.returncode}:\n{self.output()}")
+            time.sleep(0.05)
+        pytest.fail(f"{self.log}: not started in {timeout} s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: nothing flushed, no goodbye to anyone."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def listen_port_with_free_neighbours() -> int:
+    """A free listenPort whose VIP port (- 2) and HA port (+ 1) are free too: a restart
+    binds all three again, and a slave asks its master's listenPort - 2 for topics."""
+    for _attempt in range(50):
+        with socket.socket() as probe:
+            probe.bind(("0.0.0.0", 0))
+            port = probe.getsockname()[1]
+        if port < 65535 and all(_free(near) for near in (port - 2, port, port + 1)):
+            return port
+    pytest.fail("no free listenPort with free neighbours")
+
+
+def broker_process(
+    home: Path,
+    namesrv: str,
+    role: str,
+    broker_id: int,
+    *,
+    cluster: str,
+    broker_name: str = "broker-a",
+    listen_port: int | None = None,
+) -> ServerProcess:
+    """A broker of a master/slave group, started: ``listen_port`` None picks one whose
+    VIP and HA ports are free too, so that restarts bind the same three."""
+    config = broker_config(
+        home / "store",
+        namesrv,
+        listen_port=listen_port_with_free_neighbours() if listen_port is None else listen_port,
+        broker_name=broker_name,
+        broker_cluster_name=cluster,
+        broker_role=role,
+        # the slave copies the master's topics soon after it starts, then twice a second
+        slave_sync_delay=100,
+        slave_sync_interval=500,
+    )
+    config.broker_id = broker_id
+    home.mkdir(parents=True, exist_ok=True)
+    conf = home / "broker.conf"
+    conf.write_text(format_properties(config.to_properties()))
+    server = ServerProcess(home, ["broker", "-c", str(conf)], BROKER_READY)
+    server.start()
+    return server

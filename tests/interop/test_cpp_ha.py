@@ -10,11 +10,6 @@ A name server, the master and its slave run as real processes (``rocketmq namesr
 from __future__ import annotations
 
 import ctypes
-import os
-import re
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,14 +23,13 @@ import pytest
 
 from rocketmq_core.client import sync
 from rocketmq_core.client.config import ClientConfig
-from rocketmq_core.config import format_properties
 from rocketmq_core.plugins import load_plugins
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import QueryConsumerOffsetRequestHeader
 from rocketmq_core.remoting.client import RemotingClient
-from rocketmq_core.testing.broker import broker_config
 from tests.cpp_client import load_cpp_client
+from tests.processes import NAMESRV_READY, ServerProcess, broker_process
 
 from .cpp import CollectingConsumer, message, producer, wait_until
 
@@ -45,98 +39,6 @@ QUEUES = 4
 SENDS = 200
 KILL_AFTER = 100  # SEND_OKs before the master is killed
 FIRST_PART = 40  # consumed from the master before the failover
-
-NAMESRV_READY = re.compile(rb"The Name Server boot success\. .* listening on (\S+)")
-BROKER_READY = re.compile(rb"The broker\[[^,]+, (\S+)\] boot success")
-
-
-class ServerProcess:
-    """One ``rocketmq`` server command in a process of its own, its output in a log; the
-    address its boot line names is known once it started."""
-
-    def __init__(self, home: Path, command: list[str], ready: re.Pattern[bytes]) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        self.log = home / "server.log"
-        self.ready = ready
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "rocketmq_core.cli", *command],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "HOME": str(home)},  # the name server's files go there
-            )
-        self.address = self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = self.ready.search(self.log.read_bytes())
-            if found:
-                return found.group(1).decode()
-            if self.process.poll() is not None:
-                pytest.fail(f"{self.log} exited {self.process.returncode}:\n{self.output()}")
-            time.sleep(0.05)
-        pytest.fail(f"{self.log}: not started in {timeout} s:\n{self.output()}")
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-    def kill(self) -> None:
-        """SIGKILL, as a crashed machine: nothing flushed, no goodbye to anyone."""
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-def master_listen_port() -> int:
-    """A listenPort whose VIP port (- 2) and HA port (+ 1) are free too: a slave asks its
-    master's listenPort - 2 for topics, which with listenPort 0 is somebody else's port."""
-    for _attempt in range(50):
-        with socket.socket() as probe:
-            probe.bind(("0.0.0.0", 0))
-            port = probe.getsockname()[1]
-        if port < 65535 and all(_free(near) for near in (port - 2, port, port + 1)):
-            return port
-    pytest.fail("no free listenPort with free neighbours for the master")
-
-
-def start_broker(
-    home: Path, namesrv: str, role: str, broker_id: int, listen_port: int = 0
-) -> ServerProcess:
-    config = broker_config(
-        home / "store",
-        namesrv,
-        listen_port=listen_port,
-        broker_name=BROKER,
-        broker_cluster_name=CLUSTER,
-        broker_role=role,
-        # the slave copies the master's topics soon after it starts, then twice a second
-        slave_sync_delay=100,
-        slave_sync_interval=500,
-    )
-    config.broker_id = broker_id
-    conf = home / "broker.conf"
-    home.mkdir(parents=True, exist_ok=True)
-    conf.write_text(format_properties(config.to_properties()))
-    return ServerProcess(home, ["broker", "-c", str(conf)], BROKER_READY)
 
 
 @dataclass
@@ -161,11 +63,12 @@ def running_group(directory: Path) -> Iterator[Group]:
             directory / "namesrv", ["namesrv", "--listen", "127.0.0.1:0"], NAMESRV_READY
         )
         servers.append(namesrv)
-        master = start_broker(
-            directory / "master", namesrv.address, "SYNC_MASTER", 0, master_listen_port()
+        namesrv.start()
+        master = broker_process(
+            directory / "master", namesrv.address, "SYNC_MASTER", 0, cluster=CLUSTER
         )
         servers.append(master)
-        slave = start_broker(directory / "slave", namesrv.address, "SLAVE", 1)
+        slave = broker_process(directory / "slave", namesrv.address, "SLAVE", 1, cluster=CLUSTER)
         servers.append(slave)
         yield Group(namesrv, master, slave)
     finally:
