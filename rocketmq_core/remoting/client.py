@@ -119,7 +119,7 @@ class RemotingClient:
             connection = Connection(
                 stream,
                 self.processors,
-                hooks=self.hooks,
+                invoke_hooks=self.hooks,
                 opaques=self._opaques,
                 max_frame_length=self.max_frame_length,
                 peer_address=address,  # dialable again, scheme and all

@@ -111,6 +111,7 @@ class Connection:
         processors: ProcessorTable | None = None,
         *,
         hooks: Iterable[RpcHook] = (),
+        invoke_hooks: Iterable[RpcHook] = (),
         opaques: OpaqueSequence | None = None,
         max_frame_length: int = MAX_FRAME_LENGTH,
         peer_address: str | None = None,
@@ -119,7 +120,11 @@ class Connection:
     ) -> None:
         self._stream = stream
         self._processors = processors
+        # a server's hooks run around the requests it receives (an ACL check), a client's
+        # around those it sends: neither around the other direction (Java's server does not
+        # run its hooks on a NOTIFY it sends to a client)
         self._hooks = tuple(hooks)
+        self._invoke_hooks = tuple(invoke_hooks)
         # runs on each request of ours once its fields and body are final (signing)
         self._before_send = before_send
         self._opaques = opaques or OpaqueSequence()
@@ -554,7 +559,7 @@ class Connection:
             raise ConnectionClosedError(f"connection to {self.peer_address} is closed")
         opaque = request.opaque = self._opaques.next()
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
-        for hook in self._hooks:
+        for hook in self._invoke_hooks:
             hook.before_request(self.context, request)
         if self._before_send is not None:
             self._before_send(request)
@@ -584,7 +589,7 @@ class Connection:
                 f"no response to {_request_name(request.code)} from {self.peer_address}"
                 f" within {timeout:g} s"
             )
-        for hook in self._hooks:
+        for hook in self._invoke_hooks:
             hook.after_response(self.context, request, response)
         return response
 
@@ -631,7 +636,7 @@ class Connection:
             raise ConnectionClosedError(f"connection to {self.peer_address} is closed")
         request.opaque = self._opaques.next()
         request.flag = (request.flag & ~FLAG_RESPONSE) | FLAG_ONEWAY
-        for hook in self._hooks:
+        for hook in self._invoke_hooks:
             hook.before_request(self.context, request)
         if self._before_send is not None:
             self._before_send(request)

@@ -36,7 +36,8 @@ class RpcHook(Protocol):
     On a server ``before_request`` may return a response to answer with instead of
     calling the processor (a refused ACL check); on a client it runs just before the
     request is sent and may add fields (a signature). ``after_response`` sees each
-    response before it is sent (server) or returned (client).
+    response before it is sent (server) or returned (client). A server's hooks do not run
+    on the requests it sends to clients, nor a client's on those it receives.
     """
 
     def before_request(self, ctx: RequestContext, request: RemotingCommand) -> Response: ...

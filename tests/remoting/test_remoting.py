@@ -289,6 +289,43 @@ async def test_rpc_hooks_on_both_sides(tcp):
             assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, "bad signature")
 
 
+async def test_hooks_run_on_one_direction_only_a_servers_on_requests_in_a_clients_on_requests_out(
+    tcp,
+):
+    seen: list[tuple[str, int]] = []
+
+    class Recorder:
+        def __init__(self, side):
+            self.side = side
+
+        def before_request(self, ctx, req):
+            seen.append((self.side, req.code))
+
+        def after_response(self, ctx, req, resp):
+            pass
+
+    async def ask_back(ctx, req):
+        check = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {})
+        await ctx.connection.invoke(check, timeout=5)
+        return req.response()
+
+    server_table = ProcessorTable()
+    server_table.register(RequestCode.END_TRANSACTION, ask_back)
+    client_table = ProcessorTable()
+    client_table.register(RequestCode.CHECK_TRANSACTION_STATE, lambda ctx, req: req.response())
+    async with serving(tcp, server_table, hooks=[Recorder("server")]) as (_server, address):
+        async with RemotingClient(
+            tcp, processors=client_table, hooks=[Recorder("client")]
+        ) as client:
+            await client.invoke(address, request(RequestCode.END_TRANSACTION))
+    # the server's request to the client passed neither the server's hook (an ACL guard
+    # would refuse it) nor the client's (a signer would sign the server's request)
+    assert seen == [
+        ("client", RequestCode.END_TRANSACTION),
+        ("server", RequestCode.END_TRANSACTION),
+    ]
+
+
 async def test_a_burst_is_answered_in_writes_of_a_turn_each_the_first_before_the_last_is_handled(
     tcp,
 ):
