@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -415,8 +416,11 @@ class Producer(PartsLifetime):
             return result
         if not errors:
             raise MQClientError(f"send to {topic!r} timed out before a broker answered")
+        # the same refusal from each attempt (an ACL remark, say) is said once, counted
+        reasons = Counter(errors)
+        said = [error if n == 1 else f"{error} (x{n})" for error, n in reasons.items()]
         raise MQClientError(
-            f"send to {topic!r} failed after {len(errors)} attempt(s): " + "; ".join(errors)
+            f"send to {topic!r} failed after {len(errors)} attempt(s): " + "; ".join(said)
         )
 
     def _record(self, broker_name: str, started: float, *, failed: bool = False) -> None:

@@ -279,6 +279,7 @@ def test_with_acl_on_the_cli_says_in_one_line_why_it_was_refused(acl_cluster, ca
     err = capsys.readouterr().err  # a refused heartbeat may be logged before it
     (error,) = [line for line in err.splitlines() if line.startswith("rocketmq send: error:")]
     assert "Check signature failed for accessKey=RocketMQ" in error
+    assert error.count("Check signature failed") == 1  # the same refusal of each retry: once
     assert "wrong" not in err
 
 
