@@ -268,7 +268,7 @@ def record_store_time(record: bytes | memoryview) -> int:
 
 
 def decode_record(
-    buffer: bytes | memoryview, position: int = 0, *, check_crc: bool = False
+    buffer: bytes | bytearray | memoryview, position: int = 0, *, check_crc: bool = False
 ) -> StoredMessage:
     """Decode the record at ``position``; RecordError if it is not a whole, valid one."""
     end_of_buffer = len(buffer)
@@ -311,7 +311,8 @@ def decode_record(
         at += properties_length
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise RecordError(f"record at {position} is cut short or garbled: {exc}") from None
-    if at - position != size or body_length < 0 or len(body) != body_length:
+    lengths = (body_length, topic_length, properties_length)
+    if at - position != size or min(lengths) < 0 or len(body) != body_length:
         raise RecordError(f"record at {position}: its fields do not add up to {size} bytes")
     if check_crc and body_crc(body) != crc:
         raise RecordError(f"record at {position}: the body CRC does not match")

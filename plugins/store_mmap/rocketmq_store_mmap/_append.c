@@ -616,6 +616,166 @@ done:
     return result;
 }
 
+/* --- a record's DispatchRequest, read in place (record_requests.py is the reference) - */
+
+#define MAGIC_V2 ((int32_t)0xDAA320AB)
+#define BORNHOST_V6 0x10
+#define STOREHOST_V6 0x20
+#define SMALLEST_RECORD 94 /* the fixed fields and two IPv4 hosts */
+
+typedef struct {
+    const uint8_t *value; /* the last non-empty value of a name, as parse_properties keeps */
+    Py_ssize_t length;
+} Property;
+
+static int all_ascii(const uint8_t *p, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (p[i] & 0x80) return 0;
+    return 1;
+}
+
+/* TAGS, KEYS and UNIQ_KEY: split on 0x02, name up to the first 0x01, empty ones skipped */
+static void wanted_properties(const uint8_t *at, const uint8_t *end, Property *tags,
+                              Property *keys, Property *uniq) {
+    for (;;) {
+        const uint8_t *pair_end = memchr(at, 0x02, (size_t)(end - at));
+        if (pair_end == NULL) pair_end = end;
+        const uint8_t *split = memchr(at, 0x01, (size_t)(pair_end - at));
+        if (split != NULL && split + 1 < pair_end) {
+            Property found = {split + 1, pair_end - split - 1};
+            Py_ssize_t name_length = split - at;
+            if (is_name(at, name_length, "TAGS")) *tags = found;
+            else if (is_name(at, name_length, "KEYS")) *keys = found;
+            else if (is_name(at, name_length, "UNIQ_KEY")) *uniq = found;
+        }
+        if (pair_end == end) return;
+        at = pair_end + 1;
+    }
+}
+
+/* a str of UTF-8 bytes, or Py_None for none; NULL with an exception on failure */
+static PyObject *text_or_none(const Property *property) {
+    if (property->value == NULL) return Py_NewRef(Py_None);
+    return PyUnicode_DecodeUTF8((const char *)property->value, property->length, NULL);
+}
+
+PyDoc_STRVAR(dispatch_request_doc,
+"dispatch_request(buffer, position, check_crc, request_type, tags_code_of)\n"
+"--\n\n"
+"``request_type(topic, queue_id, commit_log_offset, size, tags_code, store_timestamp,\n"
+"queue_offset, keys, uniq_key, sys_flag, prepared_transaction_offset)`` of the record at\n"
+"``position`` of ``buffer``, its fields read in place; ``tags_code_of`` gives the tags\n"
+"code of a TAGS value that is not ASCII. None when the bytes there are not a whole,\n"
+"valid record (with ``check_crc``, its body CRC too): the Python reader says why.");
+
+static PyObject *dispatch_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "dispatch_request() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    Py_ssize_t position = PyLong_AsSsize_t(args[1]);
+    if (position == -1 && PyErr_Occurred()) return NULL;
+    int check_crc = PyObject_IsTrue(args[2]);
+    if (check_crc < 0) return NULL;
+    PyObject *request_type = args[3], *tags_code_of = args[4];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) != 0) return NULL;
+    PyObject *result = NULL;
+    const uint8_t *base = view.buf;
+    if (position < 0 || view.len - position < 48) goto not_a_record;
+    const uint8_t *record = base + position;
+    int32_t size = get32(record), magic = get32(record + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < SMALLEST_RECORD ||
+        size > view.len - position)
+        goto not_a_record;
+    const uint8_t *end = record + size;
+    int32_t sys_flag = get32(record + 36);
+    const uint8_t *at = record + 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
+    int64_t store_timestamp = get64(at);
+    at += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8);
+    if (end - at < 16) goto not_a_record; /* reconsume times, prepared offset, body length */
+    int64_t prepared = get64(at + 4);
+    int32_t body_length = get32(at + 12);
+    const uint8_t *body = at + 16;
+    if (body_length < 0 || end - body < (Py_ssize_t)body_length + 1) goto not_a_record;
+    at = body + body_length;
+    Py_ssize_t topic_length;
+    if (magic == MAGIC_V2) {
+        if (end - at < 2) goto not_a_record;
+        topic_length = (int16_t)((uint16_t)at[0] << 8 | at[1]);
+        at += 2;
+    } else {
+        topic_length = *at++;
+    }
+    const uint8_t *topic = at;
+    if (topic_length < 0 || end - at < topic_length + 2) goto not_a_record;
+    at += topic_length;
+    Py_ssize_t properties_length = (int16_t)((uint16_t)at[0] << 8 | at[1]);
+    at += 2;
+    if (properties_length < 0 || end - at != properties_length) goto not_a_record;
+    if (check_crc &&
+        (crc32_continue(0, body, body_length) & 0x7FFFFFFFu) != (uint32_t)get32(record + 8))
+        goto not_a_record;
+    /* decode_record refuses properties that are not UTF-8 anywhere, not only the wanted */
+    if (!all_ascii(at, properties_length)) {
+        PyObject *checked = PyUnicode_DecodeUTF8((const char *)at, properties_length, NULL);
+        if (checked == NULL) {
+            PyErr_Clear();
+            goto not_a_record;
+        }
+        Py_DECREF(checked);
+    }
+    PyObject *topic_text = PyUnicode_DecodeUTF8((const char *)topic, topic_length, NULL);
+    if (topic_text == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto done;
+        PyErr_Clear();
+        goto not_a_record;
+    }
+    Property tags = {NULL, 0}, keys = {NULL, 0}, uniq = {NULL, 0};
+    if (properties_length) wanted_properties(at, end, &tags, &keys, &uniq);
+    int64_t code = 0;
+    if (tags.value != NULL) {
+        if (all_ascii(tags.value, tags.length)) {
+            uint32_t hash = 0; /* Java's String.hashCode: for ASCII, one code unit a byte */
+            for (Py_ssize_t i = 0; i < tags.length; i++) hash = hash * 31u + tags.value[i];
+            code = (int32_t)hash;
+        } else {
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)tags.value, tags.length);
+            PyObject *number = raw ? PyObject_CallOneArg(tags_code_of, raw) : NULL;
+            Py_XDECREF(raw);
+            code = number ? PyLong_AsLongLong(number) : -1;
+            Py_XDECREF(number);
+            if (code == -1 && PyErr_Occurred()) {
+                Py_DECREF(topic_text);
+                goto done;
+            }
+        }
+    }
+    PyObject *fields[11] = {topic_text,
+                            PyLong_FromLong(get32(record + 12)),
+                            PyLong_FromLongLong(get64(record + 28)),
+                            PyLong_FromLong(size),
+                            PyLong_FromLongLong(code),
+                            PyLong_FromLongLong(store_timestamp),
+                            PyLong_FromLongLong(get64(record + 20)),
+                            text_or_none(&keys),
+                            text_or_none(&uniq),
+                            PyLong_FromLong(sys_flag),
+                            PyLong_FromLongLong(prepared)};
+    int made = 1;
+    for (int i = 0; i < 11; i++) made &= fields[i] != NULL;
+    if (made) result = PyObject_Vectorcall(request_type, fields, 11, NULL);
+    for (int i = 0; i < 11; i++) Py_XDECREF(fields[i]);
+    goto done;
+
+not_a_record:
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 PyDoc_STRVAR(crc32_doc, "crc32(data, value=0)\n--\n\nzlib.crc32, as this module computes it.");
 
 static PyObject *crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -636,6 +796,8 @@ static PyObject *crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 static PyMethodDef methods[] = {
     {"append", (PyCFunction)(void (*)(void))append, METH_FASTCALL, append_doc},
     {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
+    {"dispatch_request", (PyCFunction)(void (*)(void))dispatch_request, METH_FASTCALL,
+     dispatch_request_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,9 +21,7 @@ from rocketmq_core.protocol.message import (
     PHYSICAL_OFFSET_AT,
     STOREHOST_V6,
     RecordError,
-    StoredMessage,
     body_crc,
-    decode_record,
     host_is_v6,
     record_size,
     record_store_time,
@@ -31,9 +29,10 @@ from rocketmq_core.protocol.message import (
     write_blank,
     write_record,
 )
-from rocketmq_core.store.api import MessageToStore
+from rocketmq_core.store.api import DispatchRequest, MessageToStore
 
 from .mapped_file import MappedFile, MappedFileQueue, file_name
+from .record_requests import TagsCodeRule, read_request
 
 log = logging.getLogger("rocketmq.store.mmap")
 
@@ -224,8 +223,11 @@ class CommitLog:
 
     # --- recovery --------------------------------------------------------------------------
 
-    def scan(self, start: int, check_crc: bool) -> Iterator[tuple[int, StoredMessage]]:
-        """Valid records from ``start`` on, stopping at the first invalid one.
+    def scan(
+        self, start: int, check_crc: bool, rules: Sequence[TagsCodeRule] = ()
+    ) -> Iterator[tuple[int, DispatchRequest]]:
+        """Valid records from ``start`` on, as their dispatch requests, stopping at the
+        first invalid one.
 
         Sets ``self.scan_end`` to the offset after the last valid record (or blank).
         """
@@ -250,15 +252,15 @@ class CommitLog:
                 self.scan_end = position
                 continue
             try:
-                message = decode_record(mapped.buffer, relative, check_crc=check_crc)
+                request = read_request(mapped.buffer, relative, check_crc, rules)
             except RecordError as exc:
                 if size != 0 or magic != 0:
                     log.warning("CommitLog ends at %d: %s", position, exc)
                 return
-            if message.commit_log_offset != position:
+            if request.commit_log_offset != position:
                 log.warning("CommitLog ends at %d: a record that belongs elsewhere", position)
                 return
-            yield position, message
+            yield position, request
             position += size
             self.scan_end = position
 

@@ -10,21 +10,24 @@ zeroed, consume-queue entries pointing past the end are dropped.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from rocketmq_core.protocol.message import StoredMessage, tags_code
 from rocketmq_core.store.api import Dispatcher, DispatchRequest
 
 from .commitlog import CommitLog
 from .consume_queue import ConsumeQueue
+from .record_requests import TagsCodeRule
 
 log = logging.getLogger("rocketmq.store.mmap")
 
-TagsCodeRule = Callable[[StoredMessage], int | None]
+__all__ = ["TagsCodeRule", "dispatch_request", "recover"]
 
 
 def dispatch_request(message: StoredMessage, rules: Iterable[TagsCodeRule]) -> DispatchRequest:
-    """What the dispatchers were told when ``message`` was appended."""
+    """What the dispatchers were told when ``message`` was appended, from the whole
+    decoded message (recovery reads records with ``record_requests.read_request``, which
+    must give the same)."""
     code = None
     for rule in rules:
         code = rule(message)
@@ -64,10 +67,9 @@ def recover(
     # after a crash, validate from the start of the checkpoint's file (as Java does): the
     # checkpoint vouches for derived entries, not for the CommitLog bytes below it
     holder = commitlog.files.find(start - 1) if after_crash and start > 0 else None
-    for position, message in commitlog.scan(holder.start if holder else start, check_crc):
+    for position, request in commitlog.scan(holder.start if holder else start, check_crc, rules):
         if position < start:
             continue  # validated only: its entries are on disk already
-        request = dispatch_request(message, rules)
         for dispatcher in dispatchers:
             dispatcher(request)
         replayed += 1

@@ -20,25 +20,34 @@ from rocketmq_core.protocol.message import (
     MAGIC_V1,
     MAGIC_V2,
     RecordError,
-    StoredMessage,
-    decode_record,
 )
-from rocketmq_core.store.api import ReplicationError
+from rocketmq_core.store.api import DispatchRequest, ReplicationError
 
 from .commitlog import CommitLog
+from .record_requests import read_request
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _HEAD = _SIZE_MAGIC.size  # 8: what an incomplete record keeps off the disk
 _SMALLEST_RECORD = FIXED_SIZE + 16  # two IPv4 hosts, nothing else
 
 
-class ReplicaWriter:
-    """Appends replicated bytes to ``commitlog`` and hands each record they complete
-    to ``dispatch``."""
+# the request of the record at a position of a mapped file: record_requests.read_request
+RecordReader = Callable[[memoryview, int], DispatchRequest]
 
-    def __init__(self, commitlog: CommitLog, dispatch: Callable[[StoredMessage], None]) -> None:
+
+class ReplicaWriter:
+    """Appends replicated bytes to ``commitlog`` and hands the request of each record
+    they complete (read by ``read``) to ``dispatch``."""
+
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        dispatch: Callable[[DispatchRequest], None],
+        read: RecordReader = read_request,
+    ) -> None:
         self.commitlog = commitlog
         self.dispatch = dispatch
+        self.read = read
         self.pending: int | None = None  # where the incomplete last record starts
         self.hidden = b""  # its first bytes, zero on disk until it is whole
 
@@ -143,10 +152,10 @@ class ReplicaWriter:
         mapped = self.commitlog.files.find(position)
         assert mapped is not None and mapped.buffer is not None
         try:
-            message = decode_record(mapped.buffer, position - mapped.start)
-            if message.commit_log_offset != position:
-                raise RecordError(f"it says it belongs at {message.commit_log_offset}")
-            self.dispatch(message)
+            request = self.read(mapped.buffer, position - mapped.start)
+            if request.commit_log_offset != position:
+                raise RecordError(f"it says it belongs at {request.commit_log_offset}")
+            self.dispatch(request)
         except (RecordError, StoreError, OSError) as exc:
             # keep the whole records before it; the master sends the rest again
             self.commitlog.truncate_after(position, zero=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import errno
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -28,7 +29,7 @@ from typing import Any
 import anyio
 
 from rocketmq_core.errors import ConfigError
-from rocketmq_core.protocol.message import TRANSACTION_PREPARED, StoredMessage, tags_code_of
+from rocketmq_core.protocol.message import TRANSACTION_PREPARED, tags_code_of
 from rocketmq_core.store.api import (
     Dispatcher,
     DispatchRequest,
@@ -68,7 +69,8 @@ from .index import INDEX_LOW_WATER, IndexService, key_hashes, topic_prefix_crc
 from .mapped_file import FileCreationError, MappedFile, PreToucher, sync_files
 from .mapping import MappingBudget, mapping_limit
 from .queue_ends import QueueEnds, QueueEndsSummary
-from .recovery import TagsCodeRule, dispatch_request, recover
+from .record_requests import read_request
+from .recovery import TagsCodeRule, recover
 from .replication import ReplicaWriter
 
 log = logging.getLogger("rocketmq.store.mmap")
@@ -958,12 +960,12 @@ class MmapStore:
     def append_replicated(self, offset: int, data: bytes) -> None:
         self._check_open()
         if self._replica is None:
-            self._replica = ReplicaWriter(self.commitlog, self._dispatch_replicated)
+            read = functools.partial(read_request, rules=self.tags_code_rules)
+            self._replica = ReplicaWriter(self.commitlog, self._dispatch_replicated, read)
         self._replica.append(offset, data)
 
-    def _dispatch_replicated(self, message: StoredMessage) -> None:
+    def _dispatch_replicated(self, request: DispatchRequest) -> None:
         """A replicated record told to every dispatcher, as recovery tells it."""
-        request = dispatch_request(message, self.tags_code_rules)
         for dispatcher in self._dispatchers:
             dispatcher(request)
         queue = self._queues.get((request.topic, request.queue_id))
