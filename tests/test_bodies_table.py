@@ -16,12 +16,17 @@ from rocketmq_core.errors import BodyError
 from rocketmq_core.protocol.bodies import (
     BrokerData,
     BrokerMemberGroup,
+    BrokerStatsData,
+    BrokerStatsItem,
     ClusterInfo,
+    CMResult,
     Connection,
+    ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerOffsetWrapper,
     ConsumerRunningInfo,
     ConsumeStats,
+    ConsumeStatsList,
     ConsumeStatus,
     DataVersion,
     GroupList,
@@ -187,6 +192,25 @@ CASES = [
     ),
     Case("consume-stats-empty", ConsumeStats(), b'{"consumeTps":0.0,"offsetTable":{}}'),
     Case(
+        "consume-stats-list",
+        ConsumeStatsList(
+            "10.0.0.1:10911", [{"G": [ConsumeStats({Q0: OffsetWrapper(10, 8, 8, 0)}, 1.0)]}], 2
+        ),
+        b'{"brokerAddr":"10.0.0.1:10911","consumeStatsList":[{"G":[{"consumeTps":1.0,'
+        b'"offsetTable":{'
+        + MQ0
+        + b':{"brokerOffset":10,"consumerOffset":8,"lastTimestamp":0,"pullOffset":8}}}]}],'
+        b'"totalDiff":2}',
+    ),
+    Case(
+        "broker-stats-data",
+        BrokerStatsData(
+            BrokerStatsItem(60, 1.0, 1.0), BrokerStatsItem(), BrokerStatsItem(1200, 0.01)
+        ),
+        b'{"statsDay":{"avgpt":0.0,"sum":1200,"tps":0.01},"statsHour":{"avgpt":0.0,"sum":0,'
+        b'"tps":0.0},"statsMinute":{"avgpt":1.0,"sum":60,"tps":1.0}}',
+    ),
+    Case(
         "reset-offset-java",
         ResetOffsetBody({ORDERS: 5, Q1: BEYOND_JS}),
         b'{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"\xe8\xae\xa2\xe5\x8d\x95"}'
@@ -278,6 +302,19 @@ CASES = [
         ConsumerRunningInfo(),
         b'{"mqTable":{},"properties":{},"statusTable":{},"subscriptionSet":[]}',
     ),
+    Case(
+        "consume-directly-result",
+        ConsumeMessageDirectlyResult(CMResult.CR_SUCCESS, spent_time_mills=12),
+        b'{"autoCommit":true,"consumeResult":"CR_SUCCESS","order":false,"spentTimeMills":12}',
+    ),
+    Case(
+        "consume-directly-result-thrown",
+        ConsumeMessageDirectlyResult(
+            CMResult.CR_THROW_EXCEPTION, order=True, remark="ValueError: x, a.py:1 in f"
+        ),
+        b'{"autoCommit":true,"consumeResult":"CR_THROW_EXCEPTION","order":true,'
+        b'"remark":"ValueError: x, a.py:1 in f","spentTimeMills":0}',
+    ),
     # --- the client family
     Case(
         "heartbeat",
@@ -324,6 +361,8 @@ def test_every_body_type_has_a_case():
     covered = {type(case.body) for case in CASES}
     parts = {QueueData, BrokerData, TopicConfigWrapper, Connection, TopicOffset, OffsetWrapper}
     parts |= {QueueTimeSpan, ProcessQueueInfo, ConsumeStatus}  # inside the bodies holding them
+    parts |= {BrokerStatsItem}
+    parts |= {CMResult}  # ConsumeMessageDirectlyResult's consumeResult
     wire_types = {
         value
         for name, value in vars(bodies).items()
@@ -446,6 +485,11 @@ def test_decode_what_peers_send(decode, wire, body):
         (SubscriptionGroupWrapper.decode, b'{"subscriptionGroupTable":{"G":{}}}', "groupName"),
         (ConsumerOffsetWrapper.decode, b'{"offsetTable":{"T@G":{0:"x"}}}', "consumer offset"),
         (ConsumerIdList.decode, b"not json", "the consumer list body is not JSON"),
+        (
+            ConsumeMessageDirectlyResult.decode,
+            b'{"consumeResult":"CR_MAYBE"}',
+            "consume message directly result body",
+        ),
     ],
 )
 def test_bodies_that_are_wrong_say_which_body(decode, wire, message):

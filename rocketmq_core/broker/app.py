@@ -58,6 +58,7 @@ from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
 from .pull_rates import PullRates
 from .put_hooks import PutHooks
+from .stats import BrokerStats, sample_periodically
 from .topics import TopicConfigManager
 
 log = logging.getLogger("rocketmq.broker")
@@ -96,6 +97,7 @@ class Broker:
         self.producers = ProducerManager()
         self.pulls = PullHoldService()
         self.pull_rates = PullRates(clock)  # the consumeTps of GET_CONSUME_STATS
+        self.stats = BrokerStats(config.broker_cluster_name)  # VIEW_BROKER_STATS_DATA, runtime
         self.queue_locks = QueueLockTable()
         self._store: MessageStore | None = None  # made and opened by run
         # the plugins' put hooks, built from their factories when the broker starts
@@ -284,6 +286,7 @@ class Broker:
             if refusal is not None:
                 raise ConfigError(f"brokerRole={self.config.broker_role}: {refusal}")
             store.add_dispatcher(self.pulls)  # wakes held pulls
+            self.stats.store_host_v6 = ":" in self.config.broker_ip1  # an IPv6 store host
             await store.open()
         except OSError as exc:  # a file the checks could not foresee (permissions)
             raise data_path_error(exc, "storePathRootDir", self.config.store_path_root_dir) from exc
@@ -330,6 +333,7 @@ class Broker:
             async with anyio.create_task_group() as routine:
                 routine.start_soon(self._register_periodically)
                 routine.start_soon(self._housekeeping)
+                routine.start_soon(sample_periodically, self.stats)
 
     # the steps of a stop, pushed by run as their parts start; they run in reverse
 
@@ -386,7 +390,9 @@ class Broker:
         """Store a message the broker makes itself (a send-back, a commit, a delay
         delivery) as a send is stored: flushed as the policy says and, on a SYNC_MASTER,
         waited for on a slave (HA.md §3). The put hooks are not run: ``prepare`` first."""
-        return await put_replicated(self, message)
+        result = await put_replicated(self, message)
+        self.stats.count_stored(message, result)
+        return result
 
     async def _run_services(self, *, task_status: TaskStatus[None]) -> None:
         self._services_done = anyio.Event()

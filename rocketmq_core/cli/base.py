@@ -96,7 +96,8 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
 
 class AdminCommand:
     """A command with actions (``rocketmq topic create``): subclasses list them and
-    implement each as ``do_<action>(admin, args) -> Output``."""
+    implement each as ``do_<action>(admin, args) -> Output`` (a dash in the action's
+    name is an underscore in the method's)."""
 
     help = ""
     actions: dict[str, str] = {}  # action -> help
@@ -116,7 +117,7 @@ class AdminCommand:
             choices = "|".join(self.actions)
             print(f"usage: rocketmq {args.command} {{{choices}}} [options]", file=sys.stderr)
             return 2
-        return run_action(args, host, getattr(self, "do_" + args.action))
+        return run_action(args, host, getattr(self, "do_" + args.action.replace("-", "_")))
 
 
 def run_action(args: argparse.Namespace, host: PluginHost, action: Action) -> int:

@@ -15,8 +15,8 @@ from .render import table
 STATS_HELP = (
     "per topic and consumer group: the accumulation (lag), and the in and out TPS"
     " measured over --interval seconds: messages put to the topic, offsets the group"
-    " committed. Not shown (unlike mqadmin statsAll): messages in/out of the last 24"
-    " hours, which the broker does not count (no VIEW_BROKER_STATS_DATA)"
+    " committed. Not shown yet (unlike mqadmin statsAll): messages in/out of the last 24"
+    " hours (the broker answers VIEW_BROKER_STATS_DATA; this command does not ask it)"
 )
 
 UP_HELP = (
@@ -26,8 +26,21 @@ UP_HELP = (
 LIST_HELP = (
     "list clusters and brokers: version, role (ASYNC_MASTER, SYNC_MASTER, SLAVE), HA"
     " address (a master's, where its slaves connect; a slave's master's), a slave's LAG"
-    " (bytes of CommitLog its master has and it has not), messages put today, uptime"
+    " (bytes of CommitLog its master has and it has not), IN and OUT TPS (messages put and"
+    " pulled a second, over the last 10 s, as mqadmin clusterList), messages put today, uptime"
 )
+
+
+def first_tps(rates: str | None) -> str:
+    """The first (10 s) part of a runtime-info rate triple (``putTps``), as mqadmin
+    clusterList prints it; 0 while the broker has too few samples, "-" when unknown."""
+    if rates is None:
+        return "-"
+    parts = rates.split()
+    try:
+        return f"{float(parts[0]) if parts else 0.0:.2f}"
+    except ValueError:
+        return "-"
 
 
 def slave_lag(
@@ -116,13 +129,15 @@ class ClusterCommand(AdminCommand):
                     info.get("brokerRole", "-"),
                     info.get("haServerAddr") or info.get("haMasterAddress") or "-",
                     lag.get(address),
+                    first_tps(info.get("putTps")),
+                    first_tps(info.get("getTransferedTps") or info.get("getTransferredTps")),
                     info.get("msgPutTotalTodayNow", "-"),
                     info.get("runtime", "unreachable"),
                 ]
             )
         headers = [
             *("CLUSTER", "BROKER", "ID", "ADDRESS", "VERSION", "ROLE", "HA ADDRESS", "LAG"),
-            *("PUT TODAY", "UPTIME"),
+            *("IN TPS", "OUT TPS", "PUT TODAY", "UPTIME"),
         ]
         document = {
             "clusters": summary.clusters,

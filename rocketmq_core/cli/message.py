@@ -13,6 +13,7 @@ import orjson
 
 from ..client.admin import Admin
 from ..client.message import ReceivedMessage
+from ..protocol.bodies import CMResult
 from ..protocol.heartbeat import MessageQueue
 from .base import AdminCommand, CommandError, Output
 from .offset import parse_timestamp
@@ -27,9 +28,30 @@ class MessageCommand(AdminCommand):
         "query": "messages of a topic by key (--key); one message by id (--id) or by"
         " queue offset (--offset with --broker-name and --queue)",
         "print": "every message of a topic stored between two times, queue by queue",
+        "consume-directly": "hand one stored message to one consumer of a group, whose"
+        " listener takes it once, committing nothing (redrives a message of the"
+        " group's dead-letter topic); exits 1 unless the listener succeeded",
     }
 
     def add_action_arguments(self, action: str, parser: argparse.ArgumentParser) -> None:
+        if action == "consume-directly":
+            parser.add_argument("-g", "--group", required=True, help="the consumer group")
+            parser.add_argument(
+                "-d",
+                "--client-id",
+                help="the consumer, as `rocketmq group consumers` lists it (default: the"
+                " group's first online consumer)",
+            )
+            parser.add_argument(
+                "-i",
+                "--id",
+                required=True,
+                help="a message id: the client's (UNIQ_KEY) or offset id",
+            )
+            parser.add_argument(
+                "-t", "--topic", help="the topic (needed unless --id is an offset message id)"
+            )
+            return
         if action == "print":
             parser.add_argument("-t", "--topic", required=True, help="the topic")
             parser.add_argument("--begin", help=f"stored at or after this: {TIMESTAMP_HELP}")
@@ -84,6 +106,22 @@ class MessageCommand(AdminCommand):
         ]
         headers = ["MSG ID", "BROKER", "QUEUE", "OFFSET", "STORED", "TAGS", "KEYS", "BYTES"]
         return Output([message_json(m) for m in found], table(headers, rows))
+
+    async def do_consume_directly(self, admin: Admin, args: argparse.Namespace) -> Output:
+        result = await admin.consume_message_directly(
+            args.group, args.client_id, args.id, args.topic
+        )
+        outcome = result.consume_result.value if result.consume_result else None
+        document = {
+            "consume_result": outcome,
+            "order": result.order,
+            "auto_commit": result.auto_commit,
+            "remark": result.remark,
+            "spent_time_ms": result.spent_time_mills,
+        }
+        rows = [[name, "" if value is None else str(value)] for name, value in document.items()]
+        status = 0 if outcome == CMResult.CR_SUCCESS.value else 1
+        return Output(document, table(["FIELD", "VALUE"], rows), status=status)
 
     async def _query_offset(self, admin: Admin, args: argparse.Namespace) -> Output:
         missing = [

@@ -86,6 +86,8 @@ class Command:
     flags: tuple[Flag, ...]
     defaults: tuple[str, ...] = ()  # our options first, where Apache's defaults differ
     one_of: tuple[str, ...] = ()  # long names of options of which exactly one is needed
+    # (long names of Apache options, the ``rocketmq`` command run instead when all are given)
+    given_all: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
 ROUTE_FROM_NAMESRV = "the route always comes from the name servers"
@@ -197,12 +199,14 @@ COMMANDS = (
         "message query",
         TOPIC,
         value("i", "msgId", "--id", required=True),
-        refused("g", "consumerGroup", "rocketmq-py does not push a message to one consumer"),
-        refused("d", "clientId", "rocketmq-py does not push a message to one consumer"),
+        value("g", "consumerGroup", "--group"),
+        value("d", "clientId", "--client-id"),
         refused("s", "sendMessage", "rocketmq-py does not resend a message"),
         refused("u", "unitName", "rocketmq-py has no unit topics"),
         refused("f", "bodyFormat", "bodies are shown as text, or base64 when binary"),
         ignored("c", "cluster", ROUTE_FROM_NAMESRV),
+        # -g and -d: the message is pushed to that consumer, its listener's answer shown
+        given_all=(("consumerGroup", "clientId"), ("message", "consume-directly")),
     ),
     admin(
         "queryMsgByKey",
@@ -474,6 +478,14 @@ def translate_with(command: Command, argv: Sequence[str], prog: str | None = Non
     """``command``'s Apache options ``argv`` as ``rocketmq`` argv."""
     args = build_parser(command, prog).parse_args(list(argv))
     words = [*command.words, *command.defaults]
+    if command.given_all is not None:
+        options, instead = command.given_all
+        given = [name for name in options if getattr(args, name) is not None]
+        if given and len(given) < len(options):
+            spellings = [f.spelling for f in command.flags if f.long in options]
+            raise UsageError(f"{' and '.join(spellings)} go together: give both or neither")
+        if given:
+            words = list(instead)
     for flag in command.flags:
         given = getattr(args, flag.long)
         if given is not None and given is not False:

@@ -4,7 +4,7 @@ Java's MQClientInstance: one per client id. Producers and consumers register the
 group with it; it keeps their routes fresh (every ``poll_namesrv_interval``),
 heartbeats every broker it knows (every ``heartbeat_interval``), and answers what
 brokers ask of clients (a consumer group changed, reset your offsets, check a
-transaction).
+transaction, report how you run, consume this one message).
 """
 
 from __future__ import annotations
@@ -12,19 +12,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ..errors import RemotingError, ResponseError
 from ..plugins import PluginHost, load_plugins
-from ..protocol.bodies import BrokerData, ConsumerRunningInfo, ResetOffsetBody, TopicRouteData
+from ..protocol.bodies import (
+    BrokerData,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    ResetOffsetBody,
+    TopicRouteData,
+)
 from ..protocol.codes import LanguageCode, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import MASTER_ID
 from ..protocol.headers import (
     CheckTransactionStateRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     CustomHeader,
     GetRouteInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
@@ -38,6 +45,7 @@ from ..remoting.processor import ProcessorTable, RequestContext
 from ..remoting.transport import encrypting_transports
 from .config import ClientConfig
 from .lifetime import start_parts
+from .message import ReceivedMessage
 
 log = logging.getLogger("rocketmq.client")
 
@@ -54,6 +62,14 @@ class ConsumerMember(Protocol):
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
 
     def running_info(self) -> ConsumerRunningInfo: ...
+
+
+@runtime_checkable
+class DirectConsumer(Protocol):
+    """A consumer with a listener (a push consumer): it can take one message an admin
+    hands it through a broker (CONSUME_MESSAGE_DIRECTLY)."""
+
+    async def consume_directly(self, message: ReceivedMessage) -> ConsumeMessageDirectlyResult: ...
 
 
 class ProducerMember(Protocol):
@@ -388,6 +404,7 @@ class ClientInstance:
         table.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         table.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         table.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        table.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly)
         table.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
         return table
 
@@ -412,6 +429,20 @@ class ClientInstance:
                 f"The Consumer Group <{group}> not exist in this consumer",
             )
         return request.response(body=member.running_info().encode())
+
+    async def _on_consume_directly(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(request.ext_fields)
+        member = self.consumers.get(header.consumer_group)
+        if not isinstance(member, DirectConsumer):  # none here, or no listener to run
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        message = ReceivedMessage.of(decode_record(request.body), header.broker_name or "")
+        result = await member.consume_directly(message)
+        return request.response(body=result.encode())
 
     def _on_check_transaction(self, ctx: RequestContext, request: RemotingCommand) -> None:
         header = CheckTransactionStateRequestHeader.from_ext_fields(request.ext_fields)

@@ -28,6 +28,9 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
+import os
+import time
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from enum import Enum
@@ -37,6 +40,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..errors import RemotingError, ResponseError, RocketMQError
+from ..protocol.bodies import CMResult, ConsumeMessageDirectlyResult
 from ..protocol.bodies.running import PROP_CONSUME_ORDERLY, PROP_THREADPOOL_CORE_SIZE
 from ..protocol.codes import RequestCode
 from ..protocol.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -84,6 +88,16 @@ FIRST_RETRY_LEVEL = 3  # a retry waits delay level 3 + reconsumeTimes (10 s, 30 
 
 def _succeeded(outcome: Any) -> bool:
     return outcome is None or outcome is True or outcome is ConsumeStatus.CONSUME_SUCCESS
+
+
+def _exception_summary(exc: BaseException) -> str:
+    """What a listener raised and where, in one line (a direct consumption's remark)."""
+    summary = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        where = frames[-1]
+        summary += f", {os.path.basename(where.filename)}:{where.lineno} in {where.name}"
+    return summary
 
 
 class PushConsumer(QueueConsumer):
@@ -207,18 +221,43 @@ class PushConsumer(QueueConsumer):
             chunk = messages[start : start + self.consume_batch_size]
             self._task_group.start_soon(self._consume_concurrently, state, chunk)
 
+    async def _run_listener(self, messages: list[ReceivedMessage]) -> Any:
+        if self.is_async:
+            return await self.listener(messages)
+        return await anyio.to_thread.run_sync(self.listener, messages, abandon_on_cancel=False)
+
     async def _call_listener(self, messages: list[ReceivedMessage]) -> bool:
         try:
-            if self.is_async:
-                outcome = await self.listener(messages)
-            else:
-                outcome = await anyio.to_thread.run_sync(
-                    self.listener, messages, abandon_on_cancel=False
-                )
+            outcome = await self._run_listener(messages)
         except Exception:
             log.exception("%s: the listener failed on %d message(s)", self.group, len(messages))
             return False
         return _succeeded(outcome)
+
+    async def consume_directly(self, message: ReceivedMessage) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY, as an admin asks through a broker: the listener takes
+        ``message`` once, outside any queue; no offset moves and nothing is sent back,
+        whatever it answers."""
+        started = time.monotonic()
+        remark = None
+        try:
+            outcome = await self._run_listener([message])
+        except Exception as exc:
+            log.warning(
+                "%s: the listener failed on %s, consumed directly",
+                self.group,
+                message.msg_id,
+                exc_info=True,
+            )
+            result, remark = CMResult.CR_THROW_EXCEPTION, _exception_summary(exc)
+        else:
+            result = CMResult.CR_SUCCESS if _succeeded(outcome) else CMResult.CR_LATER
+        return ConsumeMessageDirectlyResult(
+            consume_result=result,
+            order=self.orderly,
+            remark=remark,
+            spent_time_mills=round((time.monotonic() - started) * 1000),
+        )
 
     async def _consume_concurrently(
         self, state: QueueState, messages: list[ReceivedMessage]

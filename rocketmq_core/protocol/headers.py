@@ -407,6 +407,20 @@ class GetConsumerRunningInfoRequestHeader(CustomHeader):
 
 
 @custom_header
+class ConsumeMessageDirectlyResultRequestHeader(CustomHeader):
+    """CONSUME_MESSAGE_DIRECTLY (309): admin -> broker (``msg_id`` an offset id of that
+    broker), then broker -> consumer with ``broker_name`` and the sys flags filled in."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    topic: str | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+
+
+@custom_header
 class ResetOffsetRequestHeader(CustomHeader):
     group: str
     topic: str
@@ -694,3 +708,22 @@ class GetBrokerAclConfigResponseHeader(CustomHeader):
     broker_addr: str
     cluster_name: str
     all_acl_file_version: str | None = None
+
+
+# --- broker statistics (METRICS.md §3) --------------------------------------------------
+
+
+@custom_header
+class ViewBrokerStatsDataRequestHeader(CustomHeader):
+    """VIEW_BROKER_STATS_DATA: a statistic's name (TOPIC_PUT_NUMS) and key (``topic``,
+    ``topic@group``, the cluster name)."""
+
+    stats_name: str
+    stats_key: str
+
+
+@custom_header
+class GetConsumeStatsInBrokerHeader(CustomHeader):
+    """GET_BROKER_CONSUME_STATS: with ``isOrder``, only order topics."""
+
+    is_order: bool

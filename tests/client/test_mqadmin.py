@@ -65,6 +65,10 @@ TRANSLATIONS = [
     ("brokerStatus -b h:1", "cluster status --broker h:1"),
     ("queryMsgById -t T -i ID", "message query --topic T --id ID"),
     (
+        "queryMsgById -t T -i ID -g G -d C",
+        "message consume-directly --topic T --id ID --group G --client-id C",
+    ),
+    (
         "queryMsgByKey -t T -k K -b 0 -e now -m 5",
         "message query --max-num 64 --topic T --key K --begin 0 --end now --max-num 5",
     ),

@@ -7,6 +7,7 @@ and an orderly send keeps the messages of one order in one queue, in order.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections import defaultdict
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from rocketmq_core.client.message import Message, ReceivedMessage
 from rocketmq_core.client.producer import Producer
 from rocketmq_core.client.push import PushConsumer
 from rocketmq_core.client.selectors import select_by_hash
+from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.heartbeat import MessageQueue
 from rocketmq_core.protocol.message import COMPRESSED
 from rocketmq_core.testing.cluster import EmbeddedCluster
@@ -291,3 +293,32 @@ async def test_our_admin_reads_a_cpp_push_consumers_running_info(client, cluster
     assert {s.topic: s.sub_string for s in info.subscription_set}[topic] == "a || b"
     assert all(not info.mq_table[queue].dropped for queue in wanted)
     assert all(info.mq_table[queue].last_pull_timestamp > 0 for queue in wanted)
+
+
+async def test_a_cpp_consumer_leaves_consume_directly_unanswered_and_the_broker_says_so(
+    client, cluster
+):
+    """The C++ client registers CONSUME_MESSAGE_DIRECTLY but never answers it (nor runs
+    its listener): the broker gives up after its relay timeout with Java's
+    CONSUME_MSG_TIMEOUT and remark, and the consumer goes on consuming."""
+    topic = fresh_topic(cluster, "Directly")
+    group = f"CG-{topic}"
+    with CollectingConsumer(client, cluster.namesrv_address, group, topic) as consumer:
+        async with Admin(cluster.namesrv_address) as admin:
+            connections = []
+            with anyio.move_on_after(20):  # until it has heartbeated
+                while not connections:
+                    await anyio.sleep(0.1)
+                    with contextlib.suppress(AdminError):
+                        connections = (await admin.group_connections(group)).connections
+            client_id = connections[0].client_id
+            async with Producer(f"PG-{topic}", instance=admin.instance) as our_producer:
+                msg_id = (await our_producer.send(Message(topic, "directly"))).msg_id
+                await anyio.to_thread.run_sync(consumer.wait_for, 1)
+                with pytest.raises(AdminError) as err:
+                    await admin.consume_message_directly(group, client_id, msg_id, topic)
+                await our_producer.send(Message(topic, "after"))
+                await anyio.to_thread.run_sync(consumer.wait_for, 2)
+    assert err.value.code == ResponseCode.CONSUME_MSG_TIMEOUT
+    assert f"consumer <{group}> <{client_id}> Timeout" in str(err.value)
+    assert [item.body for item in consumer.received] == [b"directly", b"after"]

@@ -7,12 +7,12 @@ from typing import Any
 
 from ...protocol.codes import RequestCode
 from .. import transactions
-from . import acl, admin, client, lock, offset, pull, query, retry, send
+from . import acl, admin, client, consumer_calls, lock, offset, pull, query, retry, send_fast
 
 PROCESSORS: dict[int, Callable[..., Any]] = {
-    RequestCode.SEND_MESSAGE: send.send_message,
-    RequestCode.SEND_MESSAGE_V2: send.send_message,
-    RequestCode.SEND_BATCH_MESSAGE: send.send_message,
+    RequestCode.SEND_MESSAGE: send_fast.send_message,
+    RequestCode.SEND_MESSAGE_V2: send_fast.send_message,
+    RequestCode.SEND_BATCH_MESSAGE: send_fast.send_message,
     RequestCode.PULL_MESSAGE: pull.pull_message,
     RequestCode.HEART_BEAT: client.heart_beat,
     RequestCode.UNREGISTER_CLIENT: client.unregister_client,
@@ -40,7 +40,8 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.GET_ALL_CONSUMER_OFFSET: admin.get_all_consumer_offset,
     RequestCode.GET_CONSUMER_CONNECTION_LIST: admin.get_consumer_connection_list,
     RequestCode.GET_CONSUME_STATS: admin.get_consume_stats,
-    RequestCode.GET_CONSUMER_RUNNING_INFO: admin.get_consumer_running_info,
+    RequestCode.GET_CONSUMER_RUNNING_INFO: consumer_calls.get_consumer_running_info,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: consumer_calls.consume_message_directly,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin.invoke_broker_to_reset_offset,
     RequestCode.GET_BROKER_RUNTIME_INFO: admin.get_broker_runtime_info,
     RequestCode.GET_PRODUCER_CONNECTION_LIST: admin.get_producer_connection_list,
@@ -52,6 +53,8 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.CLONE_GROUP_OFFSET: admin.clone_group_offset,
     RequestCode.GET_TOPIC_CONFIG: admin.get_topic_config,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin.get_subscription_group_config,
+    RequestCode.VIEW_BROKER_STATS_DATA: admin.view_broker_stats_data,
+    RequestCode.GET_BROKER_CONSUME_STATS: admin.get_broker_consume_stats,
     # ACL 1.0 accounts and white lists (ACL.md §5)
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: acl.update_and_create_acl_config,
     RequestCode.DELETE_ACL_CONFIG: acl.delete_acl_config,

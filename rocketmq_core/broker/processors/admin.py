@@ -4,15 +4,18 @@ mqadmin and the dashboards ask for them."""
 from __future__ import annotations
 
 import logging
+import math
+import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
 from ...config_update import apply_config_update
-from ...errors import BodyError, RemotingError, RemotingTimeoutError, RequestRefused
+from ...errors import BodyError, RequestRefused
 from ...protocol.bodies import (
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    ConsumeStatsList,
     GroupList,
     KVTable,
     OffsetWrapper,
@@ -26,7 +29,7 @@ from ...protocol.bodies import (
     TopicOffset,
     TopicStatsTable,
 )
-from ...protocol.codes import VERSION_V3_1_8_SNAPSHOT, RequestCode, ResponseCode
+from ...protocol.codes import RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import SYSTEM_TOPICS
 from ...protocol.headers import (
@@ -35,20 +38,21 @@ from ...protocol.headers import (
     DeleteSubscriptionGroupRequestHeader,
     GetBrokerConfigResponseHeader,
     GetConsumerConnectionListRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
     GetSubscriptionGroupConfigRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
     ResetOffsetRequestHeader,
     TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from ...protocol.heartbeat import MessageQueue
-from ...protocol.message import decode_record
+from ...protocol.message import decode_record, record_store_time
 from ...protocol.topic_validation import is_system_topic, system_topic_refusal, topic_problem
-from ...remoting.connection import Connection as ClientConnection
 from ...store.api import SupportsTopicDeletion
 from ..clients import Channel, ClientChannel
+from ..stats import GROUP_GET_NUMS, java_double
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
@@ -305,43 +309,6 @@ def get_consumer_connection_list(broker: Broker, ctx: RequestContext, request: R
     return request.response(body=body.encode())
 
 
-CALL_CONSUMER_TIMEOUT = 5.0  # s a consumer has to answer a request the broker relays
-
-
-async def get_consumer_running_info(
-    broker: Broker, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand:
-    """Relay the request to the named consumer and answer with its reply unchanged (the
-    body is its ConsumerRunningInfo), as ``mqadmin consumerStatus`` asks."""
-    header = GetConsumerRunningInfoRequestHeader.from_ext_fields(_fields(request))
-    group, client_id = header.consumer_group, header.client_id
-    found = broker.consumers.group(group)
-    members = found.channels.items() if found is not None else ()
-    channel, client = next(((ch, c) for ch, c in members if c.client_id == client_id), (None, None))
-    if not isinstance(channel, ClientConnection) or channel.closed or client is None:
-        raise RequestRefused(
-            ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
-        )
-    if client.version < VERSION_V3_1_8_SNAPSHOT:
-        raise RequestRefused(
-            ResponseCode.SYSTEM_ERROR,
-            f"The Consumer <{client_id}> Version <{client.version}> too low to finish,"
-            " please upgrade it to V3_1_8_SNAPSHOT",
-        )
-    relayed = RemotingCommand.request(request.code, dict(request.ext_fields), request.body)
-    try:
-        reply = await channel.invoke(relayed, CALL_CONSUMER_TIMEOUT)
-    except RemotingTimeoutError as exc:
-        raise RequestRefused(
-            ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {exc}"
-        ) from None
-    except RemotingError as exc:
-        raise RequestRefused(
-            ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> Exception: {exc}"
-        ) from None
-    return request.response(reply.code, reply.remark, body=reply.body)
-
-
 def get_producer_connection_list(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     header = GetProducerConnectionListRequestHeader.from_ext_fields(_fields(request))
     channels = broker.producers.group(header.producer_group)
@@ -414,24 +381,159 @@ async def query_consume_time_span(broker: Broker, ctx: RequestContext, request: 
     return request.response(body=spans.encode())
 
 
-def get_broker_runtime_info(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+async def get_broker_runtime_info(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """The keys Java's broker gives (METRICS.md §3.1) in its formats, then the role and
+    replication state, then the store's own figures as ``store.<name>``."""
     store = broker.store
-    stats: dict[str, Any] = store.stats() if store is not None else {}
+    stats: dict[str, Any] = store.stats()
     now_ms = int(time.time() * 1000)
     table = {
         "brokerVersionDesc": BROKER_VERSION_DESC,
         "brokerVersion": str(BROKER_VERSION),
         "bootTimestamp": str(broker.boot_timestamp),
         "runtime": _uptime(now_ms - broker.boot_timestamp),
+        "startAcceptSendRequestTimeStamp": "0",
+        "earliestMessageTimeStamp": str(await _earliest_message_time(broker)),
         "commitLogMinOffset": str(store.min_commit_log_offset),
         "commitLogMaxOffset": str(store.max_commit_log_offset),
-        "msgPutTotalTodayNow": str(stats.get("puts", 0)),
         "brokerActive": "true",
     }
+    table.update(broker.stats.runtime_info())
+    table.update(_store_runtime_info(broker, stats))
+    table.update(runtime_info_defaults())
     table.update(_replication_info(broker))
     for name, value in stats.items():
         table.setdefault(f"store.{name}", str(value))
     return request.response(body=KVTable(table).encode())
+
+
+# sendThreadPoolQueueCapacity and friends: Java's defaults (this broker queues no requests)
+_QUEUE_CAPACITIES = {"send": 10000, "pull": 100000, "query": 20000}
+_LATENCY_BUCKETS = (
+    "[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]",
+    "[500ms~1s]", "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]",
+)  # fmt: skip
+
+
+def runtime_info_defaults() -> dict[str, str]:
+    """Keys the exporter requires (METRICS.md §4) for figures this broker does not
+    measure: put and get latencies, thread-pool queues, the transient store pool."""
+    info = {
+        "putMessageEntireTimeMax": "0",
+        "getMessageEntireTimeMax": "0",
+        # every bucket, so parsers find all 13; no put is timed (it would slow the send path)
+        "putMessageDistributeTime": "".join(f"{bucket}:0 " for bucket in _LATENCY_BUCKETS),
+        "putLatency99": "0.00",
+        "putLatency999": "0.00",
+        "dispatchMaxBuffer": "0",
+        "pageCacheLockTimeMills": "0",
+        "remainTransientStoreBufferNumbs": "2147483647",  # Integer.MAX_VALUE: no pool
+        "EndTransactionQueueSize": "0",
+        "EndTransactionThreadPoolQueueCapacity": "100000",
+    }
+    for pool, capacity in _QUEUE_CAPACITIES.items():
+        info[f"{pool}ThreadPoolQueueSize"] = "0"
+        info[f"{pool}ThreadPoolQueueCapacity"] = str(capacity)
+        info[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
+    return info
+
+
+def _store_runtime_info(broker: Broker, stats: dict[str, Any]) -> dict[str, str]:
+    """Disk use of the store's directory and what is not yet flushed or dispatched."""
+    store = broker.store
+    root = broker.config.store_path_root_dir
+    commit_log_dir = broker.config.store_path_commit_log or root
+    flushed = stats.get("flushed_offset", store.max_commit_log_offset)
+    return {
+        "commitLogDiskRatio": _disk_ratio(commit_log_dir),
+        "consumeQueueDiskRatio": _disk_ratio(root),
+        "commitLogDirCapacity": _capacity(commit_log_dir),
+        "remainHowManyDataToFlush": human_bytes(max(0, store.max_commit_log_offset - flushed)),
+        "dispatchBehindBytes": "0",  # the stores dispatch as they append
+    }
+
+
+def _disk_ratio(path: str) -> str:
+    """The used fraction of the partition holding ``path``; -1 when it is missing."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return "-1"
+    return java_double((usage.total - usage.free) / usage.total if usage.total else 0.0)
+
+
+def _capacity(path: str) -> str:
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return "Total : 0 B, Free : 0 B."
+    return f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
+
+
+def human_bytes(count: int) -> str:
+    """Bytes as Java's UtilAll.humanReadableByteCount(count, false): ``1.5 MiB``."""
+    if count < 1024:
+        return f"{count} B"
+    exponent = min(int(math.log(count, 1024)), 6)
+    return f"{count / 1024**exponent:.1f} {'KMGTPE'[exponent - 1]}iB"
+
+
+async def _earliest_message_time(broker: Broker) -> int:
+    """Store time of the first message of the CommitLog; -1 when it holds none."""
+    store = broker.store
+    if store.max_commit_log_offset <= store.min_commit_log_offset:
+        return -1
+    record = await store.message_at(store.min_commit_log_offset)
+    return record_store_time(record) if record else -1
+
+
+def view_broker_stats_data(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """One statistic over the last minute, hour and day (mqadmin statsAll, the exporter)."""
+    header = ViewBrokerStatsDataRequestHeader.from_ext_fields(_fields(request))
+    data = broker.stats.data(header.stats_name, header.stats_key)
+    if data is None:
+        raise RequestRefused(
+            ResponseCode.SYSTEM_ERROR,
+            f"The stats <{header.stats_name}> <{header.stats_key}> not exist",
+        )
+    return request.response(body=data.encode())
+
+
+async def get_broker_consume_stats(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+    """Every subscription group's progress on each topic it has offsets in (with
+    ``isOrder``, order topics only), and the total lag."""
+    header = GetConsumeStatsInBrokerHeader.from_ext_fields(_fields(request))
+    body = ConsumeStatsList(broker_addr=broker.config.broker_addr)
+    for group in sorted(broker.groups.table):
+        per_topic = []
+        for topic in broker.offsets.topics_of(group):
+            config = broker.topics.get(topic)
+            if config is None or (header.is_order and not config.order):
+                continue
+            online = broker.consumers.group(group)
+            subscribed = online.subscriptions if online is not None else {}
+            if subscribed and topic not in subscribed:
+                continue  # the online group no longer subscribes to it
+            stats = await _topic_consume_stats(broker, group, topic, config.write_queue_nums)
+            stats.consume_tps = broker.stats.minute_tps(GROUP_GET_NUMS, f"{topic}@{group}")
+            body.total_diff += stats.total_diff
+            per_topic.append(stats)
+        body.consume_stats_list.append({group: per_topic})
+    return request.response(body=body.encode())
+
+
+async def _topic_consume_stats(broker: Broker, group: str, topic: str, queues: int):
+    stats = ConsumeStats()
+    for queue_id in range(queues):
+        consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
+        stats.offset_table[MessageQueue(topic, broker.config.broker_name, queue_id)] = (
+            OffsetWrapper(
+                broker_offset=max(0, broker.store.max_offset(topic, queue_id)),
+                consumer_offset=consumer_offset,
+                last_timestamp=await _store_time(broker, topic, queue_id, consumer_offset - 1),
+            )
+        )
+    return stats
 
 
 def _replication_info(broker: Broker) -> dict[str, str]:

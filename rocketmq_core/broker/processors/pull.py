@@ -88,6 +88,7 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
         ):
             result = await broker.store.get(*read)
             code = pull_code(result, header.queue_offset)
+    broker.stats.count_get(header.consumer_group, header.topic, result)
     if code == ResponseCode.SUCCESS:
         broker.pull_rates.record(header.consumer_group, header.topic, len(result.records))
     suggested = suggest_which_broker_id(broker, result, group)

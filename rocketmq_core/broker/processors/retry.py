@@ -64,6 +64,7 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
     result = await broker.put(broker.prepare(message))
     if not result.ok:  # stored but not flushed or on no slave fails the send-back too
         raise RequestRefused(ResponseCode.SYSTEM_ERROR, result.status.name)
+    broker.stats.count_send_back(header.group, properties["RETRY_TOPIC"])
     return request.response()
 
 

@@ -85,6 +85,7 @@ def send_message(
         if broker.put_hooks.act_on(b"\x02".join(message.properties for message in messages)):
             messages = _prepared_batch(broker, messages)
         result = store.append_batch(messages)
+        broker.stats.count_put_batch(messages, result)
         uniq = None
         own_properties = properties.encode()  # the batch's: WAIT is read from them
     else:
@@ -102,6 +103,7 @@ def send_message(
         if broker.put_hooks.act_on(message.properties):
             message = broker.prepare(message)
         result = store.append(message)
+        broker.stats.count_put(message, result)
         uniq = property_value(message.properties, b"UNIQ_KEY")
         own_properties = message.properties
         if message.topic == TIMER_TOPIC and uniq and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):

@@ -18,6 +18,7 @@ from ..admin_types import AdminError, TopicExistsError
 from .acl import AclAdmin
 from .brokers import BrokerAdmin
 from .connections import ConnectionAdmin
+from .consume_directly import ConsumeDirectlyAdmin
 from .groups import GroupAdmin
 from .kv import KVConfigAdmin
 from .messages import TOOLS_GROUP, MessageAdmin
@@ -29,6 +30,7 @@ __all__ = ["LATEST", "TOOLS_GROUP", "Admin", "AdminError", "TopicExistsError"]
 
 
 class Admin(
+    ConsumeDirectlyAdmin,
     StatsAdmin,
     TopicAdmin,
     KVConfigAdmin,

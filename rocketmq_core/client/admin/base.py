@@ -51,10 +51,13 @@ class AdminBase(PartsLifetime):
         *,
         what: str,
         accept: Iterable[int] = SUCCESS,
+        timeout: float | None = None,
     ) -> RemotingCommand:
         """One request to a broker; AdminError says what failed there and why."""
         try:
-            return await self.instance.invoke(address, code, header, body, accept=accept)
+            return await self.instance.invoke(
+                address, code, header, body, accept=accept, timeout=timeout
+            )
         except ResponseError as exc:
             raise AdminError(
                 f"{what} failed on broker {address}: {exc}", address=address, code=exc.code

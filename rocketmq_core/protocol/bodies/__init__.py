@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..json_body import body_decoder
 from .connections import Connection, ConsumerConnection, ProducerConnection
+from .consume_directly import CMResult, ConsumeMessageDirectlyResult
 from .groups import SubscriptionGroupConfig, SubscriptionGroupWrapper
 from .lists import GroupList, KVTable, TopicList
 from .offsets import ConsumerOffsetWrapper, ResetOffsetBody
@@ -21,7 +22,10 @@ from .registration import RegisterBrokerBody
 from .routes import BrokerData, BrokerMemberGroup, ClusterInfo, QueueData, TopicRouteData
 from .running import ConsumerRunningInfo, ConsumeStatus, ProcessQueueInfo
 from .stats import (
+    BrokerStatsData,
+    BrokerStatsItem,
     ConsumeStats,
+    ConsumeStatsList,
     OffsetWrapper,
     QueryConsumeTimeSpanBody,
     QueueTimeSpan,
@@ -33,9 +37,14 @@ from .topics import DataVersion, TopicConfig, TopicConfigWrapper
 __all__ = [
     "BrokerData",
     "BrokerMemberGroup",
+    "BrokerStatsData",
+    "BrokerStatsItem",
+    "CMResult",
     "ClusterInfo",
     "Connection",
+    "ConsumeMessageDirectlyResult",
     "ConsumeStats",
+    "ConsumeStatsList",
     "ConsumeStatus",
     "ConsumerConnection",
     "ConsumerOffsetWrapper",

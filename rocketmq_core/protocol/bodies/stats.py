@@ -1,5 +1,6 @@
 """How far queues and consumer groups have got: TopicStatsTable (GET_TOPIC_STATS_INFO),
-ConsumeStats (GET_CONSUME_STATS) and QueryConsumeTimeSpanBody (QUERY_CONSUME_TIME_SPAN).
+ConsumeStats (GET_CONSUME_STATS), QueryConsumeTimeSpanBody (QUERY_CONSUME_TIME_SPAN),
+ConsumeStatsList (GET_BROKER_CONSUME_STATS) and BrokerStatsData (VIEW_BROKER_STATS_DATA).
 
 Java writes the first two with fastjson's defaults whatever the client: MessageQueue
 objects as map keys (CODES.md §5.3).
@@ -91,18 +92,118 @@ class ConsumeStats:
     consume_tps: float = 0.0
 
     def encode(self) -> bytes:
+        return fastjson.dumps(self.to_json(), standard=False)
+
+    def to_json(self) -> dict[Any, Any]:
         table = encode_queue_table(self.offset_table, OffsetWrapper.to_json)
-        return fastjson.dumps(
-            {"consumeTps": float(self.consume_tps), "offsetTable": table}, standard=False
+        return {"consumeTps": float(self.consume_tps), "offsetTable": table}
+
+    @classmethod
+    def from_json(cls, value: Any) -> ConsumeStats:
+        if not isinstance(value, dict):
+            raise BodyError("a consume stats entry is not a JSON object")
+        return cls(
+            decode_queue_table(value.get("offsetTable"), OffsetWrapper.from_json, "consume stats"),
+            float(value.get("consumeTps") or 0),
         )
 
     @classmethod
     @body_decoder("consume stats")
     def decode(cls, data: bytes) -> ConsumeStats:
-        value = load_object(data, "consume stats")
+        return cls.from_json(load_object(data, "consume stats"))
+
+    @property
+    def total_diff(self) -> int:
+        """Messages the group has yet to consume (Java's computeTotalDiff)."""
+        return sum(w.broker_offset - w.consumer_offset for w in self.offset_table.values())
+
+
+@dataclass(slots=True)
+class ConsumeStatsList:
+    """GET_BROKER_CONSUME_STATS: per subscription group, a ConsumeStats per topic it has
+    offsets in, and the sum of their lags (METRICS.md §3.4, 4.9's shape)."""
+
+    broker_addr: str = ""
+    consume_stats_list: list[dict[str, list[ConsumeStats]]] = field(default_factory=list)
+    total_diff: int = 0
+
+    def encode(self) -> bytes:
+        groups = [
+            {group: [stats.to_json() for stats in per_topic] for group, per_topic in entry.items()}
+            for entry in self.consume_stats_list
+        ]
+        body = {
+            "brokerAddr": self.broker_addr,
+            "consumeStatsList": groups,
+            "totalDiff": self.total_diff,
+        }
+        return fastjson.dumps(body, standard=False)
+
+    @classmethod
+    @body_decoder("consume stats list")
+    def decode(cls, data: bytes) -> ConsumeStatsList:
+        value = load_object(data, "consume stats list")
+        entries = value.get("consumeStatsList") or []
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise BodyError("the consumeStatsList of the consume stats list is not a list of maps")
         return cls(
-            decode_queue_table(value.get("offsetTable"), OffsetWrapper.from_json, "consume stats"),
-            float(value.get("consumeTps") or 0),
+            str(value.get("brokerAddr") or ""),
+            [
+                {str(group): [ConsumeStats.from_json(s) for s in per_topic or []]}
+                for entry in entries
+                for group, per_topic in entry.items()
+            ],
+            to_int(value.get("totalDiff", 0), "totalDiff", "consume stats list"),
+        )
+
+
+@dataclass(slots=True)
+class BrokerStatsItem:
+    """One window of a broker statistic: its increase, per second, per call."""
+
+    sum: int = 0
+    tps: float = 0.0
+    avgpt: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"avgpt": float(self.avgpt), "sum": self.sum, "tps": float(self.tps)}
+
+    @classmethod
+    def from_json(cls, value: Any) -> BrokerStatsItem:
+        if not isinstance(value, dict):
+            return cls()
+        return cls(
+            to_int(value.get("sum", 0), "sum", "broker stats"),
+            float(value.get("tps") or 0),
+            float(value.get("avgpt") or 0),
+        )
+
+
+@dataclass(slots=True)
+class BrokerStatsData:
+    """VIEW_BROKER_STATS_DATA: one statistic over the last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_hour: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+    stats_day: BrokerStatsItem = field(default_factory=BrokerStatsItem)
+
+    def encode(self) -> bytes:
+        return fastjson.dumps(
+            {
+                "statsDay": self.stats_day.to_json(),
+                "statsHour": self.stats_hour.to_json(),
+                "statsMinute": self.stats_minute.to_json(),
+            }
+        )
+
+    @classmethod
+    @body_decoder("broker stats")
+    def decode(cls, data: bytes) -> BrokerStatsData:
+        value = load_object(data, "broker stats")
+        return cls(
+            BrokerStatsItem.from_json(value.get("statsMinute")),
+            BrokerStatsItem.from_json(value.get("statsHour")),
+            BrokerStatsItem.from_json(value.get("statsDay")),
         )
 
 
