@@ -13,10 +13,10 @@ from .cluster_up import add_up_arguments, run_up
 from .render import table
 
 STATS_HELP = (
-    "per topic and consumer group: the accumulation (lag), and the in and out TPS"
-    " measured over --interval seconds: messages put to the topic, offsets the group"
-    " committed. Not shown yet (unlike mqadmin statsAll): messages in/out of the last 24"
-    " hours (the broker answers VIEW_BROKER_STATS_DATA; this command does not ask it)"
+    "per topic and consumer group, as mqadmin statsAll: the accumulation (lag), messages"
+    " put (in) and pulled by the group (out) a second over the last minute, and in the"
+    " last 24 hours, as the topic's masters count them (they sample every 10 s, so a"
+    " new topic shows 0 for a few seconds); NO_CONSUMER when no group consumes a topic"
 )
 
 UP_HELP = (
@@ -91,15 +91,10 @@ class ClusterCommand(AdminCommand):
         if action == "stats":
             parser.add_argument("-t", "--topic", help="only this topic")
             parser.add_argument(
-                "-i",
-                "--interval",
-                type=float,
-                default=1.0,
-                metavar="SECONDS",
-                help="measure the rates over this long (default 1; 0: no rates)",
-            )
-            parser.add_argument(
-                "-a", "--active", action="store_true", help="only rows with traffic (TPS > 0)"
+                "-a",
+                "--active",
+                action="store_true",
+                help="only rows with messages put or pulled in the last 24 hours",
             )
 
     async def do_list(self, admin: Admin, args: argparse.Namespace) -> Output:
@@ -162,9 +157,18 @@ class ClusterCommand(AdminCommand):
         return Output(runtime, table(["ADDRESS", "KEY", "VALUE"], rows))
 
     async def do_stats(self, admin: Admin, args: argparse.Namespace) -> Output:
-        rows = await admin.stats_all(args.topic, interval=max(0.0, args.interval))
+        rows = await admin.stats_all(args.topic)
         if args.active:
-            rows = [row for row in rows if (row.in_tps or 0) > 0 or (row.out_tps or 0) > 0]
-        headers = ["TOPIC", "CONSUMER GROUP", "ACCUMULATION", "IN TPS", "OUT TPS"]
-        cells = [[r.topic, r.group, r.accumulation, r.in_tps, r.out_tps] for r in rows]
+            rows = [row for row in rows if row.active]
+        headers = [
+            *("TOPIC", "CONSUMER GROUP", "ACCUMULATION", "IN TPS", "OUT TPS"),
+            *("IN MSG 24H", "OUT MSG 24H"),
+        ]
+        cells = [
+            [
+                *(r.topic, r.group, r.accumulation, r.in_tps, r.out_tps, r.in_msg_24h),
+                "NO_CONSUMER" if r.group is None else r.out_msg_24h,  # mqadmin's marker
+            ]
+            for r in rows
+        ]
         return Output(rows, table(headers, cells))

@@ -161,49 +161,25 @@ class ProducerConnections:
 
 
 @dataclass(slots=True)
-class TrafficSample:
-    """What a topic's brokers hold at one moment (``taken_at``, monotonic seconds): the
-    sum of its queues' max offsets (messages put so far) and, per consumer group, the
-    sum of its committed offsets and its lag."""
-
-    topic: str
-    taken_at: float
-    put_total: int
-    consumed: dict[str, int] = field(default_factory=dict)
-    lag: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
 class TopicTraffic:
     """One row of ``statsAll``: a topic and one of its consumer groups (None: no group
-    consumes it). The rates are measured between two samples; None when not measured."""
+    consumes it), from the statistics of the topic's masters (VIEW_BROKER_STATS_DATA):
+    messages put (in) and pulled by the group (out), per second over the last minute and
+    in the last 24 hours, summed over the masters; the group's lag (accumulation). The
+    out numbers are None when no group consumes the topic."""
 
     topic: str
     group: str | None
     accumulation: int
-    in_tps: float | None
+    in_tps: float
     out_tps: float | None
+    in_msg_24h: int
+    out_msg_24h: int | None
 
-
-def traffic_between(before: TrafficSample, after: TrafficSample | None) -> list[TopicTraffic]:
-    """The rows of one topic: the lag at ``after`` (else ``before``) and, when there are
-    two samples, the rates of messages put and of offsets committed between them."""
-    last = after or before
-    seconds = (after.taken_at - before.taken_at) if after else 0.0
-
-    def rate(start: int, end: int) -> float | None:
-        return max(0, end - start) / seconds if seconds > 0 else None
-
-    in_tps = rate(before.put_total, last.put_total)
-    if not last.lag:
-        return [TopicTraffic(last.topic, None, 0, in_tps, None)]
-    rows = []
-    for group, lag in sorted(last.lag.items()):
-        consumed = last.consumed.get(group, 0)
-        # a group first seen in the second sample has no rate yet: 0
-        out_tps = rate(before.consumed.get(group, consumed), consumed)
-        rows.append(TopicTraffic(last.topic, group, lag, in_tps, out_tps))
-    return rows
+    @property
+    def active(self) -> bool:
+        """Any message put or pulled in the last 24 hours (statsAll -a)."""
+        return self.in_msg_24h > 0 or (self.out_msg_24h or 0) > 0
 
 
 @dataclass(slots=True)

@@ -287,6 +287,8 @@ def test_reading_commands_print_what_rocketmq_prints(run, cluster, name):
     assert apache == ours and apache[1][address]["brokerName"] == "broker-a"
     (code, status), (_, ours) = run(f"brokerStatus -b {address}", f"cluster status -b {address}")
     assert code == 0 and "brokerVersionDesc" in status and "brokerVersionDesc" in ours
+    apache, ours = run(f"statsAll -t {topic}", f"cluster stats -t {topic}")
+    assert apache == ours and apache[1].split()[-4:] == ["0.00", "-", "0", "NO_CONSUMER"]
 
 
 def test_topic_create_update_delete(run, name):

@@ -1,27 +1,24 @@
-"""Admin requests on consumption: each group's progress (GET_CONSUME_STATS), which
-groups consume a topic (QUERY_TOPIC_CONSUME_BY_WHO) and mqadmin's statsAll rates."""
+"""Admin requests on consumption and traffic: each group's progress (GET_CONSUME_STATS),
+which groups consume a topic (QUERY_TOPIC_CONSUME_BY_WHO), a broker's statistics
+(VIEW_BROKER_STATS_DATA) and mqadmin's statsAll built from them."""
 
 from __future__ import annotations
 
-import time
-
-import anyio
-
+from ...protocol.bodies import BrokerStatsData, GroupList
 from ...protocol.bodies import ConsumeStats as BrokerConsumeStats
-from ...protocol.bodies import GroupList
 from ...protocol.codes import RequestCode, ResponseCode
-from ...protocol.headers import GetConsumeStatsRequestHeader, TopicRequestHeader
-from ..admin_types import (
-    AdminError,
-    ConsumeStats,
-    QueueProgress,
-    TopicTraffic,
-    TrafficSample,
-    traffic_between,
+from ...protocol.constants import MASTER_ID
+from ...protocol.headers import (
+    GetConsumeStatsRequestHeader,
+    TopicRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
+from ..admin_types import AdminError, ConsumeStats, QueueProgress, TopicTraffic
 from .topics import TopicAdmin
 
 _NOT_STATS = ("%RETRY%", "%DLQ%")  # statsAll skips retry and dead-letter topics
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # messages put to a topic; key: the topic
+GROUP_GET_NUMS = "GROUP_GET_NUMS"  # messages a group pulled; key: topic@group
 
 
 class StatsAdmin(TopicAdmin):
@@ -62,41 +59,77 @@ class StatsAdmin(TopicAdmin):
             groups.update(GroupList.decode(response.body).group_list)
         return sorted(groups)
 
-    async def traffic_sample(self, topic: str) -> TrafficSample:
-        """What ``topic``'s brokers hold now: messages put, and each consumer group's
-        committed offsets and lag (GET_TOPIC_STATS_INFO, GET_CONSUME_STATS)."""
-        stats = await self.topic_stats(topic)
-        sample = TrafficSample(topic, time.monotonic(), sum(q.max_offset for q in stats.queues))
-        for group in await self.topic_consumers(topic):
-            progress = await self.consume_stats(group, topic)
-            sample.consumed[group] = progress.consumer_offset_total
-            sample.lag[group] = progress.total_lag
-        return sample
+    async def broker_stats_data(
+        self, address: str, stats_name: str, stats_key: str
+    ) -> BrokerStatsData | None:
+        """VIEW_BROKER_STATS_DATA: statistic ``stats_name`` (TOPIC_PUT_NUMS...) of
+        ``stats_key`` on one broker over the last minute, hour and day; None when the
+        broker has no such item (nothing counted, or not sampled yet: its "not exist")."""
+        try:
+            response = await self._broker(
+                address,
+                RequestCode.VIEW_BROKER_STATS_DATA,
+                ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key),
+                what=f"reading the stats {stats_name} {stats_key!r}",
+            )
+        except AdminError as exc:
+            if exc.code == ResponseCode.SYSTEM_ERROR and "not exist" in str(exc):
+                return None
+            raise
+        return BrokerStatsData.decode(response.body)
 
-    async def stats_all(
-        self, topic: str | None = None, *, interval: float = 1.0
-    ) -> list[TopicTraffic]:
+    async def stats_all(self, topic: str | None = None) -> list[TopicTraffic]:
         """``statsAll``: per topic (every routed one but retry and DLQ topics, else
-        ``topic``) and consumer group, the lag and the rates of messages put (in) and of
-        offsets committed (out), measured over ``interval`` seconds (0: no rates)."""
+        ``topic``) and consumer group, what the topic's masters counted: messages put and
+        pulled a second over the last minute and in the last 24 hours, and the lag."""
         if topic is not None:
             topics = [topic]
         else:
             topics = [t for t in await self.list_topics() if not t.startswith(_NOT_STATS)]
-        before: dict[str, TrafficSample] = {}
+        rows: list[TopicTraffic] = []
         for name in topics:
             try:
-                before[name] = await self.traffic_sample(name)
+                rows += await self._topic_traffic(name)
             except AdminError as exc:
                 # a topic deleted meanwhile, or one no broker serves, has no stats
                 if topic is not None or exc.code != ResponseCode.TOPIC_NOT_EXIST:
                     raise
-        after: dict[str, TrafficSample] = {}
-        if interval > 0:
-            await anyio.sleep(interval)
-            for name in before:
-                after[name] = await self.traffic_sample(name)
-        rows: list[TopicTraffic] = []
-        for name, sample in before.items():
-            rows += traffic_between(sample, after.get(name))
         return rows
+
+    async def _topic_traffic(self, topic: str) -> list[TopicTraffic]:
+        route = await self.topic_route(topic)
+        masters = [
+            data.broker_addrs[MASTER_ID]
+            for data in sorted(route.broker_datas, key=lambda b: b.broker_name)
+            if data.broker_addrs.get(MASTER_ID)
+        ]
+        in_tps, in_24h = await self._traffic(masters, TOPIC_PUT_NUMS, topic)
+        groups = await self.topic_consumers(topic)
+        if not groups:
+            return [TopicTraffic(topic, None, 0, in_tps, None, in_24h, None)]
+        rows = []
+        for group in groups:
+            out_tps, out_24h = await self._traffic(masters, GROUP_GET_NUMS, f"{topic}@{group}")
+            lag = (await self.consume_stats(group, topic)).total_lag
+            rows.append(TopicTraffic(topic, group, max(0, lag), in_tps, out_tps, in_24h, out_24h))
+        return rows
+
+    async def _traffic(self, masters: list[str], stats_name: str, key: str) -> tuple[float, int]:
+        """Per second over the last minute and in the last 24 hours, summed over
+        ``masters``; an item a broker does not have counts 0."""
+        tps, last_24h = 0.0, 0
+        for address in masters:
+            data = await self.broker_stats_data(address, stats_name, key)
+            if data is not None:
+                tps += data.stats_minute.tps
+                last_24h += messages_in_24_hours(data)
+        return tps, last_24h
+
+
+def messages_in_24_hours(data: BrokerStatsData) -> int:
+    """The day's sum; while that is 0 (the day window not sampled yet), the hour's, else
+    the minute's, as mqadmin statsAll counts."""
+    for window in (data.stats_day, data.stats_hour, data.stats_minute):
+        if window.sum != 0:
+            return window.sum
+    return 0
