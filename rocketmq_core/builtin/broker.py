@@ -27,12 +27,14 @@ def rocketmq_register_put_hooks(register):
 def rocketmq_register_broker_services(register):
     from ..broker.ha.service import HAService
     from ..broker.ha.synchronize import SlaveSynchronize
+    from ..broker.pop.service import PopService
     from ..broker.transaction_check import TransactionCheckService
     from ..broker.transactions import CHECK_SERVICE
 
     register(CHECK_SERVICE, TransactionCheckService)
     register("ha", HAService.for_broker)
     register("slave_sync", SlaveSynchronize.for_broker)
+    register("pop", PopService)
 
 
 @hookimpl

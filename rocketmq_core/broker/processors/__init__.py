@@ -7,7 +7,7 @@ from typing import Any
 
 from ...protocol.codes import RequestCode
 from .. import transactions
-from . import acl, admin, client, consumer_calls, lock, offset, pull, query, retry, send_fast
+from . import acl, admin, client, consumer_calls, lock, offset, pop, pull, query, retry, send_fast
 
 PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.SEND_MESSAGE: send_fast.send_message,
@@ -61,4 +61,12 @@ PROCESSORS: dict[int, Callable[..., Any]] = {
     RequestCode.GET_BROKER_CLUSTER_ACL_INFO: acl.get_broker_cluster_acl_info,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs_config,
     RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG: acl.get_broker_cluster_acl_config,
+    # POP consumption (POP.md §1)
+    RequestCode.POP_MESSAGE: pop.pop_message,
+    RequestCode.ACK_MESSAGE: pop.ack_message,
+    RequestCode.BATCH_ACK_MESSAGE: pop.batch_ack_message,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_message_invisible_time,
+    RequestCode.PEEK_MESSAGE: pop.peek_message,
+    RequestCode.NOTIFICATION: pop.notification,
+    RequestCode.POLLING_INFO: pop.polling_info,
 }

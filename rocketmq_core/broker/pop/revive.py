@@ -1,0 +1,199 @@
+"""The revive task (POP.md §5): messages popped but not acked in time come back.
+
+It reads every revive queue in order from the offset of group CID_RMQ_SYS_REVIVE_GROUP,
+keeping each checkpoint until all of its messages are acked (then it is forgotten) or
+its invisible time is over (then each unacked message is put again: to the group's POP
+retry topic with one more reconsume time, or to %DLQ%group once it has been retried
+retryMaxTimes). The group's offset in a revive queue stays at the oldest checkpoint
+still open, so after a restart or a kill -9 reading resumes there and nothing unacked
+is forgotten (a checkpoint revived just before a crash may be revived twice).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskStatus
+
+from ...protocol.constants import Perm
+from ...protocol.message import RecordError, decode_record
+from ...store.api import MessageToStore
+from ..processors.retry import dead_letter_topic
+from .keys import (
+    ACK_TAG,
+    BATCH_ACK_TAG,
+    CK_TAG,
+    RETRY_QUEUE_NUMS,
+    REVIVE_GROUP,
+    is_retry,
+    pop_retry_topic,
+    revive_topic,
+)
+from .records import Ack, Checkpoint, RecordFormatError
+
+if TYPE_CHECKING:
+    from ..app import Broker
+
+log = logging.getLogger("rocketmq.broker.pop")
+
+SCAN_INTERVAL = 0.2  # seconds between two reads of the revive queues
+READ_BATCH = 256
+DEFAULT_RETRY_MAX_TIMES = 16
+FIRST_POP_TIME = "1ST_POP_TIME"
+CheckpointKey = tuple[str, int, int, str, int, str]
+
+
+@dataclass(slots=True)
+class _Open:
+    checkpoint: Checkpoint
+    revive_qid: int
+    record_offset: int  # where the checkpoint is in its revive queue
+    acked: set[int] = field(default_factory=set)  # indexes into the checkpoint's messages
+
+    @property
+    def done(self) -> bool:
+        return len(self.acked) >= len(self.checkpoint.diffs)
+
+
+class ReviveService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._open: dict[CheckpointKey, _Open] = {}
+        self._read_to: dict[int, int] = {}  # revive qid -> next offset to read
+        self.revived = 0  # messages put back (a counter for tests and stats)
+        self._scanning = anyio.Lock()  # one scan at a time: a checkpoint is revived once
+
+    @property
+    def topic(self) -> str:
+        return revive_topic(self.broker.config.broker_cluster_name)
+
+    @property
+    def open_checkpoints(self) -> int:
+        return len(self._open)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        store = self.broker.store
+        for qid in range(self.broker.config.revive_queue_num):
+            committed = self.broker.offsets.query(REVIVE_GROUP, self.topic, qid)
+            self._read_to[qid] = max(committed, store.min_offset(self.topic, qid))
+        task_status.started()
+        while True:
+            try:
+                await self.scan()
+            except Exception:  # a bad record or a full disk must not end reviving
+                log.exception("a POP revive round failed; retrying")
+            await anyio.sleep(SCAN_INTERVAL)
+
+    async def scan(self, now_ms: int | None = None) -> int:
+        """Read what is new, put back what is due; returns how many messages came back."""
+        async with self._scanning:
+            return await self._scan(now_ms)
+
+    async def _scan(self, now_ms: int | None) -> int:
+        for qid in list(self._read_to):
+            await self._read(qid)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        revived = 0
+        for key, entry in list(self._open.items()):
+            if entry.done:
+                del self._open[key]
+            elif entry.checkpoint.revive_time <= now:
+                revived += await self._revive(entry)
+                del self._open[key]
+        self._commit()
+        if revived:
+            self.revived += revived
+            # the retry topic it may have made, and the offsets: a crash now neither hides
+            # the retry nor revives the same checkpoint twice
+            await self.broker.topics.persist()
+            await self.broker.offsets.persist()
+        return revived
+
+    async def _read(self, qid: int) -> None:
+        store = self.broker.store
+        while True:
+            offset = self._read_to[qid]
+            got = await store.get(self.topic, qid, offset, READ_BATCH)
+            if not got.records:
+                if got.next_begin_offset > offset:
+                    self._read_to[qid] = got.next_begin_offset
+                return
+            for record, record_offset in zip(got.records, got.queue_offsets, strict=True):
+                self._apply(qid, record, record_offset)
+            self._read_to[qid] = got.next_begin_offset
+
+    def _apply(self, qid: int, record: bytes | memoryview, record_offset: int) -> None:
+        try:
+            message = decode_record(record)
+            tag = message.properties.get("TAGS")
+            if tag == CK_TAG:
+                checkpoint = Checkpoint.decode(message.body)
+                if checkpoint.diffs:
+                    self._open[checkpoint.key] = _Open(checkpoint, qid, record_offset)
+            elif tag in (ACK_TAG, BATCH_ACK_TAG):
+                ack = Ack.decode(message.body)
+                entry = self._open.get(ack.key)
+                if entry is not None:  # none: its checkpoint is done or revived already
+                    for offset in ack.ack_offsets:
+                        index = entry.checkpoint.index_of(offset)
+                        if index >= 0:
+                            entry.acked.add(index)
+        except (RecordError, RecordFormatError) as exc:
+            log.warning("skipping revive record %s:%d: %s", qid, record_offset, exc)
+
+    def _commit(self) -> None:
+        oldest: dict[int, int] = {}
+        for entry in self._open.values():
+            qid = entry.revive_qid
+            oldest[qid] = min(oldest.get(qid, entry.record_offset), entry.record_offset)
+        for qid, read_to in self._read_to.items():
+            self.broker.offsets.commit(REVIVE_GROUP, self.topic, qid, oldest.get(qid, read_to))
+
+    async def _revive(self, entry: _Open) -> int:
+        checkpoint = entry.checkpoint
+        revived = 0
+        for index, offset in enumerate(checkpoint.offsets):
+            if index in entry.acked:
+                continue
+            got = await self.broker.store.get(checkpoint.topic, checkpoint.queue_id, offset, 1)
+            if not got.records or got.queue_offsets[0] != offset:
+                log.warning(
+                    "POP message %s:%d@%d is gone from the store; it cannot come back",
+                    checkpoint.topic,
+                    checkpoint.queue_id,
+                    offset,
+                )
+                continue
+            if await self._put_back(checkpoint, bytes(got.records[0])):
+                revived += 1
+        return revived
+
+    async def _put_back(self, checkpoint: Checkpoint, record: bytes) -> bool:
+        message = decode_record(record)
+        group = self.broker.groups.find(checkpoint.group)
+        limit = group.retry_max_times if group is not None else DEFAULT_RETRY_MAX_TIMES
+        properties = dict(message.properties)
+        if message.reconsume_times == 0 or FIRST_POP_TIME not in properties:
+            properties[FIRST_POP_TIME] = str(checkpoint.pop_time)
+        if message.reconsume_times >= limit:
+            topic = dead_letter_topic(self.broker, checkpoint.group)
+        elif is_retry(checkpoint.topic):
+            topic = checkpoint.topic
+        else:
+            topic = pop_retry_topic(
+                checkpoint.topic, checkpoint.group, self.broker.config.enable_retry_topic_v2
+            )
+            self.broker.topics.create_if_missing(
+                topic, RETRY_QUEUE_NUMS, int(Perm.READ | Perm.WRITE)
+            )
+        again = MessageToStore.again(
+            message, topic, 0, properties, reconsume_times=message.reconsume_times + 1
+        )
+        stored = await self.broker.put(again)
+        if not stored.status.stored:
+            log.error("cannot put back POP message to %s: %s", topic, stored.status.name)
+        return stored.status.stored

@@ -1,0 +1,220 @@
+"""POP on a real broker over TCP, driven with the headers a Java 5.x client sends: pop,
+ack, revive after the invisible time, change invisible time, retries up to the DLQ,
+peek, notification, polling info and long polling."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from rocketmq_core.broker.pop import pop_service
+from rocketmq_core.broker.pop.headers import (
+    NotificationRequestHeader,
+    PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
+)
+from rocketmq_core.broker.pop.records import encode_bitset
+from rocketmq_core.protocol.bodies import TopicConfig
+from rocketmq_core.protocol.bodies.groups import SubscriptionGroupConfig
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.message import iter_records
+from tests.broker.pop_wire import (
+    GROUP,
+    TOPIC,
+    ack_request,
+    change_request,
+    pop_request,
+    pop_until,
+    popped_messages,
+)
+from tests.broker.wire import send_request
+
+pytestmark = pytest.mark.anyio
+
+
+async def setup(broker, client, count=3, queues=1, retry_max_times=16, topic=TOPIC):
+    broker.topics.update(TopicConfig(topic, queues, queues, 6))
+    broker.groups.update(SubscriptionGroupConfig(GROUP, retry_max_times=retry_max_times))
+    for index in range(count):
+        sent = await client.invoke(
+            broker.address, send_request(topic, f"m{index}".encode(), queue_id=index % queues)
+        )
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+
+
+async def test_pop_hands_out_messages_with_handles_and_hides_them(broker, client):
+    await setup(broker, client)
+    response = await client.invoke(broker.address, pop_request())
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    fields = response.ext_fields
+    assert fields["reviveQid"] in {str(qid) for qid in range(8)}
+    assert fields["startOffsetInfo"] == "0 0 0"
+    assert fields["msgOffsetInfo"] == "0 0 0,1,2"
+    popped = popped_messages(response)
+    assert [p.body for p in popped] == [b"m0", b"m1", b"m2"]
+    assert popped[1].handle.split(" ")[:1] + popped[1].handle.split(" ")[4:] == [
+        "0",
+        "0",
+        "broker-a",
+        "0",
+        "1",
+    ]
+    again = await client.invoke(broker.address, pop_request())
+    assert again.code == ResponseCode.POLLING_TIMEOUT
+    assert popped_messages(again) == []
+
+
+async def test_acked_messages_never_come_back(broker, client):
+    await setup(broker, client, count=2)
+    popped = popped_messages(await client.invoke(broker.address, pop_request(invisible_ms=1000)))
+    for one in popped:
+        acked = await client.invoke(broker.address, ack_request(one))
+        assert acked.code == ResponseCode.SUCCESS, acked.remark
+    revive = pop_service(broker).revive
+    await revive.scan()
+    assert revive.open_checkpoints == 0  # every message of the checkpoint acked: forgotten
+    response = await client.invoke(broker.address, pop_request(poll_ms=1500))
+    assert response.code == ResponseCode.POLLING_TIMEOUT  # 1.5 s: past the invisible time
+    assert revive.revived == 0
+
+
+async def test_unacked_messages_come_back_with_a_reconsume_time(broker, client):
+    await setup(broker, client, count=2)
+    first = popped_messages(await client.invoke(broker.address, pop_request(invisible_ms=1000)))
+    await client.invoke(broker.address, ack_request(first[0]))  # m0 done, m1 forgotten
+    back = await pop_until(client, broker.address)
+    assert [p.body for p in back] == [b"m1"]
+    assert back[0].message.reconsume_times == 1
+    assert back[0].message.topic == TOPIC  # handed out under the topic asked for
+    assert back[0].handle.split(" ")[4] == "1"  # read from %RETRY%PopGroup_PopOrders
+    assert "1ST_POP_TIME" in back[0].message.properties
+    assert (await client.invoke(broker.address, ack_request(back[0]))).code == ResponseCode.SUCCESS
+    assert broker.topics.get(f"%RETRY%{GROUP}_{TOPIC}") is not None
+
+
+async def test_change_invisible_time_shortens_and_extends(broker, client):
+    await setup(broker, client, count=2)
+    long = popped_messages(await client.invoke(broker.address, pop_request(invisible_ms=600_000)))
+    shortened = await client.invoke(broker.address, change_request(long[0], 500))
+    assert shortened.code == ResponseCode.SUCCESS, shortened.remark
+    assert shortened.ext_fields["invisibleTime"] == "500"
+    back = await pop_until(client, broker.address)
+    assert [p.body for p in back] == [b"m0"]  # m1 stays hidden for its 10 minutes
+
+    extended = await client.invoke(broker.address, change_request(back[0], 600_000))
+    assert extended.code == ResponseCode.SUCCESS, extended.remark
+    revive = pop_service(broker).revive
+    before = revive.revived
+    await anyio.sleep(1.5)  # beyond the first invisible time of the retry (60 s is the default)
+    await revive.scan()
+    assert revive.revived == before
+
+
+async def test_after_retry_max_times_the_message_goes_to_the_dlq(broker, client):
+    await setup(broker, client, count=1, retry_max_times=1)
+    await client.invoke(broker.address, pop_request(invisible_ms=500))
+    back = await pop_until(client, broker.address, invisible_ms=500)
+    assert back[0].message.reconsume_times == 1
+    dlq = f"%DLQ%{GROUP}"
+    with anyio.fail_after(30):
+        while broker.store.max_offset(dlq, 0) == 0:
+            await anyio.sleep(0.1)
+    got = await broker.store.get(dlq, 0, 0, 1)
+    (dead,) = iter_records(got.body)
+    assert dead.body == b"m0" and dead.reconsume_times == 2
+    response = await client.invoke(broker.address, pop_request(poll_ms=1000))
+    assert response.code == ResponseCode.POLLING_TIMEOUT
+
+
+async def test_a_held_pop_is_woken_by_a_new_message(broker, client):
+    await setup(broker, client, count=0)
+    results = []
+
+    async def pop_held():
+        results.append(await client.invoke(broker.address, pop_request(poll_ms=20_000), 25))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(pop_held)
+        info = PollingInfoRequestHeader(consumer_group=GROUP, topic=TOPIC, queue_id=-1)
+        request = RemotingCommand.request(RequestCode.POLLING_INFO, info.to_ext_fields())
+        with anyio.fail_after(10):
+            while True:
+                polling = await client.invoke(broker.address, request)
+                if polling.ext_fields["pollingNum"] == "1":
+                    break
+                await anyio.sleep(0.05)
+        await client.invoke(broker.address, send_request(TOPIC, b"late"))
+    assert [p.body for p in popped_messages(results[0])] == [b"late"]
+
+
+async def test_peek_and_notification_change_nothing(broker, client):
+    await setup(broker, client, count=2)
+    peek = PeekMessageRequestHeader(consumer_group=GROUP, topic=TOPIC, queue_id=-1, max_msg_nums=8)
+    peeked = await client.invoke(
+        broker.address, RemotingCommand.request(RequestCode.PEEK_MESSAGE, peek.to_ext_fields())
+    )
+    assert [m.body for m in iter_records(peeked.body)] == [b"m0", b"m1"]
+    notify = NotificationRequestHeader(
+        consumer_group=GROUP, topic=TOPIC, queue_id=-1, poll_time=0, born_time=0
+    )
+    request = RemotingCommand.request(RequestCode.NOTIFICATION, notify.to_ext_fields())
+    assert (await client.invoke(broker.address, request)).ext_fields["hasMsg"] == "true"
+    popped = popped_messages(await client.invoke(broker.address, pop_request()))
+    assert len(popped) == 2
+    assert (await client.invoke(broker.address, request)).ext_fields["hasMsg"] == "false"
+
+
+async def test_batch_ack_acks_the_set_bits(broker, client):
+    await setup(broker, client, count=3)
+    response = await client.invoke(broker.address, pop_request(invisible_ms=1000))
+    fields = response.ext_fields
+    body = {
+        "brokerName": "broker-a",
+        "acks": [
+            {
+                "c": GROUP,
+                "t": TOPIC,
+                "r": "0",
+                "so": 0,
+                "q": 0,
+                "rq": int(fields["reviveQid"]),
+                "pt": int(fields["popTime"]),
+                "it": int(fields["invisibleTime"]),
+                "b": encode_bitset([0, 2]),
+            }
+        ],
+    }
+    import orjson
+
+    acked = await client.invoke(
+        broker.address,
+        RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, {}, orjson.dumps(body)),
+    )
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    back = await pop_until(client, broker.address)
+    assert [p.body for p in back] == [b"m1"]
+
+
+async def test_bad_handles_and_offsets_get_clear_errors(broker, client):
+    await setup(broker, client, count=1)
+    (popped,) = popped_messages(await client.invoke(broker.address, pop_request()))
+    popped.handle = "not a handle"
+    refused = await client.invoke(broker.address, ack_request_raw(extra_info="1 2", offset=0))
+    assert refused.code == ResponseCode.INVALID_PARAMETER
+    assert "POP handle" in refused.remark
+    far = await client.invoke(
+        broker.address, ack_request_raw(extra_info="0 1 2 0 0 broker-a 0 5", offset=5)
+    )
+    assert far.code == ResponseCode.NO_MESSAGE
+    missing = await client.invoke(broker.address, pop_request(topic="NoSuchTopic"))
+    assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+def ack_request_raw(extra_info: str, offset: int) -> RemotingCommand:
+    from rocketmq_core.broker.pop.headers import AckMessageRequestHeader
+
+    header = AckMessageRequestHeader(
+        consumer_group=GROUP, topic=TOPIC, queue_id=0, extra_info=extra_info, offset=offset
+    )
+    return RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext_fields())
