@@ -745,6 +745,7 @@ class MmapStore:
         files = self.commitlog.files
         # the CommitLog file of the last record read: its written bytes are [low, high)
         mapping, low, high = None, 0, 0
+        examined = -1  # the CommitLog offset of the last entry looked at (kept in a local)
         while scan_left > 0 and position < max_offset:
             entries = queue.entries(position, scan_left)
             if not entries:
@@ -755,7 +756,7 @@ class MmapStore:
                     scan_left -= 1
                     if size == _BLANK_SIZE:
                         continue
-                    result.last_examined_position = phys
+                    examined = phys
                     if tags is not None and not tag_matches(tags, code):
                         continue
                     if records and total + size > max_bytes:
@@ -781,6 +782,7 @@ class MmapStore:
             finally:  # before any await: the budget may unmap the file after
                 entries.release()
         result.next_begin_offset = position
+        result.last_examined_position = examined
         if records:
             result.status = GetStatus.FOUND
         return result
