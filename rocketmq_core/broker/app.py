@@ -29,6 +29,7 @@ from ..acl.service import AclService
 from ..data_paths import check_writable_directory, check_writable_file, data_path_error
 from ..errors import ConfigError, RemotingError, RequestRefused
 from ..limits import raise_open_files_limit
+from ..metrics.exporter import MetricsExporter
 from ..plugins import PluginHost, load_plugins
 from ..protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigWrapper
 from ..protocol.codes import RequestCode, ResponseCode
@@ -112,6 +113,7 @@ class Broker:
         self.vip_server: RemotingServer | None = None  # listenPort - 2 (fastListenPort)
         self.address: str | None = None
         self.endpoints: list[str] = []  # quic://brokerIP1:port of each extra listener
+        self.metrics_address: str | None = None  # the PROM endpoint (metricsExporterType)
         self.ready = False
         self.boot_timestamp = int(time.time() * 1000)
         self.config_version = DataVersion(timestamp=self.boot_timestamp)  # GET_BROKER_CONFIG
@@ -147,6 +149,7 @@ class Broker:
     async def run(self, *, task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED) -> None:
         self.host.require_healthy()
         self.config.validate()
+        metrics = self._metrics_exporter()  # a missing package fails before any port binds
         raise_open_files_limit()
         await anyio.to_thread.run_sync(self._check_data_paths)
         transports = self.host.registry.transports.get
@@ -205,6 +208,9 @@ class Broker:
                 self.config.fast_listen_port = await self._serve_vip(
                     task_group, vip_server, fast_port
                 )
+                if metrics is not None:  # its port with the others: a port in use fails here
+                    await self._serve_metrics(task_group, metrics)
+                    parts.callback(metrics.stop)
                 self.address = self.config.broker_addr
                 self.endpoints = [
                     advertised(address, self.config.broker_ip1)
@@ -272,6 +278,28 @@ class Broker:
                 raise
             raise ConfigError(f"the VIP port (fastListenPort, listenPort - 2): {refusal}") from None
         return int(bound.rsplit(":", 1)[1])
+
+    def _metrics_exporter(self) -> MetricsExporter | None:
+        """The RIP-46 exporter metricsExporterType asks for, None for DISABLE."""
+        config = self.config
+        plan = config.metrics_plan(config.broker_ip1)
+        if not plan.enabled:
+            return None
+        from ..metrics.broker_meter import BrokerMeter
+
+        labels = plan.base_labels("broker", config.broker_name, config.broker_cluster_name)
+        return MetricsExporter(plan, BrokerMeter(self), labels)
+
+    async def _serve_metrics(self, task_group: TaskGroup, metrics: MetricsExporter) -> None:
+        """Start the exporter, and the counts only it reads, before requests are served."""
+        try:
+            self.metrics_address = await task_group.start(self._stopping_on_failure(metrics.run))
+        except (ConfigError, ExceptionGroup) as exc:  # its port in use: one line
+            refusal = _sole_config_error(exc)
+            if refusal is None:
+                raise
+            raise refusal from None
+        metrics.source.attach()
 
     async def _open_store(self) -> None:
         """Load the config files and open the store (the store needs the bound port)."""

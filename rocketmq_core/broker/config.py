@@ -15,6 +15,7 @@ from ..acl.signing import Credentials
 from ..config import setting
 from ..errors import ConfigError
 from ..java_config_keys import JAVA_BROKER_KEYS
+from ..metrics.settings import MetricsSettings
 from ..protocol.constants import PERM_RW
 from ..protocol.message import pack_host
 from ..remoting.endpoint_settings import EndpointSettings
@@ -59,7 +60,7 @@ def _default_broker_name() -> str:
 
 
 @dataclasses.dataclass
-class BrokerConfig(EndpointSettings):
+class BrokerConfig(EndpointSettings, MetricsSettings):
     broker_cluster_name: str = setting("DefaultCluster")
     broker_name: str = setting(_default_broker_name())
     broker_id: int = setting(0, help="0 for a master, 1 and up for its slaves", minimum=0)
@@ -304,6 +305,7 @@ class BrokerConfig(EndpointSettings):
             )
         self.store_config()  # brokerIP1 must be an IP address
         self.inner_client_credentials()
+        self.metrics_plan(self.broker_ip1)
         for address in self.namesrv_addresses():
             try:
                 parse_endpoint(address)

@@ -26,6 +26,7 @@ from decimal import Decimal
 
 import anyio
 
+from ..metrics.histograms import BucketCounts
 from ..protocol.bodies import BrokerStatsData, BrokerStatsItem
 from ..protocol.message import FIXED_SIZE, MAX_V1_TOPIC_LENGTH
 from ..store.api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus
@@ -122,6 +123,9 @@ class BrokerStats:
         self.puts: dict[str, list[int]] = {}
         self.gets: dict[str, list[int]] = {}
         self.send_backs: dict[str, list[int]] = {}
+        self.dead_letters: dict[tuple[str, str], int] = {}  # (group, first topic): messages
+        # stored sizes per topic, counted only while a metrics exporter reads them
+        self.message_sizes: BucketCounts | None = None
         self._broker_puts = [0, 0, 0]
         self._broker_gets = [0, 0, 0]
         self.broker_puts = {cluster_name: self._broker_puts}
@@ -179,6 +183,8 @@ class BrokerStats:
         self._broker_puts[0] += messages
         self.stored_messages += messages
         self.stored_bytes += size
+        if self.message_sizes is not None:
+            self.message_sizes.add(topic, size / messages, messages)
 
     def count_stored(self, message: MessageToStore, result: PutResult) -> None:
         """A message the broker put itself (a send-back, a delay delivery, a commit): the
@@ -216,6 +222,11 @@ class BrokerStats:
             row = self.send_backs[key] = [0, 0, 0]
         row[0] += 1
         row[1] += 1
+
+    def count_dead_letter(self, group: str, topic: str) -> None:
+        """A message moved to the group's dead-letter queue, under its first topic."""
+        key = (group, topic)
+        self.dead_letters[key] = self.dead_letters.get(key, 0) + 1
 
     def value(self, name: str, key: str) -> int:
         """The running total of statistic ``name`` for ``key`` (0 when never counted)."""

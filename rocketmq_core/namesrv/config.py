@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import setting
 from ..java_config_keys import JAVA_NAMESRV_KEYS
+from ..metrics.settings import MetricsSettings
 from ..protocol.constants import DEFAULT_NAMESRV_PORT
 from ..remoting.endpoint_settings import EndpointSettings
 
@@ -17,7 +18,7 @@ def _home(*parts: str) -> str:
 
 
 @dataclasses.dataclass
-class NamesrvConfig(EndpointSettings):
+class NamesrvConfig(EndpointSettings, MetricsSettings):
     rocketmq_home: str = setting(
         os.environ.get("ROCKETMQ_HOME", ""), key="rocketmqHome", help="installation root"
     )

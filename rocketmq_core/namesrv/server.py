@@ -16,6 +16,7 @@ from .. import runtime
 from ..acl.rules import acl_home
 from ..acl.service import AclService
 from ..data_paths import check_writable_file, data_path_error
+from ..metrics.exporter import MetricsExporter
 from ..plugins import PluginHost, load_plugins
 from ..remoting.connection import Connection
 from ..remoting.processor import ProcessorTable
@@ -47,6 +48,7 @@ class NameServer:
         self.address: str | None = None
         self.server: RemotingServer | None = None
         self.acl: AclService | None = None  # the ACL rules and their guard (aclEnable)
+        self.metrics_address: str | None = None  # the PROM endpoint (metricsExporterType)
         self._clock = clock
         self._task_group: TaskGroup | None = None
         self._apply_config()
@@ -71,6 +73,7 @@ class NameServer:
         except OSError as exc:  # a file the checks could not foresee (permissions)
             raise data_path_error(exc, "kvConfigPath", self.config.kv_config_path) from exc
         self.config.validate_endpoints()
+        metrics = self._metrics_exporter()
         transports = self.host.registry.transports.get
         transport = transports(self.config.transport)
         tls = self.config.tls_for(transport.name)  # TCP: as tls.server.mode says
@@ -90,11 +93,26 @@ class NameServer:
                 self.config.bind_address,
                 self.config.listen_port,
             )
+            if metrics is not None:
+                metrics.base["node_id"] = self.address
+                self.metrics_address = await task_group.start(metrics.run)
+                metrics.source.attach()
             task_group.start_soon(self._scan_not_active_brokers)
             if self.acl is not None:
                 task_group.start_soon(self.acl.watch)
             self.host.hook.rocketmq_namesrv_started(namesrv=self, address=self.address)
             task_status.started(self.address)
+
+    def _metrics_exporter(self) -> MetricsExporter | None:
+        """The exporter metricsExporterType asks for (node_type "nameserver"), or None."""
+        plan = self.config.metrics_plan(self.config.bind_address)
+        if not plan.enabled:
+            return None
+        from ..metrics.namesrv_meter import NamesrvMeter
+
+        # no cluster label: a name server serves every cluster; node_id: its address
+        labels = plan.base_labels("nameserver", "", None)
+        return MetricsExporter(plan, NamesrvMeter(self), labels)
 
     async def _open_acl(self) -> tuple[Any, ...]:
         """With aclEnable, the rules (a ConfigError if they cannot be used) and the RPC

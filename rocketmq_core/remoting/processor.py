@@ -109,6 +109,12 @@ class ProcessorTable:
     def codes(self) -> list[int]:
         return sorted(self._routes)
 
+    def wrap(self, wrapper: Callable[[Processor], Processor]) -> None:
+        """Put ``wrapper(processor)`` in place of every processor (request timing)."""
+        routes = {id(route): route for route in [*self._routes.values(), self._default] if route}
+        for route in routes.values():
+            route.processor = wrapper(route.processor)
+
 
 def _name(processor: Any) -> str:
     processor = getattr(processor, "func", processor)  # a functools.partial: name its function

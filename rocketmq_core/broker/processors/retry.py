@@ -65,6 +65,8 @@ async def consumer_send_msg_back(broker: Broker, ctx: RequestContext, request: R
     if not result.ok:  # stored but not flushed or on no slave fails the send-back too
         raise RequestRefused(ResponseCode.SYSTEM_ERROR, result.status.name)
     broker.stats.count_send_back(header.group, properties["RETRY_TOPIC"])
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        broker.stats.count_dead_letter(header.group, properties["RETRY_TOPIC"])
     return request.response()
 
 
