@@ -94,21 +94,48 @@ async def test_unacked_messages_come_back_with_a_reconsume_time(broker, client):
 
 
 async def test_change_invisible_time_shortens_and_extends(broker, client):
+    # revive is driven with a clock of the test's choosing: each checkpoint's time is
+    # passed exactly, and an old checkpoint not acked by the change would come back too
     await setup(broker, client, count=2)
-    long = popped_messages(await client.invoke(broker.address, pop_request(invisible_ms=600_000)))
-    shortened = await client.invoke(broker.address, change_request(long[0], 500))
-    assert shortened.code == ResponseCode.SUCCESS, shortened.remark
-    assert shortened.ext_fields["invisibleTime"] == "500"
-    back = await pop_until(client, broker.address)
-    assert [p.body for p in back] == [b"m0"]  # m1 stays hidden for its 10 minutes
-
-    extended = await client.invoke(broker.address, change_request(back[0], 600_000))
-    assert extended.code == ResponseCode.SUCCESS, extended.remark
     revive = pop_service(broker).revive
-    before = revive.revived
-    await anyio.sleep(1.5)  # beyond the first invisible time of the retry (60 s is the default)
-    await revive.scan()
-    assert revive.revived == before
+    popped = await client.invoke(broker.address, pop_request(invisible_ms=600_000))
+    first_pop = int(popped.ext_fields["popTime"])
+    m0, _ = popped_messages(popped)
+    shortened = await client.invoke(broker.address, change_request(m0, 300_000))
+    assert shortened.code == ResponseCode.SUCCESS, shortened.remark
+    assert shortened.ext_fields["invisibleTime"] == "300000"
+    assert await revive.scan(now_ms=int(shortened.ext_fields["popTime"]) + 300_000) == 1
+
+    retried = await client.invoke(broker.address, pop_request(invisible_ms=60_000))
+    (back,) = popped_messages(retried)
+    assert back.body == b"m0" and back.message.reconsume_times == 1
+    extended = await client.invoke(broker.address, change_request(back, 900_000))
+    assert extended.code == ResponseCode.SUCCESS, extended.remark
+    # the retry's 60 s and the first POP's 10 minutes are over: only m1 comes back
+    assert await revive.scan(now_ms=first_pop + 600_000) == 1
+    assert await revive.scan(now_ms=int(extended.ext_fields["popTime"]) + 900_000) == 1
+    retry = f"%RETRY%{GROUP}_{TOPIC}"
+    got = await broker.store.get(retry, 0, 0, 8)
+    assert [m.body for m in iter_records(got.body)] == [b"m0", b"m1", b"m0"]
+
+
+async def test_a_change_whose_old_checkpoint_cannot_be_acked_is_an_error(
+    broker, client, monkeypatch
+):
+    # fault injection: the revive topic refuses the ack of the old checkpoint (a full
+    # disk between the two appends), the new checkpoint is stored as usual
+    await setup(broker, client, count=1)
+    service = pop_service(broker)
+    append = service._append_revive_record
+
+    async def refuse_acks(revive_qid, tag, body, unique_key):
+        return tag == "ck" and await append(revive_qid, tag, body, unique_key)
+
+    (popped,) = popped_messages(await client.invoke(broker.address, pop_request()))
+    monkeypatch.setattr(service, "_append_revive_record", refuse_acks)
+    changed = await client.invoke(broker.address, change_request(popped, 5_000))
+    assert changed.code == ResponseCode.SYSTEM_ERROR
+    assert "could not be cancelled" in changed.remark and "retry" in changed.remark
 
 
 async def test_after_retry_max_times_the_message_goes_to_the_dlq(broker, client):
@@ -123,6 +150,7 @@ async def test_after_retry_max_times_the_message_goes_to_the_dlq(broker, client)
     got = await broker.store.get(dlq, 0, 0, 1)
     (dead,) = iter_records(got.body)
     assert dead.body == b"m0" and dead.reconsume_times == 2
+    assert broker.stats.dead_letters == {(GROUP, TOPIC): 1}  # under its first topic
     response = await client.invoke(broker.address, pop_request(poll_ms=1000))
     assert response.code == ResponseCode.POLLING_TIMEOUT
 
@@ -146,6 +174,39 @@ async def test_a_held_pop_is_woken_by_a_new_message(broker, client):
                 await anyio.sleep(0.05)
         await client.invoke(broker.address, send_request(TOPIC, b"late"))
     assert [p.body for p in popped_messages(results[0])] == [b"late"]
+
+
+async def test_pop_hears_of_new_messages_only_once_a_pop_waited(broker, client):
+    # a broker nobody long-polls with POP pays nothing per stored message
+    holds = pop_service(broker).holds
+    await setup(broker, client, count=1)
+    assert popped_messages(await client.invoke(broker.address, pop_request()))
+    assert not holds.listening and holds not in broker.store._dispatchers
+    response = await client.invoke(broker.address, pop_request(poll_ms=200))
+    assert response.code == ResponseCode.POLLING_TIMEOUT
+    assert holds.listening and broker.store._dispatchers.count(holds) == 1
+
+
+async def test_a_pop_beyond_the_held_limit_is_told_polling_full(broker, client):
+    await setup(broker, client, count=0)
+    pop_service(broker).holds.limit = 1
+    results = []
+
+    async def pop_held():
+        results.append(await client.invoke(broker.address, pop_request(poll_ms=20_000), 25))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(pop_held)
+        with anyio.fail_after(10):
+            while pop_service(broker).polling_info(GROUP, TOPIC, -1) == 0:
+                await anyio.sleep(0.05)
+        full = await client.invoke(broker.address, pop_request(poll_ms=5_000))
+        await client.invoke(broker.address, send_request(TOPIC, b"late"))
+    assert full.code == ResponseCode.POLLING_FULL
+    assert full.remark == (
+        f"POLLING_FULL: 1 POP requests already wait on topic {TOPIC}; retry in a moment"
+    )
+    assert results[0].code == ResponseCode.SUCCESS
 
 
 async def test_peek_and_notification_change_nothing(broker, client):

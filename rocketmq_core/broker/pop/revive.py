@@ -6,20 +6,29 @@ its invisible time is over (then each unacked message is put again: to the group
 retry topic with one more reconsume time, or to %DLQ%group once it has been retried
 retryMaxTimes). The group's offset in a revive queue stays at the oldest checkpoint
 still open, so after a restart or a kill -9 reading resumes there and nothing unacked
-is forgotten (a checkpoint revived just before a crash may be revived twice).
+is forgotten.
+
+Checkpoints later in the queue than that offset may have been revived already: after
+putting a checkpoint's messages back, the task appends an ack of them to the
+checkpoint's revive queue (its marker), so reading the queue again closes the
+checkpoint instead of reviving it twice. Java needs no marker (it delays each checkpoint
+to its revive time, so a queue is revived in order); ours are appended at once. The one
+duplicate left: a crash (or a refused append) between a put-back and its marker brings
+those messages back once more after the restart.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskStatus
 
-from ...protocol.constants import Perm
+from ...protocol.constants import DLQ_GROUP_TOPIC_PREFIX, Perm
 from ...protocol.message import RecordError, decode_record
 from ...store.api import MessageToStore
 from ..processors.retry import dead_letter_topic
@@ -30,6 +39,7 @@ from .keys import (
     RETRY_QUEUE_NUMS,
     REVIVE_GROUP,
     is_retry,
+    normal_topic,
     pop_retry_topic,
     revive_topic,
 )
@@ -42,9 +52,13 @@ log = logging.getLogger("rocketmq.broker.pop")
 
 SCAN_INTERVAL = 0.2  # seconds between two reads of the revive queues
 READ_BATCH = 256
+PUT_BACK_RETRY_MS = 5_000  # a message the store refused to take back is tried again after
+MARKER_GRACE = 2.0  # seconds a stopping broker waits for the marker of what it put back
 DEFAULT_RETRY_MAX_TIMES = 16
 FIRST_POP_TIME = "1ST_POP_TIME"
 CheckpointKey = tuple[str, int, int, str, int, str]
+# appends a record (revive qid, tag, body, unique key) to the revive topic; False if refused
+AppendRecord = Callable[[int, str, bytes, str], Awaitable[bool]]
 
 
 @dataclass(slots=True)
@@ -53,6 +67,7 @@ class _Open:
     revive_qid: int
     record_offset: int  # where the checkpoint is in its revive queue
     acked: set[int] = field(default_factory=set)  # indexes into the checkpoint's messages
+    retry_at: int = 0  # after a refused put-back: not before this time (ms)
 
     @property
     def done(self) -> bool:
@@ -60,8 +75,9 @@ class _Open:
 
 
 class ReviveService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, append_record: AppendRecord) -> None:
         self.broker = broker
+        self._append_record = append_record
         self._open: dict[CheckpointKey, _Open] = {}
         self._read_to: dict[int, int] = {}  # revive qid -> next offset to read
         self.revived = 0  # messages put back (a counter for tests and stats)
@@ -99,16 +115,15 @@ class ReviveService:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         revived = 0
         for key, entry in list(self._open.items()):
-            if entry.done:
-                del self._open[key]
-            elif entry.checkpoint.revive_time <= now:
-                revived += await self._revive(entry)
+            if not entry.done and max(entry.checkpoint.revive_time, entry.retry_at) <= now:
+                revived += await self._revive(entry, now)
+            if entry.done:  # a message that could not be put back keeps it open: retried
                 del self._open[key]
         self._commit()
         if revived:
             self.revived += revived
             # the retry topic it may have made, and the offsets: a crash now neither hides
-            # the retry nor revives the same checkpoint twice
+            # the retry nor makes the next start read the markers again
             await self.broker.topics.persist()
             await self.broker.offsets.persist()
         return revived
@@ -153,24 +168,59 @@ class ReviveService:
         for qid, read_to in self._read_to.items():
             self.broker.offsets.commit(REVIVE_GROUP, self.topic, qid, oldest.get(qid, read_to))
 
-    async def _revive(self, entry: _Open) -> int:
+    async def _revive(self, entry: _Open, now: int) -> int:
+        """Put back the unacked messages of a due checkpoint, then its marker; those put
+        back (or gone) count as acked, so the entry is done once all are."""
         checkpoint = entry.checkpoint
         revived = 0
-        for index, offset in enumerate(checkpoint.offsets):
-            if index in entry.acked:
-                continue
-            got = await self.broker.store.get(checkpoint.topic, checkpoint.queue_id, offset, 1)
-            if not got.records or got.queue_offsets[0] != offset:
-                log.warning(
-                    "POP message %s:%d@%d is gone from the store; it cannot come back",
-                    checkpoint.topic,
-                    checkpoint.queue_id,
-                    offset,
-                )
-                continue
-            if await self._put_back(checkpoint, bytes(got.records[0])):
-                revived += 1
+        settled: list[int] = []  # offsets put back or gone: the marker acks them
+        try:
+            for index, offset in enumerate(checkpoint.offsets):
+                if index in entry.acked:
+                    continue
+                store = self.broker.store
+                got = await store.get(checkpoint.topic, checkpoint.queue_id, offset, 1)
+                if not got.records or got.queue_offsets[0] != offset:
+                    log.warning(
+                        "POP message %s:%d@%d is gone from the store; it cannot come back",
+                        checkpoint.topic,
+                        checkpoint.queue_id,
+                        offset,
+                    )
+                elif await self._put_back(checkpoint, bytes(got.records[0])):
+                    revived += 1
+                else:
+                    entry.retry_at = now + PUT_BACK_RETRY_MS  # stays unacked: tried again
+                    continue
+                entry.acked.add(index)
+                settled.append(offset)
+        finally:
+            if settled:  # also when stopping or failing midway: what is back stays back
+                with anyio.move_on_after(MARKER_GRACE, shield=True):
+                    await self._append_marker(entry, settled)
         return revived
+
+    async def _append_marker(self, entry: _Open, offsets: list[int]) -> None:
+        checkpoint = entry.checkpoint
+        marker = Ack(
+            offsets,
+            checkpoint.start_offset,
+            checkpoint.group,
+            checkpoint.topic,
+            checkpoint.queue_id,
+            checkpoint.pop_time,
+            checkpoint.broker_name,
+        )
+        if not await self._append_record(
+            entry.revive_qid, marker.tag, marker.encode(), marker.unique_key()
+        ):
+            log.error(
+                "the revive marker of POP checkpoint %s was refused: its messages come back"
+                " once more if the broker restarts while an older checkpoint of revive queue"
+                " %d is still open",
+                checkpoint.unique_key(),
+                entry.revive_qid,
+            )
 
     async def _put_back(self, checkpoint: Checkpoint, record: bytes) -> bool:
         message = decode_record(record)
@@ -196,4 +246,7 @@ class ReviveService:
         stored = await self.broker.put(again)
         if not stored.status.stored:
             log.error("cannot put back POP message to %s: %s", topic, stored.status.name)
+        elif topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            original = normal_topic(checkpoint.topic, checkpoint.group)
+            self.broker.stats.count_dead_letter(checkpoint.group, original)
         return stored.status.stored

@@ -120,9 +120,9 @@ class PopService:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.holds = PopHoldService()
+        self.holds = PopHoldService(lambda holds: broker.store.add_dispatcher(holds))
         self.order = OrderTable()
-        self.revive = ReviveService(broker)
+        self.revive = ReviveService(broker, self._append_revive_record)
         self._busy: set[tuple[str, str, int]] = set()  # queues a POP is reading now
         self._ck_counter = itertools.count()
 
@@ -131,7 +131,6 @@ class PopService:
         return revive_topic(self.broker.config.broker_cluster_name)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        self.broker.store.add_dispatcher(self.holds)
         try:
             if self.broker.config.is_slave:  # revive is a master's work (as Java's)
                 task_status.started()
@@ -470,7 +469,15 @@ class PopService:
             handle.pop_time,
             handle.broker_name,
         )
-        await self._append_revive_record(handle.revive_qid, ack.tag, ack.encode(), ack.unique_key())
+        if not await self._append_revive_record(
+            handle.revive_qid, ack.tag, ack.encode(), ack.unique_key()
+        ):
+            raise RequestRefused(
+                ResponseCode.SYSTEM_ERROR,
+                f"the new invisible time of {topic}:{queue_id}@{offset} is stored but the old"
+                " one could not be cancelled (the revive topic refused the ack): the message"
+                " may come back at both times; retry the change with the same handle",
+            )
         new_handle = build_handle(
             offset,
             now,
@@ -490,20 +497,11 @@ class PopService:
         config = self._readable_topic(topic, queue_id)
         self._consuming_group(group)
         records: list[bytes] = []
-        retry = self.broker.topics.get(
-            pop_retry_topic(topic, group, self.broker.config.enable_retry_topic_v2)
-        )
-        sources = [
-            (topic, qid) for qid in ([queue_id] if queue_id >= 0 else range(config.read_queue_nums))
-        ]
-        if retry is not None:
-            sources += [(retry.topic_name, qid) for qid in range(retry.read_queue_nums)]
+        sources = self._sources(group, topic, config.read_queue_nums, queue_id, with_retry=True)
         for source, qid in sources:
             if len(records) >= max_nums:
                 break
-            offset = self.broker.offsets.query(group, source, qid)
-            if offset < 0:
-                offset = self.broker.store.min_offset(source, qid)
+            offset = self._next_offset(group, source, qid)
             got = await self.broker.store.get(source, qid, offset, max_nums - len(records))
             records.extend(bytes(record) for record in got.records)
         return records
@@ -545,23 +543,32 @@ class PopService:
         order: bool,
         attempt_id: str | None,
     ) -> bool:
-        store = self.broker.store
+        now = now_ms()
+        for source, qid in self._sources(group, topic, read_queues, queue_id, with_retry=not order):
+            if order and self.order.blocked((source, group, qid), attempt_id, now):
+                continue
+            if self._next_offset(group, source, qid) < self.broker.store.max_offset(source, qid):
+                return True
+        return False
+
+    def _sources(
+        self, group: str, topic: str, read_queues: int, queue_id: int, with_retry: bool
+    ) -> list[tuple[str, int]]:
+        """The queues a POP of ``topic`` reads (``queue_id`` -1: all), then the queues of
+        the group's POP retry topic when it has one and ``with_retry``."""
         sources = [(topic, qid) for qid in ([queue_id] if queue_id >= 0 else range(read_queues))]
         retry = self.broker.topics.get(
             pop_retry_topic(topic, group, self.broker.config.enable_retry_topic_v2)
         )
-        if retry is not None and not order:
+        if retry is not None and with_retry:
             sources += [(retry.topic_name, qid) for qid in range(retry.read_queue_nums)]
-        now = now_ms()
-        for source, qid in sources:
-            if order and self.order.blocked((source, group, qid), attempt_id, now):
-                continue
-            offset = self.broker.offsets.query(group, source, qid)
-            if offset < 0:
-                offset = store.min_offset(source, qid)
-            if offset < store.max_offset(source, qid):
-                return True
-        return False
+        return sources
+
+    def _next_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """Where the group's next POP of the queue starts; nothing is committed (unlike
+        ``_pop_offset``): a group that never popped it starts at its first message."""
+        offset = self.broker.offsets.query(group, topic, queue_id)
+        return offset if offset >= 0 else self.broker.store.min_offset(topic, queue_id)
 
     # --- checks ---------------------------------------------------------------------------
 

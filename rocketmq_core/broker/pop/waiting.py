@@ -4,11 +4,12 @@ acked free, or its poll time ends."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
 
-from ...store.api import DispatchRequest
+from ...store.api import Dispatcher, DispatchRequest
 from ...store.rules import enters_consume_queue
 from .keys import normal_topic
 
@@ -23,11 +24,17 @@ class _Held:
 
 
 class PopHoldService:
-    def __init__(self) -> None:
+    """Held POPs, and the store dispatcher that wakes them. ``add_dispatcher`` is called
+    with it on the first hold only: a broker nobody POPs from pays nothing per message."""
+
+    def __init__(self, add_dispatcher: Callable[[Dispatcher], None]) -> None:
         self._held: dict[str, list[_Held]] = {}  # by the topic the client asked for
+        self._add_dispatcher = add_dispatcher
+        self.listening = False  # whether the store tells it of new messages yet
+        self.limit = MAX_HELD_PER_TOPIC
 
     def full(self, topic: str) -> bool:
-        return len(self._held.get(topic, ())) >= MAX_HELD_PER_TOPIC
+        return len(self._held.get(topic, ())) >= self.limit
 
     def count(self, topic: str, group: str, queue_id: int) -> int:
         return sum(
@@ -38,6 +45,9 @@ class PopHoldService:
 
     async def hold(self, topic: str, group: str, queue_id: int, timeout: float) -> bool:
         """Wait for news of ``topic``; False after ``timeout`` seconds."""
+        if not self.listening:
+            self._add_dispatcher(self)
+            self.listening = True
         held = _Held(group, queue_id, anyio.Event())
         self._held.setdefault(topic, []).append(held)
         try:
@@ -58,6 +68,8 @@ class PopHoldService:
                 held.event.set()
 
     def wants(self, topic: str, queue_id: int) -> bool:
+        """The store's queue filter (the mmap store asks it before building a request):
+        only a topic with a POP held, or a retry topic while any is held."""
         return bool(self._held) and (topic in self._held or topic.startswith("%RETRY%"))
 
     def __call__(self, request: DispatchRequest) -> None:

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 async def pop_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
     broker.check_ready()
     header = PopMessageRequestHeader.from_ext_fields(request.ext_fields or {})
-    result = await pop_service(broker).pop(
+    service = pop_service(broker)
+    result = await service.pop(
         header.consumer_group,
         header.topic,
         header.queue_id,
@@ -56,10 +57,23 @@ async def pop_message(broker: Broker, ctx: RequestContext, request: RemotingComm
         order_count_info=";".join(result.order_count_info) if header.order else None,
     )
     found = result.code == ResponseCode.SUCCESS
-    remark = "FOUND" if found else "NO_MESSAGE_IN_QUEUE"
     return request.response(
-        result.code, remark, reply.to_ext_fields(), result.body if found else b""
+        result.code,
+        _pop_remark(result.code, header.topic, service.holds.limit),
+        reply.to_ext_fields(),
+        result.body if found else b"",
     )
+
+
+def _pop_remark(code: int, topic: str, held_limit: int) -> str:
+    if code == ResponseCode.SUCCESS:
+        return "FOUND"
+    if code == ResponseCode.POLLING_FULL:  # Java says NO_MESSAGE_IN_QUEUE here too: too vague
+        return (
+            f"POLLING_FULL: {held_limit} POP requests already wait on topic {topic};"
+            " retry in a moment"
+        )
+    return "NO_MESSAGE_IN_QUEUE"  # POLLING_TIMEOUT, as Java's broker says
 
 
 async def ack_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
