@@ -232,6 +232,12 @@ class Connection:
             self._task_group.cancel_scope.cancel()
 
     @property
+    def takes_encoded_answers(self) -> bool:
+        """Whether a processor may answer with a finished frame (bytes) instead of a
+        command: only where no RPC hook must see the response (``after_response``)."""
+        return not self._hooks
+
+    @property
     def waiting_requests(self) -> int:
         """Our invocations on this connection still waiting for their response."""
         return len(self._pending)
@@ -450,6 +456,8 @@ class Connection:
             return
         if result is None or isinstance(result, RemotingCommand):
             self._respond(request, result)
+        elif type(result) is bytes:  # a finished response frame (takes_encoded_answers)
+            self._respond_encoded(request, result)
         elif isawaitable(result):
             route.active += 1
             self._inflight += 1
@@ -507,6 +515,16 @@ class Connection:
         self._out_bytes += size
         if budget is not None:
             budget.unsent += size
+
+    def _respond_encoded(self, request: RemotingCommand, frame: bytes) -> None:
+        """Queue a response a processor encoded itself, as ``_respond`` would queue it."""
+        if request.flag & FLAG_ONEWAY or self._closed:
+            return
+        self._out.append(frame)
+        size = len(frame)
+        self._out_bytes += size
+        if self._budget is not None:
+            self._budget.unsent += size
 
     def _within_budget(
         self, budget: MemoryBudget, request: RemotingCommand, response: RemotingCommand

@@ -1,0 +1,293 @@
+"""The send fast path (processors/send_fast.py) against the general path (send.py).
+
+The same requests go, one after another on one connection, to a broker with the fast
+path on and to a fresh broker with it off (same port, same peer address, store time
+held at one value): every answer frame and the stored CommitLog and consume queues
+must be the same bytes. The cases cover what the fast path takes and what it must
+leave to the general path (delay, transactions, new topics, batches, compressed
+bodies, bad fields, a slave, SYNC_MASTER, SYNC_FLUSH, ACL).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.abc import SocketStream
+
+from rocketmq_core.acl.signing import Credentials, sign
+from rocketmq_core.broker.app import Broker
+from rocketmq_core.broker.processors import send_fast
+from rocketmq_core.protocol.bodies import TopicConfig
+from rocketmq_core.protocol.codec import encode_command
+from rocketmq_core.protocol.codes import FLAG_ONEWAY, RequestCode, SerializeType
+from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.compression import CompressionType, compress
+from rocketmq_core.protocol.constants import PERM_READ, PERM_RW
+from rocketmq_core.protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
+from rocketmq_core.protocol.message import TRANSACTION_PREPARED, BatchItem, encode_batch
+from rocketmq_core.protocol.message import encode_properties as props
+from rocketmq_core.remoting.connection import Connection
+from rocketmq_core.testing.broker import broker_config
+
+pytestmark = pytest.mark.anyio
+
+PEER = "127.0.0.1:40000"
+STORE_TIME = 4_102_444_800_000  # 2100-01-01: the store clock never goes below it
+_LENGTH = struct.Struct(">I")
+
+
+def send(
+    topic="Orders",
+    body=b"hello",
+    *,
+    code=RequestCode.SEND_MESSAGE_V2,
+    properties: str | None = props({"TAGS": "TagA", "KEYS": "k1", "UNIQ_KEY": "AB12"}),
+    queue_id=0,
+    sys_flag=0,
+    change: dict[str, str | None] | None = None,
+    **fields,
+) -> RemotingCommand:
+    header = SendMessageRequestHeader(
+        producer_group="PG",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=1700000000000,
+        flag=7,
+        properties=properties,
+        **fields,
+    )
+    ext = header.to_ext_fields(None if code == RequestCode.SEND_MESSAGE else SEND_V2_NAMES)
+    for key, value in (change or {}).items():
+        if value is None:
+            ext.pop(key, None)
+        else:
+            ext[key] = value
+    return RemotingCommand.request(code, ext, body)
+
+
+def free_ports() -> dict[str, int]:
+    """Ports for both brokers of a comparison: the listen port is in every message id."""
+    probes = [socket.socket() for _ in range(3)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        listen, ha, vip = (probe.getsockname()[1] for probe in probes)
+    finally:
+        for probe in probes:
+            probe.close()
+    return {"listen_port": listen, "ha_listen_port": ha, "fast_listen_port": vip}
+
+
+async def read_frame(stream: SocketStream, buffered: bytearray) -> bytes:
+    while len(buffered) < 4 or len(buffered) < 4 + _LENGTH.unpack_from(buffered)[0]:
+        buffered += await stream.receive()
+    size = 4 + _LENGTH.unpack_from(buffered)[0]
+    frame = bytes(buffered[:size])
+    del buffered[:size]
+    return frame
+
+
+async def answers_and_store(
+    directory: Path, plugin_host, requests: list[RemotingCommand], **overrides
+) -> tuple[list[bytes], bytes, dict[str, bytes]]:
+    """Each request's answer frame (None for a oneway one), the CommitLog's written
+    bytes and every consume-queue file, from a fresh broker in ``directory``."""
+    random.seed(7)  # a queue id of -1 picks the same queues in both runs
+    config = broker_config(directory, **overrides)
+    answers: list[bytes | None] = []
+    async with Broker.serving(config, host=plugin_host) as broker:
+        broker.store.clock.last = STORE_TIME
+        broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
+        broker.topics.update(TopicConfig("ReadOnly", 4, 4, PERM_READ))
+        broker.topics.update(TopicConfig("Tagged", 4, 4, PERM_RW, topic_filter_type="MULTI_TAG"))
+        ours, theirs = socket.socketpair()
+        server = broker.server
+        connection = Connection(
+            await SocketStream.from_socket(ours),
+            server.processors,
+            hooks=server.hooks,
+            budget=server.budget,
+            peer_address=PEER,
+        )
+        async with (
+            anyio.create_task_group() as task_group,
+            await SocketStream.from_socket(theirs) as peer,
+        ):
+            await task_group.start(connection.run)
+            buffered = bytearray()
+            for opaque, request in enumerate(requests, 1):
+                request.opaque = opaque
+                await peer.send(encode_command(request))
+                if request.flag & FLAG_ONEWAY:
+                    answers.append(None)
+                else:
+                    with anyio.fail_after(10):
+                        answers.append(await read_frame(peer, buffered))
+            await connection.aclose()
+        end = broker.store.max_commit_log_offset
+    logs = sorted((directory / "commitlog").iterdir())
+    log = b"".join(path.read_bytes() for path in logs)[:end]
+    queues = {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted((directory / "consumequeue").rglob("*"))
+        if path.is_file()
+    }
+    for name, entries in queues.items():
+        if name.startswith("consumequeue/SCHEDULE_TOPIC_XXXX/"):
+            queues[name] = without_tags_codes(entries)
+    return answers, log, queues
+
+
+def without_tags_codes(entries: bytes) -> bytes:
+    """Consume-queue entries with their tags code zeroed: a delayed message's is its
+    delivery time, taken from the wall clock when it is sent."""
+    masked = bytearray(entries)
+    for start in range(0, len(masked), 20):
+        masked[start + 12 : start + 20] = bytes(8)
+    return bytes(masked)
+
+
+async def assert_same(tmp_path, plugin_host, monkeypatch, make_requests, **overrides) -> list:
+    """Both paths give the same answers and store the same bytes; the answers."""
+    ports = free_ports()
+    results = []
+    for fast in (True, False):
+        monkeypatch.setattr(send_fast, "ENABLED", fast)
+        results.append(
+            await answers_and_store(
+                tmp_path / f"fast-{fast}", plugin_host, make_requests(), **ports, **overrides
+            )
+        )
+    (fast_answers, fast_log, fast_queues), (answers, log, queues) = results
+    for number, (ours, general) in enumerate(zip(fast_answers, answers, strict=True)):
+        assert ours == general, f"answer {number} differs"
+    assert fast_log == log
+    assert fast_queues == queues
+    return answers
+
+
+def usual_sends() -> list[RemotingCommand]:
+    oneway = send(body=b"oneway")
+    oneway.flag |= FLAG_ONEWAY
+    binary = send(body=b"binary header")
+    binary.serialize_type = SerializeType.ROCKETMQ
+    return [
+        send(),
+        send(body=b"x" * 1024, queue_id=3),
+        send(properties=props({"TAGS": "TagA"})),  # no UNIQ_KEY: no transactionId
+        send(properties=None),
+        send(properties=props({"UNIQ_KEY": "not-plain"})),  # answered the general way
+        send(properties=props({"UNIQ_KEY": "ünïcode"})),
+        send(code=RequestCode.SEND_MESSAGE, body=b"v1 names"),
+        send(code=RequestCode.SEND_BATCH_MESSAGE, body=b"batch code, one message"),
+        send(queue_id=-1),
+        send(reconsume_times=2, max_reconsume_times=5, unit_mode=False, broker_name="b"),
+        send(topic="Tagged", properties=props({"TAGS": "a||b", "UNIQ_KEY": "C0FFEE"})),
+        send(body=b""),
+        oneway,
+        binary,
+        send(body=b"after"),
+    ]
+
+
+def general_sends() -> list[RemotingCommand]:
+    """What the fast path leaves to the general path, interleaved with usual sends."""
+    batch = encode_batch(
+        [BatchItem(0, b"one", props({"KEYS": "a"}).encode()), BatchItem(0, b"two", b"")]
+    )
+    return [
+        send(properties=props({"DELAY": "2", "UNIQ_KEY": "D1"})),  # a put hook's
+        send(properties=props({"DELAY": "1"}), queue_id=-1),  # one random queue drawn
+        send(
+            properties=props({"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": "T1"}),
+            sys_flag=TRANSACTION_PREPARED,
+        ),
+        send(topic="NewTopic"),  # created in the send
+        send(topic="%RETRY%CG"),
+        send(topic="ReadOnly"),
+        send(topic="bad topic!"),
+        send(
+            body=compress(b"z" * 2000, CompressionType.ZLIB), sys_flag=CompressionType.ZLIB.sys_flag
+        ),
+        send(code=RequestCode.SEND_BATCH_MESSAGE, body=batch, batch=True),
+        send(queue_id=99),
+        send(body=b"y" * (4 * 1024 * 1024 + 1)),  # over maxMessageSize
+        send(change={"e": "abc"}),
+        send(change={"e": str(1 << 40)}),
+        send(change={"a": None}),
+        send(change={"g": None}),
+        send(change={"j": " 3"}),  # int() reads it, as the header codec does
+        send(),
+    ]
+
+
+async def test_usual_sends_answer_and_store_the_same_bytes(tmp_path, plugin_host, monkeypatch):
+    answers = await assert_same(tmp_path, plugin_host, monkeypatch, usual_sends)
+    assert answers[12] is None  # oneway: no answer on either path
+    assert b'"code":0' in answers[0] and b'"transactionId":"AB12"' in answers[0]
+
+
+async def test_sends_the_fast_path_leaves_alone_answer_the_same(tmp_path, plugin_host, monkeypatch):
+    answers = await assert_same(tmp_path, plugin_host, monkeypatch, general_sends)
+    assert b'"code":0' not in answers[10]  # the body over the limit is refused
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"broker_role": "SLAVE", "broker_id": 1},
+        {"broker_role": "SYNC_MASTER"},
+        {"flush_disk_type": "SYNC_FLUSH"},
+        {"broker_permission": PERM_READ},
+    ],
+    ids=["slave", "sync-master", "sync-flush", "not-writable"],
+)
+async def test_broker_roles_and_flush_answer_the_same(
+    tmp_path, plugin_host, monkeypatch, overrides
+):
+    await assert_same(tmp_path, plugin_host, monkeypatch, usual_sends, **overrides)
+
+
+async def test_with_acl_the_guard_runs_and_answers_are_the_same(tmp_path, plugin_host, monkeypatch):
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: producer-key\n    secretKey: producer-secret\n"
+        "    defaultTopicPerm: DENY\n    topicPerms: [Orders=PUB]\n"
+    )
+    producer = Credentials("producer-key", "producer-secret")
+
+    def requests() -> list[RemotingCommand]:
+        allowed, denied, unsigned = send(), send(topic="Tagged"), send()
+        sign(allowed, producer)
+        sign(denied, producer)
+        return [allowed, denied, unsigned]
+
+    answers = await assert_same(
+        tmp_path, plugin_host, monkeypatch, requests, acl_enable=True, rocketmq_home=str(home)
+    )
+    assert b'"code":0' in answers[0]
+    assert b'"code":0' not in answers[1] and b'"code":0' not in answers[2]
+
+
+async def test_the_usual_send_takes_the_fast_path_and_the_rest_do_not(tmp_path, plugin_host):
+    async with Broker.serving(broker_config(tmp_path), host=plugin_host) as broker:
+        broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
+        ours, theirs = socket.socketpair()
+        with theirs:
+            connection = Connection(
+                await SocketStream.from_socket(ours), broker.server.processors, peer_address=PEER
+            )
+            ctx = connection.context
+            assert type(send_fast.fast_send(broker, ctx, send())) is bytes
+            for request in general_sends()[:-2]:  # the last two are usual sends
+                assert send_fast.fast_send(broker, ctx, request) is None, request
+            await connection.aclose()
