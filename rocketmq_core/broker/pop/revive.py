@@ -165,8 +165,12 @@ class ReviveService:
         for entry in self._open.values():
             qid = entry.revive_qid
             oldest[qid] = min(oldest.get(qid, entry.record_offset), entry.record_offset)
+        offsets = self.broker.offsets
         for qid, read_to in self._read_to.items():
-            self.broker.offsets.commit(REVIVE_GROUP, self.topic, qid, oldest.get(qid, read_to))
+            progress = oldest.get(qid, read_to)
+            # nothing read yet (no POP ever here): no offset entry, as before POP existed
+            if progress != offsets.query(REVIVE_GROUP, self.topic, qid) and progress > 0:
+                offsets.commit(REVIVE_GROUP, self.topic, qid, progress)
 
     async def _revive(self, entry: _Open, now: int) -> int:
         """Put back the unacked messages of a due checkpoint, then its marker; those put
