@@ -31,6 +31,9 @@ class AclGuard:
 
     __slots__ = ("_guarded", "_validator")
 
+    # it has nothing to do with answers: processors may send finished frames past it
+    sees_responses = False
+
     def __init__(
         self,
         validator: Callable[[], AclValidator],

@@ -125,6 +125,8 @@ class Connection:
         # run its hooks on a NOTIFY it sends to a client)
         self._hooks = tuple(hooks)
         self._invoke_hooks = tuple(invoke_hooks)
+        # a hook without ``sees_responses = False`` must see each answer as a command
+        self._answers_unseen = not any(getattr(h, "sees_responses", True) for h in self._hooks)
         # runs on each request of ours once its fields and body are final (signing)
         self._before_send = before_send
         self._opaques = opaques or OpaqueSequence()
@@ -235,7 +237,7 @@ class Connection:
     def takes_encoded_answers(self) -> bool:
         """Whether a processor may answer with a finished frame (bytes) instead of a
         command: only where no RPC hook must see the response (``after_response``)."""
-        return not self._hooks
+        return self._answers_unseen
 
     @property
     def waiting_requests(self) -> int:

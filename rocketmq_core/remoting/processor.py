@@ -37,7 +37,9 @@ class RpcHook(Protocol):
     calling the processor (a refused ACL check); on a client it runs just before the
     request is sent and may add fields (a signature). ``after_response`` sees each
     response before it is sent (server) or returned (client). A server's hooks do not run
-    on the requests it sends to clients, nor a client's on those it receives.
+    on the requests it sends to clients, nor a client's on those it receives. A hook with a
+    class attribute ``sees_responses = False`` (an ACL guard) lets processors answer with
+    finished frames, which no ``after_response`` sees.
     """
 
     def before_request(self, ctx: RequestContext, request: RemotingCommand) -> Response: ...

@@ -19,6 +19,7 @@ import anyio
 import pytest
 from anyio.abc import SocketStream
 
+from rocketmq_core.acl.guard import AclGuard
 from rocketmq_core.acl.signing import Credentials, sign
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.processors import send_fast
@@ -290,4 +291,21 @@ async def test_the_usual_send_takes_the_fast_path_and_the_rest_do_not(tmp_path, 
             assert type(send_fast.fast_send(broker, ctx, send())) is bytes
             for request in general_sends()[:-2]:  # the last two are usual sends
                 assert send_fast.fast_send(broker, ctx, request) is None, request
+            await connection.aclose()
+
+
+async def test_an_acl_guard_leaves_the_fast_path_open_a_hook_that_reads_answers_closes_it():
+    class Tracer:  # sees every answer: finished frames would pass it by
+        def before_request(self, ctx, request):
+            return None
+
+        def after_response(self, ctx, request, response):
+            pass
+
+    guard = AclGuard(lambda: None)  # never asked here: no request is read
+    for hooks, encoded in (((), True), ((guard,), True), ((guard, Tracer()), False)):
+        ours, theirs = socket.socketpair()
+        with theirs:
+            connection = Connection(await SocketStream.from_socket(ours), hooks=hooks)
+            assert connection.takes_encoded_answers is encoded, hooks
             await connection.aclose()
