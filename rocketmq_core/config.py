@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import functools
 import logging
 import typing
 from collections.abc import Collection, Iterable, Mapping
@@ -20,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 import anyio
 
 from .errors import ConfigError
-from .persist import atomic_write
+from .persist import SECRET_FILE_MODE, atomic_write
 from .protocol.headers import camel_case
 
 log = logging.getLogger("rocketmq.config")
@@ -287,7 +288,11 @@ class Settings:
 
     async def save(self, path: str | Path) -> None:
         """Write the settings to ``path`` atomically, as RocketMQ persists a config update."""
-        await anyio.to_thread.run_sync(atomic_write, path, self.to_text().encode())
+        # the file holds the secret settings too: owner-only when it is made
+        text = self.to_text().encode()
+        await anyio.to_thread.run_sync(
+            functools.partial(atomic_write, path, text, mode=SECRET_FILE_MODE)
+        )
 
 
 # how alike (difflib ratio) an unknown key must be to a known one to be taken for a typo:

@@ -21,14 +21,24 @@ SUB = 8
 
 PERM_BY_TEXT = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
-# requests only an account with admin: true may send to a broker (Java's ADMIN_CODE)
+# requests only an account with admin: true may send to a broker: Java's ADMIN_CODE, plus
+# (stricter than Java 4.9, ACL.md §2.3) the ACL changes and reads of secrets, and every
+# request that moves a group's offsets
 BROKER_ADMIN_CODES = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
-        RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
-        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+        RequestCode.DELETE_ACL_CONFIG,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,  # answers every secretKey in clear
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        RequestCode.RESET_CONSUMER_OFFSET_IN_BROKER,
+        RequestCode.CLONE_GROUP_OFFSET,
     }
 )
 

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..protocol.codes import RequestCode
+from ..broker.pop.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    NotificationRequestHeader,
+    PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
+    PopMessageRequestHeader,
+)
+from ..broker.pop.records import RecordFormatError, decode_batch_ack
+from ..errors import BodyError
+from ..protocol.codes import RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
 from ..protocol.headers import (
     GetConsumerListByGroupRequestHeader,
@@ -91,6 +101,63 @@ def _update_offset(request: RemotingCommand) -> Needed:
     return {retry_topic(header.consumer_group): SUB, header.topic: SUB}
 
 
+def _consumed_topic(topic: str, group: str) -> str | None:
+    """The topic a POP-family request reads, for its SUB check: a POP retry topic of the
+    request's own group (``%RETRY%group_topic`` or ``%RETRY%group+topic``) stands for its
+    topic; the group's own ``%RETRY%group`` needs nothing beyond the group's SUB."""
+    if topic == retry_topic(group):
+        return None
+    for separator in ("_", "+"):
+        own_prefix = retry_topic(group) + separator
+        if topic.startswith(own_prefix) and len(topic) > len(own_prefix):
+            return topic[len(own_prefix) :]
+    return topic
+
+
+def _consumption(topic: str, group: str, needed: Needed) -> None:
+    """Add SUB on ``topic`` (as ``_consumed_topic`` reads it) and on ``group``."""
+    if (consumed := _consumed_topic(topic, group)) is not None:
+        needed[consumed] = SUB
+    needed[retry_topic(group)] = SUB
+
+
+PopFamilyHeader = (
+    PopMessageRequestHeader
+    | PeekMessageRequestHeader
+    | NotificationRequestHeader
+    | PollingInfoRequestHeader
+    | AckMessageRequestHeader
+    | ChangeInvisibleTimeRequestHeader
+)
+
+
+def _pop_family(header_class: type[PopFamilyHeader]) -> Callable[[RemotingCommand], Needed]:
+    """A POP-family request: SUB on the header's ``topic`` and ``consumerGroup``."""
+
+    def needed(request: RemotingCommand) -> Needed:
+        header = header_class.from_ext_fields(request.ext_fields)
+        resources: Needed = {}
+        _consumption(header.topic, header.consumer_group, resources)
+        return resources
+
+    return needed
+
+
+def _batch_ack(request: RemotingCommand) -> Needed:
+    """BATCH_ACK_MESSAGE: SUB on the topic and the group of every entry of the body."""
+    try:
+        _, entries = decode_batch_ack(request.body)
+    except RecordFormatError as exc:
+        raise BodyError(
+            f"the batch ack body cannot be read: {exc}",
+            response_code=ResponseCode.INVALID_PARAMETER,
+        ) from None
+    needed: Needed = {}
+    for entry in entries:
+        _consumption(entry.topic, entry.group, needed)
+    return needed
+
+
 RESOURCES_BY_CODE: dict[int, Callable[[RemotingCommand], Needed]] = {
     RequestCode.SEND_MESSAGE: _send("topic", "group"),
     RequestCode.SEND_MESSAGE_V2: _send("b", "a"),
@@ -103,6 +170,14 @@ RESOURCES_BY_CODE: dict[int, Callable[[RemotingCommand], Needed]] = {
     RequestCode.UNREGISTER_CLIENT: _unregister_client,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
     RequestCode.UPDATE_CONSUMER_OFFSET: _update_offset,
+    # POP (5.x): Java checks these by the topic and consumerGroup of their headers
+    RequestCode.POP_MESSAGE: _pop_family(PopMessageRequestHeader),
+    RequestCode.PEEK_MESSAGE: _pop_family(PeekMessageRequestHeader),
+    RequestCode.NOTIFICATION: _pop_family(NotificationRequestHeader),
+    RequestCode.POLLING_INFO: _pop_family(PollingInfoRequestHeader),
+    RequestCode.ACK_MESSAGE: _pop_family(AckMessageRequestHeader),
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _pop_family(ChangeInvisibleTimeRequestHeader),
+    RequestCode.BATCH_ACK_MESSAGE: _batch_ack,
 }
 
 

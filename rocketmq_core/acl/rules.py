@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
-from ..persist import atomic_write
+from ..persist import SECRET_FILE_MODE, atomic_write
 from .addresses import AddressPattern, AddressPatternError
 from .permissions import Grants, parse_perm, retry_topic
 
@@ -202,7 +202,7 @@ def read_acl_file(path: Path) -> AclFile | None:
 def write_acl_file(acl_file: AclFile) -> None:
     """Replace the file atomically (comments are lost, as with Java's rewrite). Blocking."""
     text = yaml.safe_dump(acl_file.to_mapping(), sort_keys=False, allow_unicode=True)
-    atomic_write(acl_file.path, text.encode("utf-8"))
+    atomic_write(acl_file.path, text.encode("utf-8"), mode=SECRET_FILE_MODE)
 
 
 # --- the compiled rules ------------------------------------------------------------------

@@ -28,14 +28,13 @@ import anyio
 
 from ..metrics.histograms import BucketCounts
 from ..protocol.bodies import BrokerStatsData, BrokerStatsItem
+from ..protocol.constants import GROUP_GET_NUMS, TOPIC_PUT_NUMS
 from ..protocol.message import FIXED_SIZE, MAX_V1_TOPIC_LENGTH
 from ..store.api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus
 
 log = logging.getLogger("rocketmq.broker")
 
-TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # key: topic; value: messages, one call per put
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"  # key: topic; value: stored bytes
-GROUP_GET_NUMS = "GROUP_GET_NUMS"  # key: topic@group; value: messages, one call per pull
 GROUP_GET_SIZE = "GROUP_GET_SIZE"  # key: topic@group; value: bytes
 SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"  # key: original topic@group; value: messages sent back
 BROKER_PUT_NUMS = "BROKER_PUT_NUMS"  # key: the cluster name; value only (avgpt 0)

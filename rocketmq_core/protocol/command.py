@@ -15,6 +15,10 @@ from .codes import (
 )
 
 _INT32_MASK = 0x7FFFFFFF
+# ext fields whose values repr never shows (logs print commands): an ACL account's
+# secretKey (UPDATE_AND_CREATE_ACL_CONFIG), a session token, a request's signature
+_SECRET_FIELDS = frozenset({"secretKey", "SecurityToken", "Signature"})
+_MASK = "***"
 
 
 class OpaqueSequence:
@@ -126,7 +130,11 @@ class RemotingCommand:
         if self.remark:
             parts.append(f"remark={self.remark!r}")
         if self.ext_fields:
-            parts.append(f"ext_fields={self.ext_fields!r}")
+            shown = {
+                key: _MASK if key in _SECRET_FIELDS else value
+                for key, value in self.ext_fields.items()
+            }
+            parts.append(f"ext_fields={shown!r}")
         if self.body:
             parts.append(f"body={len(self.body)} bytes")
         return f"<RemotingCommand {' '.join(parts)}>"

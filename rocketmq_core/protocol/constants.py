@@ -72,6 +72,10 @@ SYSTEM_TOPICS = frozenset(
     }
 )
 
+# the two statistics VIEW_BROKER_STATS_DATA is asked for by statsAll (Java's names)
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # key: topic; value: messages put
+GROUP_GET_NUMS = "GROUP_GET_NUMS"  # key: topic@group; value: messages pulled
+
 # the name-server KV namespace holding per-topic orderly queue layouts
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 

@@ -207,4 +207,10 @@ class TlsSettings(Settings):
                 f"tls.server.need.client.auth={client_auth} needs tls.server.authClient=true"
                 " and tls.server.trustCertPath: client certificates are always verified here"
             )
+        if client_auth is not ClientAuth.NONE and not self.tls_server_trust_cert_path.strip():
+            raise ConfigError(
+                f"tls.server.need.client.auth={client_auth} needs tls.server.trustCertPath:"
+                " the CA (PEM) client certificates are verified with; the system's CAs are"
+                " never used for that"
+            )
         return client_auth

@@ -4,6 +4,9 @@ mqadmin names; the files on disk, and what the rules then let through."""
 
 from __future__ import annotations
 
+import os
+import stat
+
 import orjson
 import pytest
 import yaml
@@ -17,13 +20,17 @@ from rocketmq_core.client.config import ClientConfig
 from rocketmq_core.client.sync import Admin
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
-from rocketmq_core.protocol.headers import CreateAccessConfigRequestHeader
+from rocketmq_core.protocol.headers import (
+    CreateAccessConfigRequestHeader,
+    DeleteAccessConfigRequestHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
+)
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.testing.cluster import EmbeddedCluster
 from tests.broker.wire import send_request
 
 ADMIN = Credentials("admin-key-1", "admin-secret")
-PLAIN = Credentials("plain-key-1", "plain-secret")  # no admin flag: may still manage ACL
+PLAIN = Credentials("plain-key-1", "plain-secret")  # no admin flag: may only read the versions
 APP = Credentials("app-key-01", "app-secret-1")
 JAVA = "org.apache.rocketmq.acl.common.AclException: "
 RULES = """\
@@ -166,6 +173,19 @@ def test_account_lifecycle_through_the_sdk(cluster, admin, home):
     )
 
 
+def test_a_rewritten_file_keeps_its_mode(cluster, admin, home):
+    default_file = home / "conf" / "plain_acl.yml"
+    default_file.chmod(0o600)
+    umask = os.umask(0o022)  # one that would make a new file world-readable
+    try:
+        admin.update_acl_account(cluster.broker_address, APP.access_key, APP.secret_key)
+        admin.update_global_white_addrs(cluster.broker_address, ["10.1.1.*"])
+    finally:
+        os.umask(umask)
+    assert "app-secret-1" in default_file.read_text()
+    assert stat.S_IMODE(default_file.stat().st_mode) == 0o600  # secrets stay owner-only
+
+
 def test_an_existing_key_changes_in_the_file_that_holds_it(cluster, admin, home):
     team_file = home / "conf" / "acl" / "team.yml"
     default_before = (home / "conf" / "plain_acl.yml").read_text()
@@ -253,12 +273,49 @@ def test_refusals(cluster, home):
     assert "whiteRemoteAddress" in response.remark and "10.1.1.300" in response.remark
     assert (home / "conf" / "plain_acl.yml").read_text() == default_before
 
-    # a valid signature is needed, the admin flag is not
     unsigned = invoke(cluster, create_request(access_key="app-key-01", secret_key="app-secret-1"))
     assert unsigned.code == ResponseCode.SYSTEM_ERROR
     assert "No accessKey is configured" in unsigned.remark
-    by_plain = create_request(access_key="app-key-01", secret_key="app-secret-1")
-    assert invoke(cluster, by_plain, PLAIN).code == ResponseCode.SUCCESS
+
+
+def acl_requests():
+    """One request of each ACL code 50-54, in an order that succeeds for an admin."""
+    return [
+        create_request(access_key="app-key-01", secret_key="app-secret-1", admin=True),
+        RemotingCommand.request(
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            UpdateGlobalWhiteAddrsConfigRequestHeader(global_white_addrs="").to_ext_fields(),
+        ),
+        RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}),
+        RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, {}),
+        RemotingCommand.request(
+            RequestCode.DELETE_ACL_CONFIG,
+            DeleteAccessConfigRequestHeader(access_key="app-key-01").to_ext_fields(),
+        ),
+    ]
+
+
+def test_acl_changes_and_secrets_need_an_admin_account(cluster, home):
+    # stricter than Java 4.9 (ACL.md §2.3): a signed account must not read every secret
+    # (54) or make itself admin (50); the versions (52) stay open to any signed account
+    default_before = (home / "conf" / "plain_acl.yml").read_text()
+    for request in acl_requests():
+        response = invoke(cluster, request, PLAIN)
+        if request.code == RequestCode.GET_BROKER_CLUSTER_ACL_INFO:
+            assert response.code == ResponseCode.SUCCESS
+            continue
+        assert (response.code, response.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"{JAVA}Need admin permission for request code={request.code},"
+            " but accessKey=plain-key-1 is not, rocketmq_core.acl.validator",
+        )
+    assert (home / "conf" / "plain_acl.yml").read_text() == default_before
+    for request in acl_requests():
+        response = invoke(cluster, request, ADMIN)
+        assert response.code == ResponseCode.SUCCESS, (request.code, response.remark)
+        if request.code == RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG:
+            assert b"app-secret-1" in response.body
+    assert "app-key-01" not in (home / "conf" / "plain_acl.yml").read_text()
 
 
 def test_white_list_file_must_be_an_acl_file_under_home(cluster, admin, tmp_path):

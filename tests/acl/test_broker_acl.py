@@ -10,6 +10,7 @@ import pytest
 
 from rocketmq_core.acl.signing import Credentials, sign
 from rocketmq_core.broker.app import Broker
+from rocketmq_core.broker.pop.headers import PopMessageRequestHeader
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
@@ -120,6 +121,32 @@ async def test_permission_kinds(broker, client):
     assert_refused(refused_group, "No default permission for group:OtherGroup")
 
 
+def pop_request(topic, group):
+    header = PopMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=-1,
+        max_msg_nums=1,
+        invisible_time=30_000,
+        poll_time=0,
+        born_time=0,
+        init_mode=0,
+    )
+    return RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext_fields())
+
+
+async def test_pop_is_checked_like_a_pull(broker, client):
+    address = broker.address
+    popped = await client.invoke(address, signed(pop_request("Orders", "CG"), CONSUMER))
+    assert popped.code != ResponseCode.SYSTEM_ERROR
+    denied = await client.invoke(address, signed(pop_request("Payments", "CG"), CONSUMER))
+    assert_refused(denied, "No default permission for topic:Payments")
+    other_group = await client.invoke(address, signed(pop_request("Orders", "Other"), CONSUMER))
+    assert_refused(other_group, "No default permission for group:Other")
+    no_sub = await client.invoke(address, signed(pop_request("Orders", "CG"), PRODUCER))
+    assert_refused(no_sub, "No default permission for topic:Orders")
+
+
 async def test_admin_only_codes(broker, client):
     for credentials in (PRODUCER, CONSUMER):
         refused = await client.invoke(broker.address, signed(create_topic("NewTopic"), credentials))
@@ -131,6 +158,22 @@ async def test_admin_only_codes(broker, client):
     created = await client.invoke(broker.address, signed(create_topic("NewTopic"), ADMIN))
     assert created.code == ResponseCode.SUCCESS
     assert "NewTopic" in broker.topics.table
+    # what else changes topics, groups, the config or offsets: refused before its header
+    # is even read
+    for code in (
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        RequestCode.CLONE_GROUP_OFFSET,
+    ):
+        request = signed(RemotingCommand.request(code, {}), CONSUMER)
+        refused = await client.invoke(broker.address, request)
+        assert_refused(
+            refused,
+            f"Need admin permission for request code={code}, but accessKey=consumer-key is not",
+        )
 
 
 async def test_refusals_by_identity_and_signature(broker, client, caplog):

@@ -9,12 +9,15 @@ from hypothesis import strategies as st
 
 from rocketmq_core.acl.signing import (
     UNIQUE_KEY_QUERY,
+    Credentials,
     request_signature,
+    sign,
     signature,
     signed_content,
 )
 from rocketmq_core.protocol.codes import RequestCode
 from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.protocol.headers import CreateAccessConfigRequestHeader
 from tests.acl.test_validator import WORKED_FIELDS
 
 
@@ -47,3 +50,23 @@ def test_the_per_request_path_gives_the_reference_signature(fields, body, secret
     request.version = version
     expected = signature(signed_content(fields, body, version=version), secret)
     assert request_signature(request, secret) == expected
+
+
+def test_a_commands_repr_masks_secrets_signature_and_token():
+    header = CreateAccessConfigRequestHeader(
+        access_key="app-key-01", secret_key="the-new-secret", topic_perms="Orders=PUB"
+    )
+    request = RemotingCommand.request(
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, header.to_ext_fields()
+    )
+    sign(request, Credentials("admin-key-1", "admin-secret", security_token="the-token"))
+    signature_value = request.ext_fields["Signature"]
+    shown = repr(request)
+    for secret in ("the-new-secret", signature_value, "the-token", "admin-secret"):
+        assert secret not in shown
+    for kept in ("'secretKey': '***'", "'Signature': '***'", "'SecurityToken': '***'"):
+        assert kept in shown
+    # what identifies the request stays readable
+    assert "'accessKey': 'app-key-01'" in shown and "'AccessKey': 'admin-key-1'" in shown
+    assert "'topicPerms': 'Orders=PUB'" in shown
+    assert request.ext_fields["secretKey"] == "the-new-secret"  # only the text is masked

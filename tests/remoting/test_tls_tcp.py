@@ -12,6 +12,7 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 from rocketmq_transport_tcp import TcpTransport
+from rocketmq_transport_tcp.tls_contexts import server_context
 
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.cli import main
@@ -51,7 +52,9 @@ class Pki:
         client = authority.issue_cert("client@example.com")
         self.client_cert = self._write(client.cert_chain_pems[0], "client-cert.pem")
         self.client_key = self._write(client.private_key_pem, "client-key.pem")
-        stranger = trustme.CA().issue_cert("stranger@example.com")
+        stranger_authority = trustme.CA()
+        self.stranger_ca = self._write(stranger_authority.cert_pem, "stranger-ca.pem")
+        stranger = stranger_authority.issue_cert("stranger@example.com")
         self.stranger_cert = self._write(stranger.cert_chain_pems[0], "stranger-cert.pem")
         self.stranger_key = self._write(stranger.private_key_pem, "stranger-key.pem")
 
@@ -182,6 +185,41 @@ async def test_mutual_tls_requires_a_certificate_the_ca_issued(pki, mode):
         assert await refused(address, stranger)
         known = trusting(pki, cert_file=pki.client_cert, key_file=pki.client_key)
         assert await echo(address, known) == b"ping"
+
+
+@pytest.mark.parametrize("client_auth", [ClientAuth.REQUIRE, ClientAuth.OPTIONAL])
+async def test_mutual_tls_never_trusts_the_systems_cas(pki, monkeypatch, client_auth):
+    # the stranger's CA stands for a public one: OpenSSL reads SSL_CERT_FILE as the
+    # system's CA file, so a context that loads the system's CAs would let it in
+    monkeypatch.setenv("SSL_CERT_FILE", pki.stranger_ca)
+    processors = ConformanceProcessors()
+    tls = listener(pki, TlsMode.ENFORCING, ca_file=pki.ca, client_auth=client_auth)
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        stranger = trusting(pki, cert_file=pki.stranger_cert, key_file=pki.stranger_key)
+        assert await refused(address, stranger)
+        known = trusting(pki, cert_file=pki.client_cert, key_file=pki.client_key)
+        assert await echo(address, known) == b"ping"
+
+
+def test_client_auth_without_a_ca_file_is_an_error(pki):
+    config = settings(
+        **{
+            "tls.server.mode": "enforcing",
+            "tls.server.certPath": pki.cert,
+            "tls.server.keyPath": pki.key,
+            "tls.server.need.client.auth": "require",
+            "tls.server.authClient": "true",
+        }
+    )
+    with pytest.raises(ConfigError) as caught:
+        config.validate_endpoints()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("tls.server.need.client.auth=require needs tls.server.trustCertPath:")
+    # and a listener handed such options by any other path refuses to start
+    tls = listener(pki, TlsMode.ENFORCING, client_auth=ClientAuth.OPTIONAL)
+    with pytest.raises(ConfigError, match=r"needs the CA file .*tls\.server\.trustCertPath"):
+        server_context(tls)
 
 
 async def test_optional_client_auth_takes_clients_with_or_without_a_certificate(pki):

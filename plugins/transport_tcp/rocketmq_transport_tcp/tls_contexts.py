@@ -25,8 +25,12 @@ _VERIFY_MODES = {
 
 def server_context(tls: TlsOptions) -> ssl.SSLContext:
     """The context of a TLS listener: its certificate (or one made now, in test mode)
-    and, when clients must show one, the CA their certificates are verified with."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    and, when clients must show one, the CA their certificates are verified with.
+
+    Built bare, never from the system's CAs: with them any certificate a public CA
+    issued would pass mutual TLS."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
     tls.check_client_files()
     if tls.cert_file and tls.key_file:
         _load_chain(context, tls.cert_file, tls.key_file, tls.key_password)
@@ -35,8 +39,16 @@ def server_context(tls: TlsOptions) -> ssl.SSLContext:
     else:
         raise ConfigError("TLS on a listener needs both a certificate file and a key file")
     context.verify_mode = _VERIFY_MODES[tls.client_auth]
-    if tls.client_auth is not ClientAuth.NONE and tls.ca_file:
-        context.load_verify_locations(cafile=tls.ca_file)
+    if tls.client_auth is not ClientAuth.NONE:
+        if not tls.ca_file:
+            raise ConfigError(
+                f"TLS client auth {tls.client_auth} needs the CA file client certificates"
+                " are verified with (tls.server.trustCertPath)"
+            )
+        try:
+            context.load_verify_locations(cafile=tls.ca_file)
+        except ssl.SSLError as exc:
+            raise ConfigError(f"TLS CA file {tls.ca_file}: not a PEM certificate ({exc})") from None
     return context
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ...protocol.bodies import BrokerStatsData, GroupList
 from ...protocol.bodies import ConsumeStats as BrokerConsumeStats
 from ...protocol.codes import RequestCode, ResponseCode
-from ...protocol.constants import MASTER_ID
+from ...protocol.constants import GROUP_GET_NUMS, MASTER_ID, TOPIC_PUT_NUMS
 from ...protocol.headers import (
     GetConsumeStatsRequestHeader,
     TopicRequestHeader,
@@ -17,8 +17,6 @@ from ..admin_types import AdminError, ConsumeStats, QueueProgress, TopicTraffic
 from .topics import TopicAdmin
 
 _NOT_STATS = ("%RETRY%", "%DLQ%")  # statsAll skips retry and dead-letter topics
-TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"  # messages put to a topic; key: the topic
-GROUP_GET_NUMS = "GROUP_GET_NUMS"  # messages a group pulled; key: topic@group
 
 
 class StatsAdmin(TopicAdmin):
