@@ -52,9 +52,11 @@ def start_standalone(
     """``rocketmq standalone`` in a child process (any free ports), once it is ready;
     ``settings``: more broker.conf lines."""
     config = directory / "broker.conf"
+    # grpcServerPort=-1: no gRPC proxy (standalone's default binds 8081 and runs its thread
+    # in the broker's process); the benchmarks speak remoting only
     config.write_text(
         f"storePathRootDir={directory / 'store'}\nlistenPort=0\nbrokerIP1=127.0.0.1\n"
-        f"flushDiskType=ASYNC_FLUSH\nstore={store}\n{settings}"
+        f"flushDiskType=ASYNC_FLUSH\nstore={store}\ngrpcServerPort=-1\n{settings}"
     )
     command = [
         sys.executable,

@@ -83,6 +83,13 @@ class BrokerConfig(EndpointSettings, MetricsSettings):
         help="the VIP port, serving what listenPort serves; 0: listenPort - 2 (any free port"
         " when listenPort is 0)",
     )
+    grpc_server_port: int = setting(
+        -1,
+        minimum=-1,
+        maximum=65535,
+        help="the 5.x clients' gRPC port (plugin proxy_grpc; `rocketmq broker` and"
+        " `standalone` default to 8081); -1: off, 0: any free port",
+    )
     slave_sync_delay: int = setting(
         3000,
         minimum=0,

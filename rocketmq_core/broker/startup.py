@@ -24,6 +24,8 @@ from .config import BrokerConfig
 log = logging.getLogger("rocketmq.broker")
 
 STANDALONE_HOME = Path.home() / "rocketmq-py"  # data of `rocketmq standalone` by default
+# the gRPC proxy's port when the proxy_grpc plugin is installed (RocketMQ's grpcServerPort)
+GRPC_SERVER_PORT = 8081
 
 
 def add_broker_options(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +66,7 @@ class BrokerCommand:
         add_broker_options(parser)
 
     def run(self, args: argparse.Namespace, host: PluginHost) -> int:
-        config = broker_settings(args)
+        config = broker_settings(args, grpc_server_port=GRPC_SERVER_PORT)
         if args.print_config_item:
             sys.stdout.write(config_text(config))
             return 0
@@ -105,6 +107,7 @@ class StandaloneCommand:
             broker_name="standalone",
             broker_ip1="127.0.0.1",
             store_path_root_dir=str(STANDALONE_HOME / "store"),
+            grpc_server_port=GRPC_SERVER_PORT,
         )
         # one certificate for both servers of the process
         namesrv.tls_server_cert_path = broker.tls_server_cert_path

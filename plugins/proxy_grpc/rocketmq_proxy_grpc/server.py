@@ -1,0 +1,179 @@
+"""The gRPC server: MessagingService on grpc.aio, in front of the brokers of a name
+server. grpc.aio needs asyncio, so the proxy runs on asyncio: in the caller's loop
+(``rocketmq proxy``) or in a thread of its own (``ProxyThread``, beside a broker that
+may run on trio)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+import anyio
+import grpc
+from anyio.abc import TaskStatus
+
+from rocketmq_core.acl.service import AclService
+from rocketmq_core.client.config import ClientConfig, local_ip
+from rocketmq_core.client.instance import ClientInstance
+from rocketmq_core.errors import ConfigError
+
+from .acl import GrpcAclVerifier
+from .local import DEFAULT_GRPC_PORT
+from .routes import endpoints_of
+from .service import MessagingService
+from .v2 import service_pb2_grpc
+
+log = logging.getLogger("rocketmq.proxy")
+
+MAX_INBOUND_MESSAGE_SIZE = 130 * 1024 * 1024  # grpcMaxInboundMessageSize
+STOP_GRACE = 3.0
+
+
+class GrpcProxy:
+    """Serves ``apache.rocketmq.v2.MessagingService`` on ``host:port`` (0: any free
+    port) for the brokers that ``namesrv_addr`` knows."""
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        *,
+        host: str = "0.0.0.0",
+        port: int = DEFAULT_GRPC_PORT,
+        advertised_host: str | None = None,
+        client_config: ClientConfig | None = None,
+        acl: AclService | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.advertised_host = advertised_host or local_ip()
+        self.client_config = client_config or ClientConfig(
+            namesrv_addr=namesrv_addr, instance_name="rocketmq-grpc-proxy"
+        )
+        self.acl = acl  # ACL on: the rules that signed metadata is checked against
+        self.service: MessagingService | None = None
+
+    async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled; reports the bound port."""
+        async with ClientInstance(self.client_config) as instance:
+            server = grpc.aio.server(
+                options=[
+                    ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_SIZE),
+                    ("grpc.max_send_message_length", -1),
+                    ("grpc.so_reuseport", 0),
+                ]
+            )
+            try:
+                bound = server.add_insecure_port(f"{self.host}:{self.port}")
+            except RuntimeError as exc:
+                raise ConfigError(
+                    f"the gRPC port {self.host}:{self.port} cannot be bound ({exc}):"
+                    " free it or pass another --grpc-port"
+                ) from None
+            self.port = bound
+            acl = self.acl
+            verifier = GrpcAclVerifier(lambda: acl.rules) if acl is not None else None
+            self.service = MessagingService(
+                instance, endpoints_of(self.advertised_host, bound), verifier
+            )
+            service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)
+            await server.start()
+            log.info("gRPC proxy serving on %s:%d", self.host, bound)
+            task_status.started(bound)
+            try:
+                await self.service.consuming.renewals.run()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await server.stop(STOP_GRACE)
+
+
+class ProxyThread:
+    """A GrpcProxy on an asyncio loop of its own thread: ``start`` blocks until it
+    serves (or raises why it cannot), ``stop`` until it has stopped."""
+
+    def __init__(self, proxy: GrpcProxy) -> None:
+        self.proxy = proxy
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self) -> int:
+        self._thread = threading.Thread(target=self._run, name="rocketmq-grpc-proxy", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        error = self._error
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]  # what the task groups wrapped
+        if error is not None:
+            raise error
+        return self.proxy.port
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # reported to start(), or logged once running
+            if not self._ready.is_set():
+                self._error = exc
+            else:
+                log.error("the gRPC proxy stopped", exc_info=exc)
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with anyio.create_task_group() as group:
+            await group.start(self.proxy.serve)
+            self._ready.set()
+            await self._stop.wait()
+            group.cancel_scope.cancel()
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._thread is not None:
+            self._thread.join(STOP_GRACE + 5)
+
+
+class LocalProxyService:
+    """The broker service of local mode: the proxy, beside the broker, for the brokers of
+    the broker's name servers (grpcServerPort)."""
+
+    def __init__(self, broker: Any, port: int) -> None:
+        self.broker = broker
+        self.port = port
+        self.thread: ProxyThread | None = None
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        config = self.broker.config
+        proxy = GrpcProxy(
+            config.namesrv_addr,
+            port=self.port,
+            advertised_host=config.broker_ip1,
+            # the broker's own signing keys, for brokers with aclEnable
+            client_config=ClientConfig(
+                namesrv_addr=config.namesrv_addr,
+                instance_name="rocketmq-grpc-proxy",
+                credentials=config.inner_client_credentials(),
+            ),
+            acl=self.broker.acl,  # the broker's rules, which its watcher keeps current
+        )
+        self.thread = ProxyThread(proxy)
+        try:
+            self.port = await anyio.to_thread.run_sync(self.thread.start)
+        except ConfigError as exc:
+            # gRPC is an addition to the broker: another broker of this machine may hold
+            # the port (8081 by default), and this one still serves remoting
+            log.warning("no gRPC proxy beside this broker: %s (grpcServerPort)", exc)
+            self.thread = None
+            task_status.started()
+            return
+        task_status.started()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.thread.stop)

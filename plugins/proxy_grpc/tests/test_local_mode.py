@@ -1,0 +1,46 @@
+"""Local mode: a broker with grpcServerPort starts the proxy beside it."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import grpc
+import pytest
+from grpc_requests import access_point, metadata, resource
+from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
+from rocketmq_proxy_grpc.v2 import service_pb2 as spb
+from rocketmq_proxy_grpc.v2 import service_pb2_grpc
+
+from rocketmq_core.testing.cluster import EmbeddedCluster
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_broker_serves_grpc_on_its_grpc_server_port(tmp_path, backend):
+    """grpc.aio needs asyncio: beside a broker on trio the proxy has a loop of its own."""
+    with EmbeddedCluster(tmp_path, backend=backend, grpc_server_port=0) as cluster:
+        cluster.create_topic("LocalGrpc")
+        port = cluster.broker.services["grpc_proxy"].port
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            answer = stub.QueryRoute(
+                spb.QueryRouteRequest(topic=resource("LocalGrpc"), endpoints=access_point(port)),
+                metadata=metadata(),
+            )
+    assert answer.status.code == pb.OK
+    assert len(answer.message_queues) == 4
+
+
+def test_a_taken_grpc_port_leaves_the_broker_serving(tmp_path, caplog):
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        with (
+            caplog.at_level(logging.WARNING, "rocketmq.proxy"),
+            EmbeddedCluster(tmp_path, grpc_server_port=taken) as cluster,
+        ):
+            assert cluster.broker.ready
+            assert cluster.broker.services["grpc_proxy"].thread is None
+    assert f"0.0.0.0:{taken}" in caplog.text
+    assert "no gRPC proxy beside this broker" in caplog.text
