@@ -11,7 +11,8 @@ from ..protocol.command import RemotingCommand
 if TYPE_CHECKING:
     from .connection import Connection
 
-Response = RemotingCommand | None
+# a command, none (oneway), or a finished response frame (Connection.takes_encoded_answers)
+Response = RemotingCommand | bytes | None
 # A processor answers inline (a command or None) or returns an awaitable of one.
 Processor = Callable[["RequestContext", RemotingCommand], Response | Awaitable[Response]]
 
@@ -42,7 +43,9 @@ class RpcHook(Protocol):
     finished frames, which no ``after_response`` sees.
     """
 
-    def before_request(self, ctx: RequestContext, request: RemotingCommand) -> Response: ...
+    def before_request(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | None: ...
 
     def after_response(
         self, ctx: RequestContext, request: RemotingCommand, response: RemotingCommand

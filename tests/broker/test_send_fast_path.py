@@ -1,11 +1,13 @@
 """The send fast path (processors/send_fast.py) against the general path (send.py).
 
 The same requests go, one after another on one connection, to a broker with the fast
-path on and to a fresh broker with it off (same port, same peer address, store time
-held at one value): every answer frame and the stored CommitLog and consume queues
-must be the same bytes. The cases cover what the fast path takes and what it must
-leave to the general path (delay, transactions, new topics, batches, compressed
-bodies, bad fields, a slave, SYNC_MASTER, SYNC_FLUSH, ACL).
+path and its compiled helper on, to a fresh one with the Python fast path alone and to
+one with the fast path off (same port, same peer address, store time held at one
+value): every answer frame and the stored CommitLog and consume queues must be the
+same bytes. The cases cover what the fast path takes and what it must leave to the
+general path (delay, transactions, new topics, batches, compressed bodies, bad
+fields, a slave, SYNC_MASTER, SYNC_FLUSH, ACL). The compiled helper is also held to
+the Python code field by field.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import random
 import socket
 import struct
 from pathlib import Path
+from types import MappingProxyType
 
 import anyio
 import pytest
@@ -156,22 +159,45 @@ def without_tags_codes(entries: bytes) -> bytes:
     return bytes(masked)
 
 
-async def assert_same(tmp_path, plugin_host, monkeypatch, make_requests, **overrides) -> list:
-    """Both paths give the same answers and store the same bytes; the answers."""
-    ports = free_ports()
-    results = []
-    for fast in (True, False):
-        monkeypatch.setattr(send_fast, "ENABLED", fast)
-        results.append(
-            await answers_and_store(
-                tmp_path / f"fast-{fast}", plugin_host, make_requests(), **ports, **overrides
-            )
+def compiled_helper():
+    if send_fast.compiled is None:
+        pytest.fail(
+            "rocketmq_core.broker.processors._send_fast is not built:"
+            " reinstall rocketmq-core with a C compiler"
         )
-    (fast_answers, fast_log, fast_queues), (answers, log, queues) = results
-    for number, (ours, general) in enumerate(zip(fast_answers, answers, strict=True)):
-        assert ours == general, f"answer {number} differs"
-    assert fast_log == log
-    assert fast_queues == queues
+    return send_fast.compiled
+
+
+def test_the_compiled_helper_is_built():
+    assert callable(compiled_helper().read_send)
+    assert callable(compiled_helper().answer_frame)
+
+
+# (fast path on, its compiled helper on): the compiled helper, the Python fast path (the
+# helper's reference) and the general path, which both are held to; without a build of
+# the helper (test_the_compiled_helper_is_built fails) the other two are still compared
+PATHS = {"compiled": (True, True), "python-fast": (True, False), "general": (False, False)}
+
+
+async def assert_same(tmp_path, plugin_host, monkeypatch, make_requests, **overrides) -> list:
+    """The paths give the same answers and store the same bytes; the answers."""
+    ports = free_ports()
+    results = {}
+    for name, (fast, with_helper) in PATHS.items():
+        if with_helper and send_fast.compiled is None:
+            continue
+        monkeypatch.setattr(send_fast, "ENABLED", fast)
+        monkeypatch.setattr(send_fast, "COMPILED", send_fast.compiled if with_helper else None)
+        results[name] = await answers_and_store(
+            tmp_path / name, plugin_host, make_requests(), **ports, **overrides
+        )
+    answers, log, queues = results["general"]
+    for name in results.keys() - {"general"}:
+        fast_answers, fast_log, fast_queues = results[name]
+        for number, (ours, general) in enumerate(zip(fast_answers, answers, strict=True)):
+            assert ours == general, f"{name}: answer {number} differs"
+        assert fast_log == log, name
+        assert fast_queues == queues, name
     return answers
 
 
@@ -196,6 +222,15 @@ def usual_sends() -> list[RemotingCommand]:
         oneway,
         binary,
         send(body=b"after"),
+        # forms only the Python code reads (the compiled helper answers None for them)
+        send(change={"e": "+1", "h": "007", "j": "-0"}),
+        send(change={"g": "1_700_000_000_000"}),
+        send(change={"m": "false"}),
+        send(change={"m": "False"}),
+        send(properties=props({"TAGS": "T", "CLUSTER": "elsewhere", "UNIQ_KEY": "AB13"})),
+        send(properties=props({"KEYS": "xUNIQ_KEY", "UNIQ_KEY": "AB14"}) + "\x02"),
+        send(properties=props({"UNIQ_KEY": ""})),
+        send(properties="TAGS\x01ünï\x02UNIQ_KEY\x01AB15"),
     ]
 
 
@@ -309,3 +344,95 @@ async def test_an_acl_guard_leaves_the_fast_path_open_a_hook_that_reads_answers_
             connection = Connection(await SocketStream.from_socket(ours), hooks=hooks)
             assert connection.takes_encoded_answers is encoded, hooks
             await connection.aclose()
+
+
+# extFields changes the compiled helper reads (it must agree with the Python code) and
+# ones it leaves to the Python code (then it answers None)
+READ_BY_BOTH = [
+    {},
+    {"e": "-1"},
+    {"e": "2147483647", "g": "-9", "h": "-2147483648"},
+    {"i": None},
+    {"i": ""},
+    {"i": "TAGS\x01a\x02"},
+    {"i": "CLUSTER\x01mine"},
+    {"i": "A\x01xCLUSTER\x01"},
+    {"i": "UNIQ_KEY\x01"},
+    {"i": "KEYS\x01UNIQ_KEY\x01no\x02UNIQ_KEY\x01yes"},
+    {"i": "ünï\x01code"},
+    {"j": "3", "l": "16"},
+    {"m": "false"},
+    {"g": "999999999999999999"},
+]
+LEFT_TO_PYTHON = [
+    {"a": None},
+    {"b": None},
+    {"c": None},
+    {"d": None},
+    {"d": "x"},
+    {"e": "+1"},
+    {"e": " 1"},
+    {"e": "2147483648"},
+    {"e": "1_0"},
+    {"e": "-"},
+    {"e": ""},
+    {"f": None},
+    {"g": "1000000000000000000"},
+    {"h": "٣"},
+    {"j": "x"},
+    {"l": "2147483648"},
+    {"m": "true"},
+    {"m": "False"},
+    {"i": "\ud800"},
+]
+
+
+def python_read(ext_fields: dict, names: tuple, cluster: str) -> tuple | None:
+    """What the Python code reads, as the compiled helper gives it (properties encoded)."""
+    fields = send_fast._read_fields(ext_fields, names)
+    if fields is None:
+        return None
+    *numbers, properties, _ = fields
+    encoded = send_fast.send._with_cluster(properties or "", cluster).encode()
+    return (*numbers, encoded, send_fast.property_value(encoded, b"UNIQ_KEY"))
+
+
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
+def test_the_compiled_helper_reads_what_the_python_code_reads(code):
+    read_send = compiled_helper().read_send
+    names = send_fast._V1_NAMES if code == RequestCode.SEND_MESSAGE else send_fast._V2_NAMES
+    v2_to_wire = dict(zip(send_fast._V2_NAMES, names, strict=True))
+    for change in READ_BY_BOTH:
+        changed = {v2_to_wire[key]: value for key, value in change.items()}
+        ext_fields = send(code=code, change=changed).ext_fields
+        reference = python_read(ext_fields, names, "DefaultCluster")
+        assert reference is not None, change
+        assert read_send(ext_fields, names, "DefaultCluster") == reference, change
+    for change in LEFT_TO_PYTHON:
+        changed = {v2_to_wire[key]: value for key, value in change.items()}
+        ext_fields = send(code=code, change=changed).ext_fields
+        assert read_send(ext_fields, names, "DefaultCluster") is None, change
+    frozen = MappingProxyType(send(code=code).ext_fields)  # not a dict: the Python code's
+    assert read_send(frozen, names, "DefaultCluster") is None
+
+
+def test_the_compiled_answer_frame_is_the_python_one(monkeypatch):
+    answer_frame = compiled_helper().answer_frame
+    host = bytes([127, 0, 0, 1, 0, 0, 0x28, 0x9A])
+    cases = [
+        (host, 0, 0, 0, None, 1),
+        (host, (1 << 63) - 1, 3, 123456789012, b"AB12", -(1 << 31)),
+        (bytes(range(1, 21)), 1 << 40, 2147483647, 1, b"z9", (1 << 31) - 1),
+        (host, 42, 1, 2, b"", 5),  # not plain: both give None
+        (host, 42, 1, 2, b"a-b", 5),
+        (host, 42, 1, 2, "ü".encode(), 5),
+    ]
+    for region, trace_on in (("DefaultRegion", False), ('a "quoted" región', True)):
+        frame = send_fast._AnswerFrame(region, trace_on)
+        for case in cases:
+            monkeypatch.setattr(send_fast, "COMPILED", None)
+            reference = frame(*case)
+            monkeypatch.setattr(send_fast, "COMPILED", compiled_helper())
+            assert frame(*case) == reference, case
+            assert (reference is None) == (case[4] is not None and not case[4].isalnum())
+    assert answer_frame(frame._head, frame._tail, host, 1, 2, 3, None, 4).startswith(b"\x00\x00")

@@ -158,11 +158,11 @@ class Ack:
                 offsets = [record.get("ao", record.get("ackOffset"))]
             return cls(
                 [int(offset) for offset in offsets],
-                int(record.get("so", record.get("startOffset"))),
+                int(_either(record, "so", "startOffset")),
                 str(record.get("c", record.get("consumerGroup"))),
                 str(record.get("t", record.get("topic"))),
-                int(record.get("q", record.get("queueId"))),
-                int(record.get("pt", record.get("popTime"))),
+                int(_either(record, "q", "queueId")),
+                int(_either(record, "pt", "popTime")),
                 str(record.get("bn", record.get("brokerName")) or ""),
             )
         except (TypeError, ValueError) as exc:
@@ -254,3 +254,13 @@ def encode_bitset(indexes: list[int]) -> str:
     for index in indexes:
         bits[index // 8] |= 1 << (index % 8)
     return base64.b64encode(bytes(bits)).decode()
+
+
+def _either(record: dict[str, Any], short: str, long: str) -> Any:
+    """A field under its short name (as 5.x writes it) or its long one; a TypeError when
+    neither is there (the callers turn it into a RecordFormatError)."""
+    if short in record:
+        return record[short]
+    if long in record:
+        return record[long]
+    raise TypeError(f"no {short!r} ({long!r})")

@@ -6,6 +6,10 @@ extFields as they are (no header object) and its answer leaves as a finished fra
 (no response command, no JSON encoding). Anything else, and any field the general
 path would refuse, goes to ``send.send_message``, which gives the same answers and
 the errors; tests/broker/test_send_fast_path.py holds the two to the same bytes.
+
+Reading the fields and building the answer frame are done by a compiled helper
+(_send_fast.c) where it is built, for their canonical forms; the Python code here is
+its reference and does the rest, and all of it without a C compiler.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import functools
 import os
 import struct
 from collections.abc import Awaitable
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import orjson
@@ -27,12 +32,20 @@ from ...protocol.topic_validation import send_forbidden, topic_problem
 from ...store.api import MessageToStore, PutStatus
 from . import send
 
+compiled: ModuleType | None
+try:  # built by setup.py where a C compiler is; the Python code below does the same work
+    from . import _send_fast as compiled
+except ImportError:
+    compiled = None
+
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
     from ..app import Broker
 
 # ROCKETMQ_SEND_FAST_PATH=0 sends every message the general way (to compare the two)
 ENABLED = os.environ.get("ROCKETMQ_SEND_FAST_PATH", "1") != "0"
+# the compiled helper when built; ROCKETMQ_SEND_FAST_COMPILED=0 runs the Python code instead
+COMPILED = compiled if os.environ.get("ROCKETMQ_SEND_FAST_COMPILED", "1") != "0" else None
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -84,31 +97,26 @@ def fast_send(
     if not broker.ready or not config.broker_permission & PERM_WRITE or config.is_slave:
         return None
     names = _V1_NAMES if request.code == RequestCode.SEND_MESSAGE else _V2_NAMES
-    get = request.ext_fields.get
-    (group, topic, default_topic, default_queues, queue_text, sys_text, born_text, flag_text,
-     properties, reconsume_text, max_reconsume_text, batch) = map(get, names)  # fmt: skip
-    if group is None or topic is None or default_topic is None or default_queues is None:
-        return None
-    if batch is not None and (batch == "1" or batch.lower() == "true"):
-        return None
-    try:  # read as the header codec reads them; whatever it would refuse goes its way
-        queue_id = _int(queue_text, _INT32)
-        sys_flag = _int(sys_text, _INT32)
-        born_timestamp = _int(born_text, _INT64)
-        flag = _int(flag_text, _INT32)
-        _int(default_queues, _INT32)
-        reconsume_times = 0 if reconsume_text is None else _int(reconsume_text, _INT32)
-        if max_reconsume_text is not None:
-            _int(max_reconsume_text, _INT32)
-    except (TypeError, ValueError):
-        return None
+    cluster = config.broker_cluster_name
+    fields = None
+    if COMPILED is not None:  # None: not the canonical form, which the Python code reads
+        fields = COMPILED.read_send(request.ext_fields, names, cluster)
+    if fields is None:
+        fields = _read_fields(request.ext_fields, names)
+        if fields is None:
+            return None
+    topic, queue_id, sys_flag, born_timestamp, flag, reconsume_times, properties, uniq = fields
     topic_config = broker.topics.get(topic)
     if topic_config is None or not topic_config.perm & PERM_WRITE or not _plain_topic(topic):
         return None
     body = request.body
     if sys_flag & COMPRESSED or len(body) > config.max_message_size:
         return None
-    encoded = send._with_cluster(properties or "", config.broker_cluster_name).encode()
+    if type(properties) is bytes:  # the compiled helper encoded them and read UNIQ_KEY
+        encoded = properties
+    else:
+        encoded = send._with_cluster(properties or "", cluster).encode()
+        uniq = property_value(encoded, b"UNIQ_KEY")
     if broker.put_hooks.act_on(encoded):
         return None
     if queue_id < 0:  # the last check before the put: a random queue is drawn once
@@ -130,7 +138,6 @@ def fast_send(
     )
     result = broker.store.append(message)
     broker.stats.count_put(message, result)
-    uniq = property_value(encoded, b"UNIQ_KEY")
     ha = broker.ha
     replica_end = ha.after_append(result, encoded) if ha is not None else -1
     if result.flush_to >= 0 or replica_end >= 0:
@@ -139,12 +146,41 @@ def fast_send(
         result.status is not PutStatus.PUT_OK
         or request.serialize_type != 0  # JSON: a ROCKETMQ-header answer is built as usual
         or not ctx.connection.takes_encoded_answers
-        or (uniq is not None and not _plain_text(uniq))
     ):
         return send._answer(broker, request, result, queue_id, uniq, None)
     frame = _answer_frame(config.region_id, config.trace_on)
-    return frame(result.store_host, result.commit_log_offset, queue_id, result.queue_offset, uniq,
-                 request.opaque)  # fmt: skip
+    answer = frame(result.store_host, result.commit_log_offset, queue_id, result.queue_offset,
+                   uniq, request.opaque)  # fmt: skip
+    if answer is None:  # a UNIQ_KEY that JSON escapes
+        return send._answer(broker, request, result, queue_id, uniq, None)
+    return answer
+
+
+def _read_fields(
+    ext_fields: dict[str, str], names: tuple[str, ...]
+) -> tuple[str, int, int, int, int, int, str | None, None] | None:
+    """topic, queue id, sys flag, born timestamp, flag, reconsume times, the properties
+    text and a None (its UNIQ_KEY, read once it is encoded) of a single send; None when
+    the general path must read them (a field missing or one it would refuse)."""
+    get = ext_fields.get
+    (group, topic, default_topic, default_queues, queue_text, sys_text, born_text, flag_text,
+     properties, reconsume_text, max_reconsume_text, batch) = map(get, names)  # fmt: skip
+    if group is None or topic is None or default_topic is None or default_queues is None:
+        return None
+    if batch is not None and (batch == "1" or batch.lower() == "true"):
+        return None
+    try:  # read as the header codec reads them; whatever it would refuse goes its way
+        queue_id = _int(queue_text, _INT32)
+        sys_flag = _int(sys_text, _INT32)
+        born_timestamp = _int(born_text, _INT64)
+        flag = _int(flag_text, _INT32)
+        _int(default_queues, _INT32)
+        reconsume_times = 0 if reconsume_text is None else _int(reconsume_text, _INT32)
+        if max_reconsume_text is not None:
+            _int(max_reconsume_text, _INT32)
+    except (TypeError, ValueError):
+        return None
+    return topic, queue_id, sys_flag, born_timestamp, flag, reconsume_times, properties, None
 
 
 def _int(text: str | None, bounds: tuple[int, int]) -> int:
@@ -218,7 +254,15 @@ class _AnswerFrame:
         queue_offset: int,
         uniq: bytes | None,
         opaque: int,
-    ) -> bytes:
+    ) -> bytes | None:
+        """The frame; None when ``uniq`` is not plain text (``send._answer`` escapes it)."""
+        if COMPILED is not None:
+            parts = self._head if uniq is None else self._uniq_head
+            tail = self._tail if uniq is None else self._uniq_tail
+            return COMPILED.answer_frame(parts, tail, store_host, commit_log_offset, queue_id,
+                                         queue_offset, uniq, opaque)  # fmt: skip
+        if uniq is not None and not _plain_text(uniq):
+            return None
         msg_id = (store_host + _OFFSET.pack(commit_log_offset)).hex().upper().encode()
         if uniq is None:
             first, second, third, fourth = self._head

@@ -1,0 +1,16 @@
+# The compiled helper of send_fast.py (_send_fast.c): what each function takes and gives.
+
+def read_send(
+    ext_fields: dict[str, str], names: tuple[str, ...], cluster: str, /
+) -> tuple[str, int, int, int, int, int, bytes, bytes | None] | None: ...
+def answer_frame(
+    parts: tuple[bytes, ...],
+    tail: bytes,
+    store_host: bytes,
+    commit_log_offset: int,
+    queue_id: int,
+    queue_offset: int,
+    uniq: bytes | None,
+    opaque: int,
+    /,
+) -> bytes | None: ...
