@@ -11,12 +11,14 @@ import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import ConfigError
+
 MATCH_ALL = frozenset({"*", "*.*.*.*", "*:*:*:*:*:*:*:*"})
 IPV4_OCTETS = 4
 IPV6_GROUPS = 8
 
 
-class AddressPatternError(ValueError):
+class AddressPatternError(ConfigError, ValueError):
     """A white-list pattern that cannot be read; the message says why."""
 
 

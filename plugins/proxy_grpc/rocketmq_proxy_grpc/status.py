@@ -5,7 +5,7 @@ proxy does; clients read only that Status."""
 
 from __future__ import annotations
 
-from rocketmq_core.errors import RemotingError, ResponseError
+from rocketmq_core.errors import RemotingError, ResponseError, RocketMQError
 from rocketmq_core.protocol.codes import ResponseCode
 
 from .v2 import definition_pb2 as pb
@@ -34,7 +34,7 @@ def status(code: pb.Code = Code.OK, message: str = "OK") -> pb.Status:
 OK = status()
 
 
-class ProxyError(Exception):
+class ProxyError(RocketMQError):
     """A request the proxy answers with ``code`` and ``message`` (no gRPC error)."""
 
     def __init__(self, code: pb.Code, message: str) -> None:

@@ -10,12 +10,13 @@ from typing import Any
 
 import orjson
 
+from ...errors import RemoteProtocolError
 from ...protocol.message import encode_properties, pack_host
 from ...store.api import MessageToStore
 from .keys import ACK_TAG, BATCH_ACK_TAG, CK_TAG
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(RemoteProtocolError, ValueError):
     """A revive-topic record that is not a checkpoint or ack we can read."""
 
 
