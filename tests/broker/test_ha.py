@@ -14,34 +14,19 @@ import pytest
 from anyio.abc import SocketAttribute
 
 from rocketmq_core.broker.app import Broker
-from rocketmq_core.namesrv.server import NameServer
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.ha import encode_offset_report, encode_transfer_header
 from rocketmq_core.protocol.headers import CreateTopicRequestHeader
 from rocketmq_core.protocol.message import encode_properties, iter_records
-from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.testing.broker import broker_config
-from rocketmq_core.testing.namesrv import namesrv_config
 
 from .wire import pull_request, send_request
 
 pytestmark = pytest.mark.anyio
 
 TOPIC = TopicConfig("Orders", 1, 1)
-
-
-@pytest.fixture
-async def namesrv(tmp_path, plugin_host):
-    async with NameServer.serving(namesrv_config(tmp_path / "ns"), host=plugin_host) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(plugin_host):
-    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
-        yield remoting
 
 
 def master_config(tmp_path, namesrv, role="ASYNC_MASTER", **overrides):

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rocketmq_core.namesrv.server import NameServer
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import PullMessageRequestHeader
-from rocketmq_core.remoting.client import RemotingClient
-from rocketmq_core.testing.namesrv import namesrv_config
 
 from .test_ha import TOPIC, master_config, send, serving, slave_config, until
 from .wire import pull_request, send_request
@@ -19,18 +16,6 @@ from .wire import pull_request, send_request
 pytestmark = pytest.mark.anyio
 
 COMMIT_AND_SUBSCRIPTION = 0x1 | 0x4
-
-
-@pytest.fixture
-async def namesrv(tmp_path, plugin_host):
-    async with NameServer.serving(namesrv_config(tmp_path / "ns"), host=plugin_host) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(plugin_host):
-    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
-        yield remoting
 
 
 def committing_pull(offset: int, commit_offset: int) -> RemotingCommand:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from rocketmq_core.broker.ha import master as ha_master
-from rocketmq_core.namesrv.server import NameServer
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
 from rocketmq_core.protocol.message import (
@@ -16,8 +15,6 @@ from rocketmq_core.protocol.message import (
     decode_record,
     encode_properties,
 )
-from rocketmq_core.remoting.client import RemotingClient
-from rocketmq_core.testing.namesrv import namesrv_config
 from tests.missing import missing
 
 from .test_ha import TOPIC, master_config, send, serving, slave_config, until
@@ -28,18 +25,6 @@ from .wire import send_request
 pytestmark = pytest.mark.anyio
 
 RETRY_LEVEL_QUEUE = 2  # a first send-back waits at delay level 3: queue 2 of SCHEDULE_TOPIC
-
-
-@pytest.fixture
-async def namesrv(tmp_path, plugin_host):
-    async with NameServer.serving(namesrv_config(tmp_path / "ns"), host=plugin_host) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(plugin_host):
-    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
-        yield remoting
 
 
 def commit_log_offset(sent) -> int:

@@ -18,7 +18,6 @@ from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.constants import PERM_READ
 from rocketmq_core.protocol.headers import SEND_V2_NAMES, CreateTopicRequestHeader
 from rocketmq_core.protocol.message import BatchItem, encode_batch, encode_properties
-from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.testing.broker import broker_config
 from rocketmq_core.testing.namesrv import namesrv_config
 
@@ -43,12 +42,6 @@ async def served(tmp_path, plugin_host):
         )
         async with Broker.serving(config, host=plugin_host) as broker:
             yield namesrv, broker
-
-
-@pytest.fixture
-async def client(plugin_host):
-    async with RemotingClient(plugin_host.registry.transports.get("tcp")) as remoting:
-        yield remoting
 
 
 async def update(client, broker, **values):
