@@ -18,7 +18,7 @@ from rocketmq_core.protocol.headers import (
 from rocketmq_core.protocol.message import iter_records
 from rocketmq_core.testing.broker import broker_config
 
-from .test_ha import client, master_config, namesrv, send, serving, slave_config, until
+from .test_ha import master_config, send, serving, slave_config, until
 from .test_ha_sync import SYNC_SETTINGS, commit_request
 
 pytestmark = pytest.mark.anyio

@@ -22,7 +22,7 @@ from rocketmq_core.protocol.headers import UpdateConsumerOffsetRequestHeader
 from rocketmq_core.protocol.message import encode_properties
 from rocketmq_core.testing.broker import broker_config
 
-from .test_ha import client, master_config, namesrv, serving, slave_config, until
+from .test_ha import master_config, serving, slave_config, until
 from .wire import send_request
 
 pytestmark = pytest.mark.anyio
