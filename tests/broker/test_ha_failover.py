@@ -23,7 +23,6 @@ from .test_ha_sync import SYNC_SETTINGS, commit_request
 
 pytestmark = pytest.mark.anyio
 
-__all__ = ["client", "namesrv"]  # fixtures shared with test_ha.py
 
 TOPIC = TopicConfig("Orders", 2, 2)
 GROUP = "CG"

@@ -27,7 +27,6 @@ from .wire import send_request
 
 pytestmark = pytest.mark.anyio
 
-__all__ = ["client", "namesrv"]  # fixtures shared with test_ha.py
 
 TOPIC = TopicConfig("Orders", 2, 2)
 SYNC_SETTINGS = {"slave_sync_delay": 50, "slave_sync_interval": 100}
