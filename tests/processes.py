@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,40 @@ def broker_process(
     server = ServerProcess(home, ["broker", "-c", str(conf)], BROKER_READY)
     server.start()
     return server
+
+
+@dataclass
+class HAGroup:
+    """A name server, a SYNC_MASTER and its SLAVE, each a process."""
+
+    namesrv: ServerProcess
+    master: ServerProcess
+    slave: ServerProcess
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {name} ({server.log}):\n{server.output()}"
+            for name, server in (("master", self.master), ("slave", self.slave))
+        )
+
+
+@contextmanager
+def running_ha_group(directory: Path, cluster: str) -> Iterator[HAGroup]:
+    """Start the three under ``directory``; stop them (those started) on leaving."""
+    servers: list[ServerProcess] = []
+    try:
+        namesrv = ServerProcess(
+            directory / "namesrv", ["namesrv", "--listen", "127.0.0.1:0"], NAMESRV_READY
+        )
+        servers.append(namesrv)
+        namesrv.start()
+        master = broker_process(
+            directory / "master", namesrv.address, "SYNC_MASTER", 0, cluster=cluster
+        )
+        servers.append(master)
+        slave = broker_process(directory / "slave", namesrv.address, "SLAVE", 1, cluster=cluster)
+        servers.append(slave)
+        yield HAGroup(namesrv, master, slave)
+    finally:
+        for server in reversed(servers):
+            server.stop()

@@ -33,7 +33,7 @@ from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketmq_core.protocol.message import iter_records
 from rocketmq_core.testing.store_crash import soak_cycles
-from tests.processes import NAMESRV_READY, ServerProcess, broker_process
+from tests.processes import HAGroup, running_ha_group
 
 CYCLES = soak_cycles(2)  # `tox -e soak`: 20
 CLUSTER = "HaCrashCluster"
@@ -50,40 +50,13 @@ FLAG_SUBSCRIPTION = 0x4  # PULL_MESSAGE sysFlag: the request carries its subscri
 Queue = list[tuple[int, str, bytes]]  # (queue offset, msg id, body) of each message
 
 
-@dataclass
-class Group:
-    """A name server, a SYNC_MASTER and its SLAVE, each a process."""
-
-    namesrv: ServerProcess
-    master: ServerProcess
-    slave: ServerProcess
-
-    def logs(self) -> str:
-        return "\n".join(
-            f"--- {name} ({server.log}):\n{server.output()}"
-            for name, server in (("master", self.master), ("slave", self.slave))
-        )
+Group = HAGroup
 
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[Group]:
-    servers: list[ServerProcess] = []
-    try:
-        namesrv = ServerProcess(
-            tmp_path / "namesrv", ["namesrv", "--listen", "127.0.0.1:0"], NAMESRV_READY
-        )
-        servers.append(namesrv)
-        namesrv.start()
-        master = broker_process(
-            tmp_path / "master", namesrv.address, "SYNC_MASTER", 0, cluster=CLUSTER
-        )
-        servers.append(master)
-        slave = broker_process(tmp_path / "slave", namesrv.address, "SLAVE", 1, cluster=CLUSTER)
-        servers.append(slave)
-        yield Group(namesrv, master, slave)
-    finally:
-        for server in reversed(servers):
-            server.stop()
+    with running_ha_group(tmp_path, CLUSTER) as running:
+        yield running
 
 
 @dataclass

@@ -13,10 +13,8 @@ import ctypes
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 import anyio
 import pytest
@@ -29,7 +27,7 @@ from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import QueryConsumerOffsetRequestHeader
 from rocketmq_core.remoting.client import RemotingClient
 from tests.cpp_client import load_cpp_client
-from tests.processes import NAMESRV_READY, ServerProcess, broker_process
+from tests.processes import HAGroup, running_ha_group
 
 from .cpp import CollectingConsumer, message, producer, wait_until
 
@@ -41,13 +39,7 @@ KILL_AFTER = 100  # SEND_OKs before the master is killed
 FIRST_PART = 40  # consumed from the master before the failover
 
 
-@dataclass
-class Group:
-    """A name server, a SYNC_MASTER and its SLAVE, each a process."""
-
-    namesrv: ServerProcess
-    master: ServerProcess
-    slave: ServerProcess
+Group = HAGroup
 
 
 @pytest.fixture
@@ -55,30 +47,9 @@ def client():
     return load_cpp_client()
 
 
-@contextmanager
-def running_group(directory: Path) -> Iterator[Group]:
-    servers: list[ServerProcess] = []
-    try:
-        namesrv = ServerProcess(
-            directory / "namesrv", ["namesrv", "--listen", "127.0.0.1:0"], NAMESRV_READY
-        )
-        servers.append(namesrv)
-        namesrv.start()
-        master = broker_process(
-            directory / "master", namesrv.address, "SYNC_MASTER", 0, cluster=CLUSTER
-        )
-        servers.append(master)
-        slave = broker_process(directory / "slave", namesrv.address, "SLAVE", 1, cluster=CLUSTER)
-        servers.append(slave)
-        yield Group(namesrv, master, slave)
-    finally:
-        for server in reversed(servers):
-            server.stop()
-
-
 @pytest.fixture
 def group(tmp_path) -> Iterator[Group]:
-    with running_group(tmp_path) as running:
+    with running_ha_group(tmp_path, CLUSTER) as running:
         yield running
 
 
@@ -244,7 +215,7 @@ def failed_over(tmp_path_factory) -> Iterator[FailedOver]:
     """One failover the tests read from: the master was killed while the C++ producer sent."""
     client = load_cpp_client()
     topic = "HaFailover"
-    with running_group(tmp_path_factory.mktemp("failover")) as running:
+    with running_ha_group(tmp_path_factory.mktemp("failover"), CLUSTER) as running:
         replicating(running, topic)
         sent = send_while_killing(client, running, topic)
         # the master was killed midway: some sends were SEND_OK, the rest failed
