@@ -29,7 +29,7 @@ import anyio
 from ..metrics.histograms import BucketCounts
 from ..protocol.bodies import BrokerStatsData, BrokerStatsItem
 from ..protocol.constants import GROUP_GET_NUMS, TOPIC_PUT_NUMS
-from ..protocol.message import FIXED_SIZE, MAX_V1_TOPIC_LENGTH
+from ..protocol.message import record_size
 from ..store.api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus
 
 log = logging.getLogger("rocketmq.broker")
@@ -165,11 +165,12 @@ class BrokerStats:
     def stored_size(self, message: MessageToStore) -> int:
         """The bytes of the CommitLog record of ``message`` (Java's wroteBytes); topic
         names are ASCII (topic_problem), so their length in bytes is len()."""
-        topic = len(message.topic)
-        hosts = (20 if len(message.born_host) > 8 else 8) + (20 if self.store_host_v6 else 8)
-        topic_length = 1 if topic <= MAX_V1_TOPIC_LENGTH else 2
-        return (
-            FIXED_SIZE + hosts + topic_length + topic + len(message.body) + len(message.properties)
+        return record_size(
+            len(message.body),
+            len(message.topic),
+            len(message.properties),
+            len(message.born_host) > 8,
+            self.store_host_v6,
         )
 
     def _put(self, topic: str, messages: int, size: int) -> None:
