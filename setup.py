@@ -1,6 +1,6 @@
-"""The send fast path's compiled helper is optional: without a C compiler the broker
-runs send_fast.py's Python code, which does the same work (and is what the helper is
-tested against)."""
+"""The core's compiled helpers are optional: without a C compiler the broker runs the
+Python code they mirror, which does the same work (and is what each is tested against):
+the send fast path's (send_fast.py) and the ACL signature's (acl/signing.py)."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +11,12 @@ setup(
             ["rocketmq_core/broker/processors/_send_fast.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
-        )
+        ),
+        Extension(
+            "rocketmq_core.acl._signature",
+            ["rocketmq_core/acl/_signature.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        ),
     ]
 )

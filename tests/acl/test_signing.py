@@ -1,12 +1,15 @@
 """The signature (ACL.md §1): the worked example, and the per-request path (a prepared
 HMAC key, values and body hashed without building the content) against the reference
-``signature(signed_content(...))`` on requests of every shape."""
+``signature(signed_content(...))`` on requests of every shape, both with its compiled
+helper (_signature.c) and with the Python code alone."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rocketmq_core.acl import signing
 from rocketmq_core.acl.signing import (
     UNIQUE_KEY_QUERY,
     Credentials,
@@ -19,6 +22,24 @@ from rocketmq_core.protocol.codes import RequestCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import CreateAccessConfigRequestHeader
 from tests.acl.test_validator import WORKED_FIELDS
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def signature_path(request, monkeypatch):
+    """Every test here runs with the compiled helper and with the Python code alone."""
+    if request.param == "compiled":
+        monkeypatch.setattr(signing, "COMPILED", compiled_helper())
+    else:
+        monkeypatch.setattr(signing, "COMPILED", None)
+    return request.param
+
+
+def compiled_helper():
+    if signing.compiled is None:
+        pytest.fail(
+            "rocketmq_core.acl._signature is not built: reinstall rocketmq-core with a C compiler"
+        )
+    return signing.compiled
 
 
 def test_the_worked_example_with_and_without_a_body():
@@ -70,3 +91,22 @@ def test_a_commands_repr_masks_secrets_signature_and_token():
     assert "'accessKey': 'app-key-01'" in shown and "'AccessKey': 'admin-key-1'" in shown
     assert "'topicPerms': 'Orders=PUB'" in shown
     assert request.ext_fields["secretKey"] == "the-new-secret"  # only the text is masked
+
+
+def test_what_the_compiled_helper_leaves_to_the_python_code(signature_path):
+    helper = compiled_helper()
+    keyed = signing._keyed_hmac_state("12345678")
+    assert helper.signature({"topic": "T"}, b"body", False, keyed) == signature(
+        b"Tbody", "12345678"
+    )
+    # a value that is not text, text UTF-8 cannot carry, a body in another buffer type
+    assert helper.signature({"topic": 7}, b"", False, keyed) is None
+    assert helper.signature({"topic": "\ud800"}, b"", False, keyed) is None
+    assert helper.signature({"topic": "T"}, memoryview(b"body"), False, keyed) is None
+    # the Python code then gives the answer (or the error) it always gave
+    odd_body = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T"})
+    odd_body.body = memoryview(b"body")  # type: ignore[assignment]
+    assert request_signature(odd_body, "12345678") == signature(b"Tbody", "12345678")
+    unencodable = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "\ud800"})
+    with pytest.raises(UnicodeEncodeError):
+        request_signature(unencodable, "12345678")
