@@ -15,12 +15,14 @@ estimate all of them); every other request is timed.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from inspect import isawaitable
 from time import perf_counter
 from typing import Any
 
 from ..protocol.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from ..protocol.command import RemotingCommand
+from ..remoting.connection import LaterAnswer
 from .histograms import RPC_LATENCY_BOUNDS, BucketCounts, HistogramSeries
 
 _SUCCESS = int(ResponseCode.SUCCESS)
@@ -74,6 +76,9 @@ class RpcLatency:
             started = perf_counter()
             result = processor(ctx, request)
             kind = type(result)
+            if kind is LaterAnswer:  # answered by a callback: timed to that answer
+                result.observer = partial(_count, counts, started, request, weight=weight)
+                return result
             if (
                 kind is bytes
                 or kind is RemotingCommand

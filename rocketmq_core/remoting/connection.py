@@ -102,6 +102,32 @@ class _EventWaiter:
         return self._response
 
 
+class LaterAnswer:
+    """A request its processor answers after returning: a processor returns this (from
+    ``Connection.answer_later``) and calls ``answer`` once the response is known, from
+    any callback on the connection's event loop. No task waits for it (a SYNC_MASTER send
+    waiting for a slave's ack costs no task). A drain waits for it like for a task."""
+
+    __slots__ = ("_connection", "answered", "observer", "request")
+
+    def __init__(self, connection: Connection, request: RemotingCommand) -> None:
+        self._connection = connection
+        self.request = request
+        self.answered = False
+        # called with the response just before it is queued (the request timing)
+        self.observer: Callable[[RemotingCommand | bytes], object] | None = None
+
+    def answer(self, response: RemotingCommand | bytes) -> None:
+        """Queue ``response`` (a command, or a finished frame where the connection
+        ``takes_encoded_answers``); only the first call counts."""
+        if self.answered:
+            return
+        self.answered = True
+        if self.observer is not None:
+            self.observer(response)
+        self._connection._answer_later_done(self.request, response)
+
+
 class Connection:
     """A framed, multiplexed remoting connection over any byte stream."""
 
@@ -460,6 +486,8 @@ class Connection:
             self._respond(request, result)
         elif type(result) is bytes:  # a finished response frame (takes_encoded_answers)
             self._respond_encoded(request, result)
+        elif type(result) is LaterAnswer:  # answered by a callback (counted when made)
+            pass
         elif isawaitable(result):
             route.active += 1
             self._inflight += 1
@@ -493,6 +521,25 @@ class Connection:
                 self._idle.set()
         self._respond(request, response)
         self._wakeup.set()
+
+    def answer_later(self, request: RemotingCommand) -> LaterAnswer:
+        """For a processor that answers ``request`` from a callback: return what this
+        gives, call its ``answer`` later. Counted as in flight until answered."""
+        self._inflight += 1
+        return LaterAnswer(self, request)
+
+    def _answer_later_done(
+        self, request: RemotingCommand, response: RemotingCommand | bytes
+    ) -> None:
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._idle.set()
+        if isinstance(response, bytes):
+            self._respond_encoded(request, response)
+        else:
+            self._respond(request, response)
+        if self._out:
+            self._wakeup.set()
 
     def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         if response is None or request.flag & FLAG_ONEWAY:

@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .connection import Connection, LaterAnswer
 
 # a command, none (oneway), or a finished response frame (Connection.takes_encoded_answers)
 Response = RemotingCommand | bytes | None
-# A processor answers inline (a command or None) or returns an awaitable of one.
-Processor = Callable[["RequestContext", RemotingCommand], Response | Awaitable[Response]]
+# A processor answers inline (a command or None), returns an awaitable of one, or returns
+# a LaterAnswer (Connection.answer_later) that a callback answers.
+Processor = Callable[
+    ["RequestContext", RemotingCommand], "Response | Awaitable[Response] | LaterAnswer"
+]
 
 
 @dataclass(eq=False)

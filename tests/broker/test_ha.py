@@ -7,19 +7,22 @@ are checked over the wire.
 
 from __future__ import annotations
 
+import socket
 from contextlib import asynccontextmanager
 
 import anyio
 import pytest
-from anyio.abc import SocketAttribute
+from anyio.abc import SocketAttribute, SocketStream
 
 from rocketmq_core.broker.app import Broker
+from rocketmq_core.broker.processors import send_fast
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
-from rocketmq_core.protocol.ha import encode_offset_report, encode_transfer_header
+from rocketmq_core.protocol.ha import TransferReader, encode_offset_report, encode_transfer_header
 from rocketmq_core.protocol.headers import CreateTopicRequestHeader
-from rocketmq_core.protocol.message import encode_properties, iter_records
+from rocketmq_core.protocol.message import BatchItem, encode_batch, encode_properties, iter_records
+from rocketmq_core.remoting.connection import Connection, LaterAnswer
 from rocketmq_core.testing.broker import broker_config
 
 from .wire import pull_request, send_request
@@ -27,6 +30,7 @@ from .wire import pull_request, send_request
 pytestmark = pytest.mark.anyio
 
 TOPIC = TopicConfig("Orders", 1, 1)
+PEER = "127.0.0.1:40000"
 
 
 def master_config(tmp_path, namesrv, role="ASYNC_MASTER", **overrides):
@@ -53,6 +57,39 @@ async def until(predicate, timeout=5.0):
 
 async def send(client, broker, body=b"hello", **fields):
     return await client.invoke(broker.address, send_request(body=body, **fields), timeout=10)
+
+
+class FakeSlave:
+    """A slave on the HA wire without a store: it reports 0 (start at the master's last
+    file), then, when ``acking``, the end of every frame it reads; ``report`` sends one."""
+
+    def __init__(self, stream, acking: bool) -> None:
+        self.stream = stream
+        self.acking = acking
+        self.received = 0  # the end of the last frame read
+
+    @classmethod
+    @asynccontextmanager
+    async def following(cls, master, *, acking=True):
+        stream = await anyio.connect_tcp("127.0.0.1", master.config.ha_listen_port)
+        async with stream, anyio.create_task_group() as group:
+            slave = cls(stream, acking)
+            await slave.report(0)
+            await until(lambda: master.ha.progress.connections == 1)
+            group.start_soon(slave._read)
+            yield slave
+            group.cancel_scope.cancel()
+
+    async def report(self, offset: int) -> None:
+        await self.stream.send(encode_offset_report(offset))
+
+    async def _read(self) -> None:
+        reader = TransferReader()
+        while True:
+            for transfer in reader.feed(await self.stream.receive()):
+                self.received = transfer.offset + len(transfer.body)
+                if self.acking and transfer.body:
+                    await self.report(self.received)
 
 
 async def test_the_slave_serves_the_masters_messages_at_the_same_offsets_and_ids(
@@ -166,6 +203,93 @@ async def test_a_sync_master_answers_flush_slave_timeout_when_the_slave_stops_ac
         assert reply.ext_fields["msgId"]
         assert 0.25 <= waited < 3
         assert master.ha.progress.waiting == 0  # the timed-out waiter was let go
+
+
+async def test_a_sync_master_answers_a_waiting_send_when_the_slave_acks_its_end_not_before(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with serving(master_config(tmp_path, namesrv, "SYNC_MASTER"), plugin_host) as master:
+        master.topics.update(TOPIC)
+        async with FakeSlave.following(master, acking=False) as slave:
+            replies = []
+
+            async def send_one(body):
+                replies.append(await send(client, master, body))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(send_one, b"first")
+                await until(lambda: master.ha.progress.waiting == 1)
+                first_end = master.store.max_commit_log_offset
+                group.start_soon(send_one, b"second")
+                await until(lambda: master.ha.progress.waiting == 2)
+                await until(lambda: slave.received == master.store.max_commit_log_offset)
+                await slave.report(first_end - 1)  # short of the first's end: no answer
+                await anyio.sleep(0.1)
+                assert replies == [] and master.ha.progress.acked == first_end - 1
+                await slave.report(first_end)  # the first's end: the first only
+                await until(lambda: len(replies) == 1)
+                await anyio.sleep(0.05)
+                assert len(replies) == 1 and master.ha.progress.waiting == 1
+                await slave.report(slave.received)
+        first, second = replies
+        assert (first.code, second.code) == (ResponseCode.SUCCESS, ResponseCode.SUCCESS)
+        assert (first.ext_fields["queueOffset"], second.ext_fields["queueOffset"]) == ("0", "1")
+        assert first.remark is None and first.ext_fields["transactionId"] == "U1"
+        assert master.ha.progress.waiting == 0
+
+
+async def test_a_sync_master_answers_flush_slave_timeout_on_every_kind_of_send(
+    tmp_path, namesrv, client, plugin_host
+):
+    """A single send (the fast path) and a batch (the general path), both stored; with
+    SYNC_FLUSH too (the flush, then the slave), which waits in a task."""
+    batch = encode_batch([BatchItem(0, b"one", b""), BatchItem(0, b"two", b"")])
+    requests = [send_request(), send_request(body=batch, batch=True)]
+    requests[1].code = RequestCode.SEND_BATCH_MESSAGE
+    replies: dict[int, tuple[RemotingCommand, float]] = {}
+
+    async def send_one(master, number, request):
+        started = anyio.current_time()
+        reply = await client.invoke(master.address, request, timeout=10)
+        replies[number] = (reply, anyio.current_time() - started)
+
+    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        config = master_config(
+            tmp_path / flush, namesrv, "SYNC_MASTER", slave_timeout=300, flush_disk_type=flush
+        )
+        async with serving(config, plugin_host) as master:
+            master.topics.update(TOPIC)
+            async with FakeSlave.following(master, acking=False):
+                replies.clear()
+                async with anyio.create_task_group() as group:
+                    for number, request in enumerate(requests):
+                        group.start_soon(send_one, master, number, request)
+            for number, (reply, waited) in replies.items():
+                assert reply.code == ResponseCode.FLUSH_SLAVE_TIMEOUT, (flush, number)
+                assert reply.remark is None and reply.ext_fields["msgId"], (flush, number)
+                assert 0.25 <= waited < 3, (flush, number)
+            assert replies[1][0].ext_fields["queueOffset"] in ("0", "1")
+            assert master.store.max_offset("Orders", 0) == 3  # stored all the same
+            assert master.ha.progress.waiting == 0
+
+
+async def test_a_sync_masters_usual_send_waits_for_the_slave_without_a_task(
+    tmp_path, namesrv, client, plugin_host
+):
+    async with serving(master_config(tmp_path, namesrv, "SYNC_MASTER"), plugin_host) as master:
+        master.topics.update(TOPIC)
+        ours, theirs = socket.socketpair()
+        async with FakeSlave.following(master), await SocketStream.from_socket(theirs):
+            connection = Connection(
+                await SocketStream.from_socket(ours), master.server.processors, peer_address=PEER
+            )
+            request = send_request()
+            waiting = send_fast.fast_send(master, connection.context, request)
+            assert type(waiting) is LaterAnswer and waiting.request is request
+            assert master.ha.progress.waiting == 1
+            await until(lambda: master.ha.progress.waiting == 0)
+            assert waiting.answered
+            await connection.aclose()
 
 
 async def test_a_slave_follows_its_master_again_after_the_master_restarts(

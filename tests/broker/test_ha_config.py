@@ -78,24 +78,44 @@ def test_acks_wake_the_waiting_sends_in_offset_order_and_never_go_back():
     assert not progress.slave_ok(10)  # no slave connected
     progress.connections = 1
     assert progress.slave_ok(999) and not progress.slave_ok(1000)
-    woken: list[int] = []
+    woken: list[tuple[int, bool]] = []
     for end in (300, 100, 200):
-        progress.wait(end, lambda end=end: woken.append(end))
-    given_up = progress.wait(150, lambda: woken.append(150))
-    progress.abandon(given_up)
+        progress.wait(end, lambda acked, end=end: woken.append((end, acked)))
     progress.ack(200)
-    assert woken == [100, 200] and progress.waiting == 1
+    assert woken == [(100, True), (200, True)] and progress.waiting == 1
     progress.ack(50)  # an older report from another slave
     assert progress.acked == 200
     progress.ack(300)
-    assert woken == [100, 200, 300] and progress.waiting == 0
+    assert woken == [(100, True), (200, True), (300, True)] and progress.waiting == 0
+    assert progress.next_deadline() is None
 
 
-def test_abandoned_waiters_do_not_pile_up_while_no_ack_comes():
+def test_a_waiting_send_past_its_deadline_is_woken_once_with_false():
+    progress = ReplicaProgress(fallbehind_max=1000)
+    woken: list[tuple[int, bool]] = []
+    for end, deadline in ((100, 1.0), (200, 2.0), (300, 3.0)):
+        progress.wait(end, lambda acked, end=end: woken.append((end, acked)), deadline)
+    assert progress.next_deadline() == 1.0
+    progress.ack(100)  # acked before its deadline: the next one is the timer's
+    assert progress.next_deadline() == 2.0
+    progress.expire(1.5)
+    assert woken == [(100, True)]
+    progress.expire(2.0)  # at its deadline
+    assert woken == [(100, True), (200, False)] and progress.waiting == 1
+    progress.ack(250)  # passes the expired one: it is not woken again
+    assert woken == [(100, True), (200, False)] and progress.next_deadline() == 3.0
+    progress.ack(300)
+    assert woken[-1] == (300, True) and progress.waiting == 0
+    progress.expire(10.0)
+    assert len(woken) == 3
+
+
+def test_expired_waiters_do_not_pile_up_while_no_ack_comes():
     progress = ReplicaProgress(fallbehind_max=1000)
     for end in range(1, 10_001):
-        progress.abandon(progress.wait(end, lambda: None))
-    assert progress.waiting == 0
+        progress.wait(end, lambda acked: None, deadline=end)
+        progress.expire(end)
+    assert progress.waiting == 0 and progress.next_deadline() is None
     assert len(progress._waiting) < 200
 
 

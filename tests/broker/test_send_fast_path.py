@@ -12,6 +12,7 @@ the Python code field by field.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import struct
@@ -27,8 +28,8 @@ from rocketmq_core.acl.signing import Credentials, sign
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.processors import send_fast
 from rocketmq_core.protocol.bodies import TopicConfig
-from rocketmq_core.protocol.codec import encode_command
-from rocketmq_core.protocol.codes import FLAG_ONEWAY, RequestCode, SerializeType
+from rocketmq_core.protocol.codec import FrameDecoder, encode_command
+from rocketmq_core.protocol.codes import FLAG_ONEWAY, RequestCode, ResponseCode, SerializeType
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.compression import CompressionType, compress
 from rocketmq_core.protocol.constants import PERM_READ, PERM_RW
@@ -37,6 +38,8 @@ from rocketmq_core.protocol.message import TRANSACTION_PREPARED, BatchItem, enco
 from rocketmq_core.protocol.message import encode_properties as props
 from rocketmq_core.remoting.connection import Connection
 from rocketmq_core.testing.broker import broker_config
+
+from .test_ha import FakeSlave
 
 pytestmark = pytest.mark.anyio
 
@@ -100,14 +103,22 @@ async def read_frame(stream: SocketStream, buffered: bytearray) -> bytes:
 
 
 async def answers_and_store(
-    directory: Path, plugin_host, requests: list[RemotingCommand], **overrides
+    directory: Path,
+    plugin_host,
+    requests: list[RemotingCommand],
+    slave: bool = False,
+    **overrides,
 ) -> tuple[list[bytes], bytes, dict[str, bytes]]:
     """Each request's answer frame (None for a oneway one), the CommitLog's written
-    bytes and every consume-queue file, from a fresh broker in ``directory``."""
+    bytes and every consume-queue file, from a fresh broker in ``directory``; with
+    ``slave``, one that acks each frame follows it (a SYNC_MASTER's sends wait for it)."""
     random.seed(7)  # a queue id of -1 picks the same queues in both runs
     config = broker_config(directory, **overrides)
     answers: list[bytes | None] = []
-    async with Broker.serving(config, host=plugin_host) as broker:
+    async with (
+        Broker.serving(config, host=plugin_host) as broker,
+        FakeSlave.following(broker) if slave else contextlib.nullcontext(),
+    ):
         broker.store.clock.last = STORE_TIME
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
         broker.topics.update(TopicConfig("ReadOnly", 4, 4, PERM_READ))
@@ -281,15 +292,27 @@ async def test_sends_the_fast_path_leaves_alone_answer_the_same(tmp_path, plugin
     [
         {"broker_role": "SLAVE", "broker_id": 1},
         {"broker_role": "SYNC_MASTER"},
+        {"broker_role": "SYNC_MASTER", "slave": True},
+        {"broker_role": "SYNC_MASTER", "slave": True, "flush_disk_type": "SYNC_FLUSH"},
         {"flush_disk_type": "SYNC_FLUSH"},
         {"broker_permission": PERM_READ},
     ],
-    ids=["slave", "sync-master", "sync-flush", "not-writable"],
+    ids=[
+        "slave",
+        "sync-master-alone",
+        "sync-master-acked",
+        "sync-master-sync-flush",
+        "sync-flush",
+        "not-writable",
+    ],
 )
 async def test_broker_roles_and_flush_answer_the_same(
     tmp_path, plugin_host, monkeypatch, overrides
 ):
-    await assert_same(tmp_path, plugin_host, monkeypatch, usual_sends, **overrides)
+    answers = await assert_same(tmp_path, plugin_host, monkeypatch, usual_sends, **overrides)
+    if overrides.get("slave"):  # every send waited for the slave's ack, then SEND_OK
+        codes = {command.code for a in answers if a for command in FrameDecoder().feed(a)}
+        assert codes == {ResponseCode.SUCCESS}
 
 
 async def test_with_acl_the_guard_runs_and_answers_are_the_same(tmp_path, plugin_host, monkeypatch):

@@ -7,7 +7,9 @@ from __future__ import annotations
 import socket
 import sys
 
+import anyio
 import pytest
+from anyio.abc import SocketStream
 
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.metrics.histograms import (
@@ -18,8 +20,9 @@ from rocketmq_core.metrics.histograms import (
 )
 from rocketmq_core.metrics.rpc_latency import RPC_LATENCY_BOUNDS, RpcLatency
 from rocketmq_core.metrics.settings import ExporterType, MetricsSettings
-from rocketmq_core.protocol.codes import RequestCode
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.remoting.connection import Connection
 from tests.test_cli_user_errors import assert_one_line_error, broker_conf, namesrv_conf
 
 
@@ -209,3 +212,24 @@ async def test_message_requests_are_timed_one_in_sixteen_and_the_rest_each_time(
         "is_long_polling": "false",
         "result": "success",
     }
+
+
+@pytest.mark.anyio
+async def test_a_request_answered_by_a_callback_is_timed_until_that_answer():
+    latency = RpcLatency()
+    ours, theirs = socket.socketpair()
+    with theirs:
+        connection = Connection(await SocketStream.from_socket(ours))
+        timed = latency.timed(lambda ctx, request: ctx.connection.answer_later(request))
+        request = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, {})
+        waiting = timed(connection.context, request)
+        assert latency.counts.rows == {}  # not answered yet: not counted yet
+        await anyio.sleep(0.03)
+        waiting.answer(request.response(ResponseCode.FLUSH_SLAVE_TIMEOUT))
+        await connection.aclose()
+    ((key, row),) = latency.counts.rows.items()
+    assert key == (RequestCode.GET_ALL_TOPIC_CONFIG, ResponseCode.FLUSH_SLAVE_TIMEOUT, False)
+    below_30_ms = sum(
+        count for bound, count in zip(RPC_LATENCY_BOUNDS, row, strict=False) if bound < 30
+    )
+    assert sum(row[: len(RPC_LATENCY_BOUNDS) + 1]) == 1 and below_30_ms == 0

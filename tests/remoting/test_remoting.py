@@ -14,11 +14,11 @@ from rocketmq_core.errors import (
     RemotingTimeoutError,
 )
 from rocketmq_core.protocol.codec import encode_command
-from rocketmq_core.protocol.codes import RequestCode, ResponseCode
+from rocketmq_core.protocol.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.budgets import MemoryReturner, ServerLimits
 from rocketmq_core.remoting.client import RemotingClient
-from rocketmq_core.remoting.connection import FRAMES_PER_TURN
+from rocketmq_core.remoting.connection import FRAMES_PER_TURN, LaterAnswer
 from rocketmq_core.remoting.processor import ProcessorTable
 from rocketmq_core.remoting.transport import Endpoint, parse_address, parse_endpoint
 from rocketmq_core.testing.transport import read_commands, serving
@@ -499,3 +499,70 @@ async def test_a_client_closed_while_connecting_fails_that_request_with_connecti
         release.set()  # the connection is made after the client closed
     assert len(outcome) == 1 and isinstance(outcome[0], ConnectionClosedError), outcome
     assert "closed while connecting" in str(outcome[0])
+
+
+async def test_a_later_answer_leaves_when_answered_and_a_drain_waits_for_it(tcp):
+    held: list[LaterAnswer] = []
+
+    def answer_later(ctx, req):  # as a SYNC_MASTER send waiting for a slave's ack
+        later = ctx.connection.answer_later(req)
+        held.append(later)
+        return later
+
+    async def until_held(count):
+        with anyio.fail_after(5):
+            while len(held) < count:
+                await anyio.sleep(0.005)
+
+    table = ProcessorTable()
+    table.register(1, answer_later)
+    table.register(2, lambda ctx, req: req.response(remark="inline"))
+    answers: dict[str, RemotingCommand] = {}
+    async with serving(tcp, table) as (server, address), RemotingClient(tcp) as client:
+
+        async def ask(key):
+            answers[key] = await client.invoke(address, request(1, key.encode()), timeout=5)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, "command")
+            group.start_soon(ask, "frame")
+            await until_held(2)
+            # the connection goes on meanwhile: a later request is answered first
+            assert (await client.invoke(address, request(2))).remark == "inline"
+            assert not answers
+            first, second = sorted(held, key=lambda later: later.request.body)  # command, frame
+            first.answer(first.request.response(ResponseCode.FLUSH_SLAVE_TIMEOUT))
+            first.answer(first.request.response(remark="twice"))  # only the first counts
+            frame = second.request.response(remark="a finished frame")
+            frame.opaque, frame.flag = second.request.opaque, FLAG_RESPONSE
+            second.answer(encode_command(frame))
+        assert answers["command"].code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+        assert answers["command"].remark is None
+        assert answers["frame"].remark == "a finished frame"
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask, "drained")
+            await until_held(3)
+            (connection,) = server.connections
+            connection.drain()
+            await anyio.sleep(0.1)
+            assert not connection.closed  # it waits for the answer still to come
+            held[2].answer(held[2].request.response(remark="answered, then closed"))
+        assert answers["drained"].remark == "answered, then closed"
+        with anyio.fail_after(5):
+            while server.connections:
+                await anyio.sleep(0.01)
+        held[2].answer(held[2].request.response(remark="late"))  # closed: nothing happens
+
+    async with serving(tcp, table) as (server, address), RemotingClient(tcp) as client:
+
+        async def ask_in_vain():
+            with pytest.raises(ConnectionClosedError):
+                await client.invoke(address, request(1), timeout=5)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ask_in_vain)
+            await until_held(4)
+            (connection,) = server.connections
+            connection.abort()
+            held[3].answer(held[3].request.response(remark="too late"))  # dropped, no error

@@ -25,6 +25,7 @@ log = logging.getLogger("rocketmq.broker.ha")
 
 POLL_INTERVAL = 0.1  # a writer with nothing to send looks again after this, unless woken
 RECEIVE_SIZE = 65_536
+WRITE_AT_MOST = 262_144  # bytes of CommitLog a writer sends in one write
 
 
 @dataclass
@@ -208,13 +209,22 @@ class SlaveConnection:
         last_write = anyio.current_time()
         while True:
             master.arm()
-            body = source.read_commit_log(offset, settings.transfer_batch_size)
-            if body:
-                await self.stream.send(encode_transfer_header(offset, len(body)) + body)
+            # what accumulated, in frames of at most haTransferBatchSize, leaves in one write
+            frames: list[bytes] = []
+            size = 0
+            while size < WRITE_AT_MOST:
+                body = source.read_commit_log(offset, settings.transfer_batch_size)
+                if not body:
+                    break
+                frames += (encode_transfer_header(offset, len(body)), body)
                 offset += len(body)
+                size += len(body)
+            if frames:
+                await self.stream.send(b"".join(frames))
                 last_write = anyio.current_time()
                 continue
             if anyio.current_time() - last_write > settings.heartbeat_interval:
                 await self.stream.send(encode_transfer_header(offset, 0))
                 last_write = anyio.current_time()
+                continue  # an append during that send woke no one: look again first
             await master.wait_appended(POLL_INTERVAL)

@@ -3,13 +3,17 @@
 Built only for a store that replicates (``replication_refusal``); the broker refuses
 to start a SLAVE or SYNC_MASTER on one that does not. Every put runs ``after_append``
 (the writers wake at once instead of polling; a SYNC_MASTER checks for a slave) and,
-on a SYNC_MASTER, ``wait_replicated`` before it answers (HA.md §3): the send processor
-inline, the broker's own puts through ``put.py``.
+on a SYNC_MASTER, waits for a slave's ack before it answers (HA.md §3): the send
+processor through ``when_replicated`` (a callback answers it: no task per send), a
+send that also waits for a flush and the broker's own puts through ``wait_replicated``
+(``put.py``). One timer per master (``_expire_waits``) times out every waiting send.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 import anyio
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rocketmq.broker.ha")
 
+# the sends' timer looks at the deadlines at most this often (s): a timeout is late by no more
+EXPIRY_GAP = 0.01
 # haMasterAddress shorter than this is taken as unset, as Java does
 _SHORTEST_ADDRESS = 6
 
@@ -46,6 +52,7 @@ class HAService:
         # learned from the name servers' REGISTER_BROKER replies (slaves)
         self.master_ha_address: str | None = None
         self.master_address: str | None = None
+        self._waits_begun = anyio.Event()  # set: a send waits for a slave (wakes the timer)
 
     @classmethod
     def for_broker(cls, broker: Broker) -> HAService | None:
@@ -79,6 +86,7 @@ class HAService:
                         housekeeping_interval=config.ha_housekeeping_interval / 1000,
                     ),
                 )
+                group.start_soon(self._expire_waits)
                 # registration carries host:haListenPort, so the real port is known first
                 config.ha_listen_port = await group.start(self.master.serve, config.ha_listen_port)
             task_status.started()
@@ -104,7 +112,7 @@ class HAService:
     def after_append(self, result: PutResult, properties: bytes) -> int:
         """The HA step of an append, run before anything else is appended: the writers
         are woken; on a SYNC_MASTER, unless ``properties`` say WAIT=false, the CommitLog
-        end a slave must ack is returned for ``wait_replicated`` (else -1), or, when no
+        end a slave must ack is returned for ``when_replicated`` (else -1), or, when no
         slave can be waited for, ``result`` is set to SLAVE_NOT_AVAILABLE at once."""
         status = result.status
         if status is not PutStatus.PUT_OK and not status.stored:  # `is` first: ~0.3 us less
@@ -129,7 +137,7 @@ class HAService:
 
     def check(self, end: int) -> PutStatus | None:
         """A SYNC_MASTER send ending at ``end``: PUT_OK when a slave has it already,
-        SLAVE_NOT_AVAILABLE when none can be waited for, None: ``wait_replicated``."""
+        SLAVE_NOT_AVAILABLE when none can be waited for, None: ``when_replicated``."""
         progress = self.progress
         if not progress.slave_ok(end):
             return PutStatus.SLAVE_NOT_AVAILABLE
@@ -137,16 +145,41 @@ class HAService:
             return PutStatus.PUT_OK
         return None
 
+    def when_replicated(self, end: int, replicated: Callable[[bool], None]) -> None:
+        """Call ``replicated(True)`` once a slave acks ``end``, ``replicated(False)``
+        (FLUSH_SLAVE_TIMEOUT) once slaveTimeout has passed: no task, no timer of its own
+        (``_expire_waits`` is the one timer). ``replicated`` runs in a slave's reader or in
+        that timer: it must not raise."""
+        deadline = time.monotonic() + self.broker.config.slave_timeout / 1000
+        self.progress.wait(end, replicated, deadline)
+        if not self._waits_begun.is_set():
+            self._waits_begun.set()
+
     async def wait_replicated(self, end: int) -> PutStatus:
         """PUT_OK once a slave acks ``end``; FLUSH_SLAVE_TIMEOUT after slaveTimeout."""
         if self.progress.acked >= end:
             return PutStatus.PUT_OK
-        acked = anyio.Event()
-        entry = self.progress.wait(end, acked.set)
-        try:
-            with anyio.move_on_after(self.broker.config.slave_timeout / 1000):
-                await acked.wait()
-        finally:
-            if not acked.is_set():
-                self.progress.abandon(entry)
-        return PutStatus.PUT_OK if acked.is_set() else PutStatus.FLUSH_SLAVE_TIMEOUT
+        done = anyio.Event()
+        outcome: list[bool] = []
+
+        def replicated(acked: bool) -> None:
+            outcome.append(acked)
+            done.set()
+
+        self.when_replicated(end, replicated)
+        await done.wait()
+        return PutStatus.PUT_OK if outcome[0] else PutStatus.FLUSH_SLAVE_TIMEOUT
+
+    async def _expire_waits(self) -> None:
+        """The one timer of the sends waiting for a slave: FLUSH_SLAVE_TIMEOUT to each
+        past its deadline, looking at most every EXPIRY_GAP seconds."""
+        progress = self.progress
+        while True:
+            deadline = progress.next_deadline()
+            if deadline is None:
+                self._waits_begun = anyio.Event()
+                await self._waits_begun.wait()
+                continue
+            # the head may be acked meanwhile: then this wake finds a later deadline
+            await anyio.sleep(max(deadline - time.monotonic(), EXPIRY_GAP))
+            progress.expire(time.monotonic())

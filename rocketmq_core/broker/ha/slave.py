@@ -1,9 +1,10 @@
 """The slave side of the HA port: follow a master's CommitLog (HA.md §2.1).
 
-Connect to the master's HA address, report the local CommitLog end at once, after each
-append and every heartbeat interval, and write each frame's bytes at the offset it
-names. A frame for another offset than the local end means the two logs disagree:
-close, reconnect, and report again.
+Connect to the master's HA address, report the local CommitLog end at once, right after
+each read's frames are appended (from the reader: no task hand-over on the way to the
+master's ack) and when a heartbeat interval passed without a report, and write each
+frame's bytes at the offset it names. A frame for another offset than the local end
+means the two logs disagree: close, reconnect, and report again.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class HAClient:
         self.settings = settings
         self.connected_to: str | None = None
         self.reported = -1  # the last offset reported to the master
-        self._grew = anyio.Event()  # set by an append: report again
+        self._sending = anyio.Lock(fast_acquire=True)  # one report at a time on the stream
+        self._reported_at = 0.0  # anyio.current_time() of the last report
         self._address_known = anyio.Event()  # cuts a wait for an address short
 
     def address_changed(self) -> None:
@@ -124,14 +126,21 @@ class HAClient:
         return self.target.max_commit_log_offset
 
     async def _report(self, stream: SocketStream) -> None:
-        """The local end at once, then after each append, and every heartbeat interval."""
+        """The local end at once, then whenever a heartbeat interval passed without a
+        report (the reader reports after each append itself: no hand-over to this task)."""
+        interval = self.settings.heartbeat_interval
+        await self._send_report(stream)
         while True:
-            self._grew = anyio.Event()  # appends from here on are in a later report
+            await anyio.sleep(max(self._reported_at + interval - anyio.current_time(), 0))
+            if anyio.current_time() - self._reported_at >= interval:
+                await self._send_report(stream)
+
+    async def _send_report(self, stream: SocketStream) -> None:
+        async with self._sending:  # the reader and the heartbeat share the stream
             offset = self._end()
             await stream.send(encode_offset_report(offset))
             self.reported = offset
-            with anyio.move_on_after(self.settings.heartbeat_interval):
-                await self._grew.wait()
+            self._reported_at = anyio.current_time()
 
     async def _read_frames(self, stream: SocketStream, address: str) -> None:
         reader = TransferReader()
@@ -157,4 +166,4 @@ class HAClient:
                     raise OffsetMismatch(f"master {address}: {exc}") from exc
                 appended = True
             if appended:
-                self._grew.set()
+                await self._send_report(stream)

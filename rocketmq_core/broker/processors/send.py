@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable
+import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError, RemoteProtocolError, RequestRefused
@@ -28,22 +29,26 @@ from ...protocol.message import (
 from ...protocol.recall import RecallHandle
 from ...protocol.topic_validation import send_forbidden, topic_problem
 from ...remoting.transport import parse_address
-from ...store.api import MessageToStore, PutResult
+from ...store.api import MessageToStore, PutResult, PutStatus
 from ..ha.put import durable_and_replicated
 from .retry import dead_letter_topic, max_reconsume_times
 
 if TYPE_CHECKING:
+    from ...remoting.connection import LaterAnswer
     from ...remoting.processor import RequestContext
     from ..app import Broker
     from ..config import BrokerConfig
+
+log = logging.getLogger("rocketmq.broker")
 
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
 def send_message(
     broker: Broker, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand | Awaitable[RemotingCommand]:
-    """Answers inline when the store has no flush to wait for (no task per send)."""
+) -> RemotingCommand | Awaitable[RemotingCommand] | LaterAnswer:
+    """Answers inline when the store has no flush to wait for (no task per send); a
+    SYNC_MASTER's answer leaves when a slave acks (still no task)."""
     broker.check_ready()
     v2 = request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
     header = SendMessageRequestHeader.from_ext_fields(
@@ -111,8 +116,11 @@ def send_message(
     ha = broker.ha
     # the CommitLog end a SYNC_MASTER waits for a slave to ack, or -1
     replica_end = ha.after_append(result, own_properties) if ha is not None else -1
-    if result.flush_to >= 0 or replica_end >= 0:
+    if result.flush_to >= 0:
         return _answer_when_durable(broker, request, result, queue_id, uniq, recall, replica_end)
+    if replica_end >= 0:
+        answer = functools.partial(_answer_or_refusal, broker, request, queue_id, uniq, recall)
+        return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
     return _answer(broker, request, result, queue_id, uniq, recall)
 
 
@@ -143,6 +151,49 @@ async def _answer_when_durable(
     """The answer once the flush (and on a SYNC_MASTER, a slave's ack) is done."""
     result = await durable_and_replicated(broker, result, replica_end)
     return _answer(broker, request, result, queue_id, uniq, recall)
+
+
+def answer_when_replicated(
+    broker: Broker,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    result: PutResult,
+    replica_end: int,
+    answer: Callable[[PutResult], RemotingCommand | bytes],
+) -> LaterAnswer:
+    """A SYNC_MASTER send with nothing to flush: ``answer(result)`` leaves once a slave
+    acks ``replica_end``, or with FLUSH_SLAVE_TIMEOUT after slaveTimeout (HA.md §3); no
+    task waits meanwhile."""
+    assert broker.ha is not None  # replica_end >= 0 comes from it
+    later = ctx.connection.answer_later(request)
+
+    def replicated(acked: bool) -> None:
+        if not acked:
+            result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+        try:
+            response = answer(result)
+        except Exception as exc:  # runs in a slave's reader, which must go on
+            log.exception("cannot answer a send to %s", ctx.peer_address)
+            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        later.answer(response)
+
+    broker.ha.when_replicated(replica_end, replicated)
+    return later
+
+
+def _answer_or_refusal(
+    broker: Broker,
+    request: RemotingCommand,
+    queue_id: int,
+    uniq: bytes | None,
+    recall: str | None,
+    result: PutResult,
+) -> RemotingCommand:
+    """``_answer``, with a refusal as the answer it stands for."""
+    try:
+        return _answer(broker, request, result, queue_id, uniq, recall)
+    except RequestRefused as refused:
+        return request.response(refused.code, refused.remark)
 
 
 def _answer(

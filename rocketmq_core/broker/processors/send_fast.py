@@ -29,7 +29,7 @@ from ...protocol.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, TIMER_TO
 from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
 from ...protocol.message import COMPRESSED, MULTI_TAGS, property_value
 from ...protocol.topic_validation import send_forbidden, topic_problem
-from ...store.api import MessageToStore, PutStatus
+from ...store.api import MessageToStore, PutResult, PutStatus
 from . import send
 
 compiled: ModuleType | None
@@ -39,6 +39,7 @@ except ImportError:
     compiled = None
 
 if TYPE_CHECKING:
+    from ...remoting.connection import LaterAnswer
     from ...remoting.processor import RequestContext
     from ..app import Broker
 
@@ -80,7 +81,7 @@ _V2_NAMES = _wire_names(dict(SEND_V2_NAMES))
 
 def send_message(
     broker: Broker, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
+) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer:
     """SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE: the fast path when it applies."""
     if ENABLED:
         answer = fast_send(broker, ctx, request)
@@ -91,7 +92,7 @@ def send_message(
 
 def fast_send(
     broker: Broker, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | None:
+) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer | None:
     """The answer to a usual send, or None (nothing done) when the general path must."""
     config = broker.config
     if not broker.ready or not config.broker_permission & PERM_WRITE or config.is_slave:
@@ -140,14 +141,30 @@ def fast_send(
     broker.stats.count_put(message, result)
     ha = broker.ha
     replica_end = ha.after_append(result, encoded) if ha is not None else -1
-    if result.flush_to >= 0 or replica_end >= 0:
+    if result.flush_to >= 0:
         return send._answer_when_durable(broker, request, result, queue_id, uniq, None, replica_end)
+    if replica_end >= 0:  # a SYNC_MASTER's: the frame is built once a slave acks
+        answer = functools.partial(_answer, broker, ctx, request, queue_id, uniq)
+        return send.answer_when_replicated(broker, ctx, request, result, replica_end, answer)
+    return _answer(broker, ctx, request, queue_id, uniq, result)
+
+
+def _answer(
+    broker: Broker,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    queue_id: int,
+    uniq: bytes | None,
+    result: PutResult,
+) -> RemotingCommand | bytes:
+    """The answer frame of a stored send; a command where the frame does not apply."""
     if (
         result.status is not PutStatus.PUT_OK
         or request.serialize_type != 0  # JSON: a ROCKETMQ-header answer is built as usual
         or not ctx.connection.takes_encoded_answers
     ):
         return send._answer(broker, request, result, queue_id, uniq, None)
+    config = broker.config
     frame = _answer_frame(config.region_id, config.trace_on)
     answer = frame(result.store_host, result.commit_log_offset, queue_id, result.queue_offset,
                    uniq, request.opaque)  # fmt: skip
