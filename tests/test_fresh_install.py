@@ -108,6 +108,7 @@ class BackgroundInstall:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 preexec_fn=lambda: os.nice(10),  # the suite's own tests come first
+                start_new_session=True,  # so that discard() ends pip too, not only sh
             )
 
     def wait(self) -> Path:
@@ -115,7 +116,7 @@ class BackgroundInstall:
         try:
             self.process.wait(timeout=max(1.0, PIP_TIMEOUT - (time.monotonic() - self.started)))
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         assert self.process.returncode == 0, (
             f"python -m venv, then pip install -r requirements.txt, failed"
@@ -125,7 +126,7 @@ class BackgroundInstall:
 
     def discard(self) -> None:
         if self.process.poll() is None:
-            self.process.kill()
+            os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         shutil.rmtree(self.workspace, ignore_errors=True)
 
