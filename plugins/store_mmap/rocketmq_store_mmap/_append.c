@@ -6,11 +6,17 @@
  * store's Python path then does the same work, and is the reference this code is
  * tested against byte for byte (tests/test_append_kernel.py). Layouts: docs/spec/STORE.md
  * and docs/spec/MESSAGE.md; the index rules are IndexFile.put's in index.py.
+ *
+ * append_one is a single put whole (MmapStore.append): the store's checks before the
+ * writing and its bookkeeping after it, as store.py's _put_compiled and _append_compiled
+ * do them, held to the Python path by the same tests.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
 #define BLANK_SIZE 8
@@ -143,37 +149,95 @@ typedef struct {
     Py_ssize_t uniq_length;
     const uint8_t *keys;                     /* KEYS value inside properties, or NULL */
     Py_ssize_t keys_length;
+    const uint8_t *wait;                     /* the first WAIT value, or NULL */
+    Py_ssize_t wait_length;
     Py_ssize_t size;                         /* of its record */
 } Message;
 
-static PyObject *s_topic, *s_queue_id, *s_body, *s_properties, *s_flag, *s_sys_flag,
-    *s_born_timestamp, *s_born_host, *s_reconsume_times, *s_prepared_transaction_offset,
-    *s_tags_code;
+/* --- attributes, read and written in place for a __slots__ class -------------------- */
 
-/* an int attribute within [low, high]; 0 when it is not one (nothing raised) */
-static int int_attribute(PyObject *object, PyObject *name, int64_t low, int64_t high,
-                         int64_t *out) {
-    PyObject *value = PyObject_GetAttr(object, name);
-    if (value == NULL) {
-        PyErr_Clear();
+/* An attribute by name. For a type whose attribute is a plain slot (a member descriptor,
+ * as ``__slots__`` and ``dataclass(slots=True)`` make) it is read and written at its
+ * offset in the object, as the descriptor itself would; for any other object through
+ * getattr/setattr. The offset is looked up once per type, and again once the type
+ * changes (its version tag, which CPython resets on any change to it or its bases). */
+typedef struct {
+    const char *text;
+    PyObject *name;        /* interned at import */
+    PyTypeObject *type;    /* the type ``offset`` is for (a strong reference), or NULL */
+    unsigned int version;  /* its tp_version_tag then; 0: look up again each time */
+    Py_ssize_t offset;     /* -1: not a writable object slot of ``type`` */
+} Field;
+
+static void field_resolve(Field *field, PyTypeObject *type) {
+    Py_XSETREF(field->type, (PyTypeObject *)Py_NewRef((PyObject *)type));
+    field->offset = -1;
+    PyObject *descriptor = _PyType_Lookup(type, field->name); /* borrowed, raises nothing */
+    field->version = type->tp_version_tag; /* valid from the lookup on, until a change */
+    if (descriptor != NULL && Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+            field->offset = member->offset;
+    }
+}
+
+/* a new reference, or NULL (nothing raised) when the object has no such attribute */
+static inline int field_current(const Field *field, PyTypeObject *type) {
+    return type == field->type && field->version != 0 && type->tp_version_tag == field->version;
+}
+
+static inline PyObject *get_field(Field *field, PyObject *object) {
+    if (!field_current(field, Py_TYPE(object))) field_resolve(field, Py_TYPE(object));
+    if (field->offset >= 0) return Py_XNewRef(*(PyObject **)((char *)object + field->offset));
+    PyObject *value = PyObject_GetAttr(object, field->name);
+    if (value == NULL) PyErr_Clear();
+    return value;
+}
+
+/* steals ``value``; -1 with an exception on failure */
+static inline int set_field(Field *field, PyObject *object, PyObject *value) {
+    if (value == NULL) return -1;
+    if (!field_current(field, Py_TYPE(object))) field_resolve(field, Py_TYPE(object));
+    if (field->offset >= 0) {
+        Py_XSETREF(*(PyObject **)((char *)object + field->offset), value);
         return 0;
     }
+    int failed = PyObject_SetAttr(object, field->name, value);
+    Py_DECREF(value);
+    return failed;
+}
+
+#define FIELD(name) static Field f_##name = {#name, NULL, NULL, 0, -1}
+FIELD(topic);
+FIELD(queue_id);
+FIELD(body);
+FIELD(properties);
+FIELD(flag);
+FIELD(sys_flag);
+FIELD(born_timestamp);
+FIELD(born_host);
+FIELD(reconsume_times);
+FIELD(prepared_transaction_offset);
+FIELD(tags_code);
+
+/* an int attribute within [low, high]; 0 when it is not one (nothing raised) */
+static int int_attribute(PyObject *object, Field *name, int64_t low, int64_t high,
+                         int64_t *out) {
+    PyObject *value = get_field(name, object);
+    if (value == NULL) return 0;
     int overflow = 0;
     long long number = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : 0;
     int ok = PyLong_Check(value) && !overflow && !(number == -1 && PyErr_Occurred()) &&
              number >= low && number <= high;
-    PyErr_Clear();
+    if (!ok && PyErr_Occurred()) PyErr_Clear();
     Py_DECREF(value);
     if (ok) *out = number;
     return ok;
 }
 
-static PyObject *bytes_attribute(PyObject *object, PyObject *name) {
-    PyObject *value = PyObject_GetAttr(object, name);
-    if (value == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
+static PyObject *bytes_attribute(PyObject *object, Field *name) {
+    PyObject *value = get_field(name, object);
+    if (value == NULL) return NULL;
     if (!PyBytes_Check(value)) {
         Py_DECREF(value);
         return NULL;
@@ -192,7 +256,8 @@ static int read_properties(Message *message, int has_tags_code, PyObject *tags_c
     const uint8_t *end = at + PyBytes_GET_SIZE(message->properties);
     int coded = has_tags_code;
     if (!coded) message->tags_code = 0;
-    message->uniq = message->keys = NULL;
+    message->uniq = message->keys = message->wait = NULL;
+    message->wait_length = 0;
     while (at < end) {
         const uint8_t *pair_end = memchr(at, 0x02, (size_t)(end - at));
         if (pair_end == NULL) pair_end = end;
@@ -235,6 +300,9 @@ static int read_properties(Message *message, int has_tags_code, PyObject *tags_c
         } else if (is_name(at, name_length, "KEYS")) {
             message->keys = value_length ? value : NULL;
             message->keys_length = value_length;
+        } else if (split && message->wait == NULL && is_name(at, name_length, "WAIT")) {
+            message->wait = value; /* the first, as rules.waits_for_flush reads it */
+            message->wait_length = value_length;
         }
         at = pair_end + 1;
     }
@@ -281,51 +349,44 @@ static void release(Message *messages, Py_ssize_t count) {
         Py_XDECREF(messages[i].properties);
         Py_XDECREF(messages[i].born_host);
     }
-    PyMem_Free(messages);
 }
 
 /* 1 when ``message`` is one this kernel writes, its fields read into ``out``; 0 when not */
 static int take(PyObject *message, PyObject *topic, int64_t queue_id, Py_ssize_t topic_length,
                 Py_ssize_t max_body, PyObject *tags_code_of, Message *out) {
-    PyObject *value = PyObject_GetAttr(message, s_topic);
-    if (value == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
+    PyObject *value = get_field(&f_topic, message);
+    if (value == NULL) return 0;
     int same_topic = value == topic || (PyUnicode_Check(value) &&
                                         PyUnicode_Compare(value, topic) == 0);
     PyErr_Clear();
     Py_DECREF(value);
     int64_t message_queue;
-    if (!same_topic || !int_attribute(message, s_queue_id, 0, 0x7FFFFFFF, &message_queue) ||
+    if (!same_topic || !int_attribute(message, &f_queue_id, 0, 0x7FFFFFFF, &message_queue) ||
         message_queue != queue_id)
         return 0;
-    if ((out->body = bytes_attribute(message, s_body)) == NULL ||
-        (out->properties = bytes_attribute(message, s_properties)) == NULL ||
-        (out->born_host = bytes_attribute(message, s_born_host)) == NULL)
+    if ((out->body = bytes_attribute(message, &f_body)) == NULL ||
+        (out->properties = bytes_attribute(message, &f_properties)) == NULL ||
+        (out->born_host = bytes_attribute(message, &f_born_host)) == NULL)
         return 0;
     Py_ssize_t body_length = PyBytes_GET_SIZE(out->body);
     Py_ssize_t properties_length = PyBytes_GET_SIZE(out->properties);
     if (body_length > max_body || properties_length > MAX_PROPERTIES ||
         PyBytes_GET_SIZE(out->born_host) != 8)
         return 0;
-    if (!int_attribute(message, s_flag, INT32_MIN, INT32_MAX, &out->flag) ||
-        !int_attribute(message, s_sys_flag, INT32_MIN, INT32_MAX, &out->sys_flag) ||
+    if (!int_attribute(message, &f_flag, INT32_MIN, INT32_MAX, &out->flag) ||
+        !int_attribute(message, &f_sys_flag, INT32_MIN, INT32_MAX, &out->sys_flag) ||
         (out->sys_flag & (TRANSACTION_PREPARED | HOSTS_V6)) ||
-        !int_attribute(message, s_born_timestamp, INT64_MIN, INT64_MAX, &out->born_timestamp) ||
-        !int_attribute(message, s_reconsume_times, INT32_MIN, INT32_MAX, &out->reconsume_times) ||
-        !int_attribute(message, s_prepared_transaction_offset, INT64_MIN, INT64_MAX,
+        !int_attribute(message, &f_born_timestamp, INT64_MIN, INT64_MAX, &out->born_timestamp) ||
+        !int_attribute(message, &f_reconsume_times, INT32_MIN, INT32_MAX, &out->reconsume_times) ||
+        !int_attribute(message, &f_prepared_transaction_offset, INT64_MIN, INT64_MAX,
                        &out->prepared_offset))
         return 0;
-    value = PyObject_GetAttr(message, s_tags_code);
-    if (value == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
+    value = get_field(&f_tags_code, message);
+    if (value == NULL) return 0;
     int has_tags_code = value != Py_None;
     Py_DECREF(value);
     if (has_tags_code &&
-        !int_attribute(message, s_tags_code, INT64_MIN, INT64_MAX, &out->tags_code))
+        !int_attribute(message, &f_tags_code, INT64_MIN, INT64_MAX, &out->tags_code))
         return 0;
     if (!read_properties(out, has_tags_code, tags_code_of)) return 0;
     out->size = RECORD_FRONT + body_length + 1 + topic_length + 2 + properties_length;
@@ -461,6 +522,150 @@ enum {
     Q_INDEX_NUM, Q_TAGS_CODE_OF, QUEUE_FIELDS
 };
 
+#define SMALL_KEYS 16 /* a message with at most this many keys needs no allocation */
+
+/* A run of messages of one queue, read and checked and the room for it counted before
+ * the first byte is written: writing it cannot fail. ``run_release`` after, always. */
+typedef struct {
+    Message *taken;
+    Message one; /* ``taken`` for a single message */
+    Py_ssize_t count, total, keys_total;
+    Py_buffer commit_log, consume_queue, index_view;
+    Index index;
+    int32_t *hashes, small_hashes[SMALL_KEYS];
+    int64_t *slot_ats, small_slot_ats[SMALL_KEYS];
+    PyObject *encoded_topic, *store_host; /* borrowed from the queue tuple */
+    int64_t queue_id, queue_offset, file_start, store_time;
+    uint32_t topic_crc;
+    Py_ssize_t position, entry_position;
+} Run;
+
+/* 1: ready to write; 0: not the usual case (nothing taken); -1: an exception. The
+ * messages are ``list``'s items, or ``single`` when ``list`` is NULL. */
+static int run_prepare(Run *run, PyObject *queue, PyObject *list, PyObject *single,
+                       Py_ssize_t count, int64_t queue_offset, PyObject *commit_log,
+                       Py_ssize_t position, int64_t file_start, int64_t store_time,
+                       PyObject *consume_queue, Py_ssize_t entry_position, PyObject *index) {
+    memset(run, 0, sizeof(*run));
+    if (!PyTuple_Check(queue) || PyTuple_GET_SIZE(queue) != QUEUE_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "append(): queue is a tuple of %d fields", QUEUE_FIELDS);
+        return -1;
+    }
+    PyObject *topic = PyTuple_GET_ITEM(queue, Q_TOPIC);
+    PyObject *encoded_topic = run->encoded_topic = PyTuple_GET_ITEM(queue, Q_ENCODED_TOPIC);
+    PyObject *store_host = run->store_host = PyTuple_GET_ITEM(queue, Q_STORE_HOST);
+    PyObject *tags_code_of = PyTuple_GET_ITEM(queue, Q_TAGS_CODE_OF);
+    if ((list != NULL && !PyList_Check(list)) || !PyUnicode_Check(topic) ||
+        !PyBytes_Check(encoded_topic) || !PyBytes_Check(store_host) ||
+        !PyCallable_Check(tags_code_of)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "append(): messages is a list, topic a str, encoded_topic and"
+                        " store_host bytes, tags_code_of a callable");
+        return -1;
+    }
+    int64_t queue_id = run->queue_id = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_QUEUE_ID));
+    Py_ssize_t max_body = PyLong_AsSsize_t(PyTuple_GET_ITEM(queue, Q_MAX_BODY));
+    int64_t slot_num = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_SLOT_NUM));
+    int64_t index_num = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_INDEX_NUM));
+    run->topic_crc = (uint32_t)PyLong_AsUnsignedLongMask(PyTuple_GET_ITEM(queue, Q_TOPIC_CRC));
+    if (PyErr_Occurred()) return -1;
+    run->queue_offset = queue_offset;
+    run->file_start = file_start;
+    run->store_time = store_time;
+    run->position = position;
+    run->entry_position = entry_position;
+    Py_ssize_t topic_length = PyBytes_GET_SIZE(encoded_topic);
+    if (count == 0 || topic_length == 0 || topic_length > MAX_V1_TOPIC ||
+        PyBytes_GET_SIZE(store_host) != 8 || position < 0 || entry_position < 0)
+        return 0;
+    if (PyObject_GetBuffer(commit_log, &run->commit_log, PyBUF_WRITABLE) != 0) return -1;
+    if (!writable(consume_queue, &run->consume_queue) || !writable(index, &run->index_view))
+        return -1;
+    if (count == 1) {
+        run->taken = &run->one;
+    } else if ((run->taken = PyMem_Calloc((size_t)count, sizeof(Message))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t most_keys = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (list != NULL && i >= PyList_GET_SIZE(list)) return 0; /* changed meanwhile */
+        PyObject *message = list != NULL ? PyList_GET_ITEM(list, i) : single;
+        run->count = i + 1; /* taken so far: what run_release lets go of */
+        if (!take(message, topic, queue_id, topic_length, max_body, tags_code_of,
+                  &run->taken[i]))
+            return 0;
+        run->total += run->taken[i].size;
+        if (run->index_view.obj) {
+            Py_ssize_t keys = key_count(&run->taken[i]);
+            run->keys_total += keys;
+            if (keys > most_keys) most_keys = keys;
+        }
+    }
+    if (position + run->total + BLANK_SIZE > run->commit_log.len) return 0; /* the file rolls */
+    if (run->consume_queue.obj && entry_position + count * CQ_ENTRY > run->consume_queue.len)
+        return 0; /* the queue's file rolls */
+    if (run->index_view.obj && run->keys_total) {
+        if (!open_index(&run->index, &run->index_view, slot_num, index_num, run->keys_total))
+            return 0; /* a new index file is due */
+        if (most_keys <= SMALL_KEYS) {
+            run->hashes = run->small_hashes;
+            run->slot_ats = run->small_slot_ats;
+        } else {
+            run->hashes = PyMem_Malloc((size_t)most_keys * sizeof(int32_t));
+            run->slot_ats = PyMem_Malloc((size_t)most_keys * sizeof(int64_t));
+            if (run->hashes == NULL || run->slot_ats == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+        }
+    }
+    return 1;
+}
+
+/* records, consume-queue entries and index entries of a prepared run */
+static void run_write(Run *run) {
+    const uint8_t *topic_bytes = (const uint8_t *)PyBytes_AS_STRING(run->encoded_topic);
+    Py_ssize_t topic_length = PyBytes_GET_SIZE(run->encoded_topic);
+    const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(run->store_host);
+    uint8_t *entry = run->consume_queue.obj
+                         ? (uint8_t *)run->consume_queue.buf + run->entry_position
+                         : NULL;
+    Py_ssize_t position = run->position;
+    for (Py_ssize_t i = 0; i < run->count; i++) {
+        Message *message = &run->taken[i];
+        int64_t phys = run->file_start + position;
+        write_record((uint8_t *)run->commit_log.buf + position, message, topic_bytes,
+                     topic_length, run->queue_id, run->queue_offset + i, phys, run->store_time,
+                     host);
+        if (entry) {
+            put64(entry, (uint64_t)phys);
+            put32(entry + 8, (uint32_t)message->size);
+            put64(entry + 12, (uint64_t)message->tags_code);
+            entry += CQ_ENTRY;
+        }
+        if (run->index.buffer && (message->uniq || message->keys)) {
+            Py_ssize_t keys = key_hashes(message, run->topic_crc, run->hashes);
+            if (keys)
+                index_record(&run->index, run->hashes, keys, phys, run->store_time,
+                             run->slot_ats);
+        }
+        position += message->size;
+    }
+}
+
+static void run_release(Run *run) {
+    if (run->hashes != run->small_hashes) PyMem_Free(run->hashes);
+    if (run->slot_ats != run->small_slot_ats) PyMem_Free(run->slot_ats);
+    if (run->taken) {
+        release(run->taken, run->count);
+        if (run->taken != &run->one) PyMem_Free(run->taken);
+    }
+    release_view(&run->commit_log);
+    release_view(&run->consume_queue);
+    release_view(&run->index_view);
+}
+
 enum {
     A_QUEUE, A_MESSAGES, A_QUEUE_OFFSET, A_COMMIT_LOG, A_POSITION, A_FILE_START,
     A_STORE_TIME, A_CONSUME_QUEUE, A_ENTRY_POSITION, A_INDEX, ARGUMENTS
@@ -489,87 +694,27 @@ static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t narg
                      nargs);
         return NULL;
     }
-    PyObject *queue = args[A_QUEUE], *messages = args[A_MESSAGES];
-    if (!PyTuple_Check(queue) || PyTuple_GET_SIZE(queue) != QUEUE_FIELDS) {
-        PyErr_Format(PyExc_TypeError, "append(): queue is a tuple of %d fields", QUEUE_FIELDS);
-        return NULL;
-    }
-    PyObject *topic = PyTuple_GET_ITEM(queue, Q_TOPIC);
-    PyObject *encoded_topic = PyTuple_GET_ITEM(queue, Q_ENCODED_TOPIC);
-    PyObject *store_host = PyTuple_GET_ITEM(queue, Q_STORE_HOST);
-    PyObject *tags_code_of = PyTuple_GET_ITEM(queue, Q_TAGS_CODE_OF);
-    if (!PyList_Check(messages) || !PyUnicode_Check(topic) || !PyBytes_Check(encoded_topic) ||
-        !PyBytes_Check(store_host) || !PyCallable_Check(tags_code_of)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "append(): messages is a list, topic a str, encoded_topic and"
-                        " store_host bytes, tags_code_of a callable");
-        return NULL;
-    }
-    int64_t queue_id = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_QUEUE_ID));
+    PyObject *messages = args[A_MESSAGES];
+    Py_ssize_t count = PyList_Check(messages) ? PyList_GET_SIZE(messages) : 0;
     int64_t queue_offset = PyLong_AsLongLong(args[A_QUEUE_OFFSET]);
     Py_ssize_t position = PyLong_AsSsize_t(args[A_POSITION]);
     int64_t file_start = PyLong_AsLongLong(args[A_FILE_START]);
     int64_t store_time = PyLong_AsLongLong(args[A_STORE_TIME]);
-    Py_ssize_t max_body = PyLong_AsSsize_t(PyTuple_GET_ITEM(queue, Q_MAX_BODY));
     Py_ssize_t entry_position = PyLong_AsSsize_t(args[A_ENTRY_POSITION]);
-    int64_t slot_num = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_SLOT_NUM));
-    int64_t index_num = PyLong_AsLongLong(PyTuple_GET_ITEM(queue, Q_INDEX_NUM));
-    uint32_t topic_crc =
-        (uint32_t)PyLong_AsUnsignedLongMask(PyTuple_GET_ITEM(queue, Q_TOPIC_CRC));
     if (PyErr_Occurred()) return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(messages);
-    Py_ssize_t topic_length = PyBytes_GET_SIZE(encoded_topic);
-    if (count == 0 || topic_length == 0 || topic_length > MAX_V1_TOPIC ||
-        PyBytes_GET_SIZE(store_host) != 8 || position < 0 || entry_position < 0)
-        Py_RETURN_NONE;
-
-    Py_buffer commit_log, consume_queue, index_view;
-    consume_queue.obj = index_view.obj = NULL;
-    if (PyObject_GetBuffer(args[A_COMMIT_LOG], &commit_log, PyBUF_WRITABLE) != 0) return NULL;
-    PyObject *result = NULL;
-    Message *taken = NULL;
-    int32_t *hashes = NULL;
-    int64_t *slot_ats = NULL;
-    if (!writable(args[A_CONSUME_QUEUE], &consume_queue) ||
-        !writable(args[A_INDEX], &index_view))
+    Run run;
+    int ready = run_prepare(&run, args[A_QUEUE], messages, NULL, count, queue_offset,
+                            args[A_COMMIT_LOG], position, file_start, store_time,
+                            args[A_CONSUME_QUEUE], entry_position, args[A_INDEX]);
+    PyObject *answer = NULL;
+    if (ready <= 0) {
+        if (ready == 0) answer = Py_NewRef(Py_None);
         goto done;
-    taken = PyMem_Calloc((size_t)count, sizeof(Message));
-    if (taken == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-
-    /* every message read and checked, and the room counted, before the first write */
-    Py_ssize_t total = 0, keys_total = 0, most_keys = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        if (!take(PyList_GET_ITEM(messages, i), topic, queue_id, topic_length, max_body,
-                  tags_code_of, &taken[i]))
-            goto not_usual;
-        total += taken[i].size;
-        if (index_view.obj) {
-            Py_ssize_t keys = key_count(&taken[i]);
-            keys_total += keys;
-            if (keys > most_keys) most_keys = keys;
-        }
-    }
-    if (position + total + BLANK_SIZE > commit_log.len) goto not_usual; /* the file rolls */
-    if (consume_queue.obj && entry_position + count * CQ_ENTRY > consume_queue.len)
-        goto not_usual; /* the queue's file rolls */
-    Index index = {0};
-    if (index_view.obj && keys_total) {
-        if (!open_index(&index, &index_view, slot_num, index_num, keys_total))
-            goto not_usual; /* a new index file is due */
-        hashes = PyMem_Malloc((size_t)most_keys * sizeof(int32_t));
-        slot_ats = PyMem_Malloc((size_t)most_keys * sizeof(int64_t));
-        if (hashes == NULL || slot_ats == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
     }
     /* the answer is made before the first write: a failure past here cannot happen */
     PyObject *offsets = PyList_New(count);
     if (offsets == NULL) goto done;
-    for (Py_ssize_t i = 0, at = position; i < count; at += taken[i].size, i++) {
+    for (Py_ssize_t i = 0, at = position; i < count; at += run.taken[i].size, i++) {
         PyObject *offset = PyLong_FromLongLong(file_start + at);
         if (offset == NULL) {
             Py_DECREF(offsets);
@@ -577,42 +722,352 @@ static PyObject *append(PyObject *module, PyObject *const *args, Py_ssize_t narg
         }
         PyList_SET_ITEM(offsets, i, offset);
     }
-    PyObject *answer = Py_BuildValue("(Onn)", offsets, position + total, keys_total);
+    answer = Py_BuildValue("(Onn)", offsets, position + run.total, run.keys_total);
     Py_DECREF(offsets);
-    if (answer == NULL) goto done;
+    if (answer != NULL) run_write(&run);
+done:
+    run_release(&run);
+    return answer;
+}
 
-    const uint8_t *topic_bytes = (const uint8_t *)PyBytes_AS_STRING(encoded_topic);
-    const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(store_host);
-    uint8_t *entry = consume_queue.obj ? (uint8_t *)consume_queue.buf + entry_position : NULL;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Message *message = &taken[i];
-        int64_t phys = file_start + position;
-        write_record((uint8_t *)commit_log.buf + position, message, topic_bytes, topic_length,
-                     queue_id, queue_offset + i, phys, store_time, host);
-        if (entry) {
-            put64(entry, (uint64_t)phys);
-            put32(entry + 8, (uint32_t)message->size);
-            put64(entry + 12, (uint64_t)message->tags_code);
-            entry += CQ_ENTRY;
-        }
-        if (index.buffer && (message->uniq || message->keys)) {
-            Py_ssize_t keys = key_hashes(message, topic_crc, hashes);
-            if (keys) index_record(&index, hashes, keys, phys, store_time, slot_ats);
-        }
-        position += message->size;
+/* --- one put, whole: the store's checks before the kernel and its bookkeeping after -- */
+
+/* the store's attributes append_one reads and writes (store.py is the reference) */
+#define NAMED(variable, name) static Field f_##variable = {name, NULL, NULL, 0, -1}
+NAMED(refusing, "refusing");
+NAMED(clock, "clock");
+NAMED(last, "last");
+NAMED(log_list, "files");     /* the CommitLog's MappedFileQueue.files: a list */
+NAMED(queue_files, "files");  /* ConsumeQueue.files: a MappedFileQueue */
+NAMED(queue_list, "files");   /* its list */
+NAMED(index_list, "files");   /* IndexService.files: a list */
+NAMED(allocated_view, "allocated_view");
+NAMED(room, "room");
+NAMED(dirty, "dirty");
+NAMED(buffer, "buffer");
+NAMED(wrote, "wrote");
+NAMED(start, "start");
+NAMED(touched, "touched");
+NAMED(allocated, "allocated");
+NAMED(used, "used");
+NAMED(next_offset, "next_offset");
+NAMED(append_context, "append_context");
+NAMED(puts, "_puts");
+/* PutResult's fields, in their order */
+NAMED(status, "status");
+NAMED(commit_log_offset, "commit_log_offset");
+NAMED(queue_offset, "queue_offset");
+NAMED(commit_log_offsets, "commit_log_offsets");
+NAMED(store_timestamp, "store_timestamp");
+NAMED(remark, "remark");
+NAMED(store_host, "store_host");
+NAMED(flush_to, "flush_to");
+#undef NAMED
+
+static PyObject *s_append_context, *s_pre_touch, *s_top_up, *s_next;
+
+static Field *all_fields[] = {
+    &f_topic, &f_queue_id, &f_body, &f_properties, &f_flag, &f_sys_flag, &f_born_timestamp,
+    &f_born_host, &f_reconsume_times, &f_prepared_transaction_offset, &f_tags_code,
+    &f_refusing, &f_clock, &f_last, &f_log_list, &f_queue_files, &f_queue_list, &f_index_list,
+    &f_allocated_view, &f_room, &f_dirty, &f_buffer, &f_wrote, &f_start, &f_touched,
+    &f_allocated, &f_used, &f_next_offset, &f_append_context, &f_puts, &f_status,
+    &f_commit_log_offset, &f_queue_offset, &f_commit_log_offsets, &f_store_timestamp,
+    &f_remark, &f_store_host, &f_flush_to,
+};
+
+/* the third argument of append_one: what of the store stays while it is open, and the
+ * constants it needs (store.py's _append_one_state) */
+enum {
+    S_PUT_RESULT, S_PUT_OK, S_STORE_CLOCK, S_TOUCH_STEP, S_INDEX_LOW_WATER, S_DISK, S_QUEUES,
+    S_LOG_FILES, S_INDEX, S_WAITS, S_WRITES_POSITIONS, S_WRITES_INDEX, S_OTHERS, STATE_FIELDS
+};
+
+#define HELD 48
+
+typedef struct {
+    PyObject *objects[HELD];
+    int count;
+} Held;
+
+/* ``object`` (a new reference, or NULL) kept until ``let_go`` */
+static inline PyObject *hold(Held *held, PyObject *object) {
+    if (object != NULL && held->count == HELD) { /* more than append_one ever holds */
+        Py_DECREF(object);
+        PyErr_SetString(PyExc_SystemError, "append_one(): too many references held");
+        return NULL;
     }
-    result = answer;
+    if (object != NULL) held->objects[held->count++] = object;
+    return object;
+}
+
+static void let_go(Held *held) {
+    while (held->count > 0) Py_DECREF(held->objects[--held->count]);
+}
+
+/* an int attribute as int64; 0 when there is none or it is not an int (nothing raised) */
+static int int_field(Field *field, PyObject *object, int64_t *out) {
+    PyObject *value = get_field(field, object);
+    if (value == NULL) return 0;
+    int overflow = 0;
+    long long number = PyLong_Check(value) ? PyLong_AsLongLongAndOverflow(value, &overflow) : 0;
+    int ok = PyLong_Check(value) && !overflow && !(number == -1 && PyErr_Occurred());
+    if (!ok && PyErr_Occurred()) PyErr_Clear();
+    Py_DECREF(value);
+    if (ok) *out = number;
+    return ok;
+}
+
+static PyObject *last_item(PyObject *list) {
+    if (list == NULL || !PyList_Check(list) || PyList_GET_SIZE(list) == 0) return NULL;
+    return Py_NewRef(PyList_GET_ITEM(list, PyList_GET_SIZE(list) - 1));
+}
+
+static int64_t now_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* PUT_OK for one record: an object of PutResult's type made without __init__ (a
+ * dataclass that only assigns its fields), its fields set as __init__ would */
+static PyObject *put_result(PyObject *type, PyObject *ok, int64_t phys, int64_t queue_offset,
+                            int64_t store_time, PyObject *store_host, int64_t flush_to) {
+    Field *fields[] = {&f_status,          &f_commit_log_offset, &f_queue_offset,
+                       &f_commit_log_offsets, &f_store_timestamp, &f_remark,
+                       &f_store_host,      &f_flush_to};
+    PyObject *offset = PyLong_FromLongLong(phys);
+    PyObject *offsets = offset ? PyList_New(1) : NULL;
+    if (offsets) PyList_SET_ITEM(offsets, 0, Py_NewRef(offset));
+    PyObject *values[] = {Py_NewRef(ok),
+                          offset,
+                          PyLong_FromLongLong(queue_offset),
+                          offsets,
+                          PyLong_FromLongLong(store_time),
+                          PyUnicode_FromStringAndSize(NULL, 0),
+                          Py_NewRef(store_host),
+                          PyLong_FromLongLong(flush_to)};
+    const int count = (int)(sizeof(values) / sizeof(values[0]));
+    PyTypeObject *result_type = (PyTypeObject *)type;
+    PyObject *result = result_type->tp_alloc(result_type, 0);
+    int i = 0;
+    for (; result != NULL && i < count; i++) {
+        if (set_field(fields[i], result, values[i]) != 0) { /* steals values[i] */
+            Py_CLEAR(result);
+            i++;
+            break;
+        }
+    }
+    for (; i < count; i++) Py_XDECREF(values[i]); /* those not given to the result */
+    return result;
+}
+
+PyDoc_STRVAR(append_one_doc,
+"append_one(store, message, state)\n"
+"--\n\n"
+"``MmapStore.append(message)`` for the usual put, whole: the store's checks, the\n"
+"kernel's writing and the bookkeeping after it (write positions, queue offset, index\n"
+"room, clock, put count); then, when due, the writer's pre-touch, the index top-up and\n"
+"the other dispatchers, through the store's Python methods. ``state`` is (PutResult,\n"
+"PutStatus.PUT_OK, StoreClock, WRITER_TOUCH_STEP, INDEX_LOW_WATER, the store's disk,\n"
+"_queues, commitlog.files, index, policy.waits, _writes_positions, _writes_index,\n"
+"_other_dispatchers).\n\n"
+"Returns the PutResult; or None, with nothing written or taken, when the put is not the\n"
+"usual case: then the store's Python code does it.");
+
+static PyObject *append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != STATE_FIELDS ||
+        !PyType_Check(PyTuple_GET_ITEM(args[2], S_PUT_RESULT))) {
+        PyErr_Format(PyExc_TypeError,
+                     "append_one() takes the store, a message and a state tuple of %d fields",
+                     STATE_FIELDS);
+        return NULL;
+    }
+    PyObject *store = args[0], *message = args[1], *state = args[2];
+    Held held = {.count = 0};
+    PyObject *result = NULL;
+    Run run;
+    int prepared = 0;
+
+    /* the checks _put_compiled and _append_compiled make, in their order */
+    PyObject *refusing = hold(&held, get_field(&f_refusing, PyTuple_GET_ITEM(state, S_DISK)));
+    if (refusing != Py_None) goto not_usual; /* the Python path refuses the put */
+    PyObject *clock = hold(&held, get_field(&f_clock, store));
+    if (clock == NULL) goto not_usual;
+    int64_t store_time;
+    if (Py_TYPE(clock) == (PyTypeObject *)PyTuple_GET_ITEM(state, S_STORE_CLOCK)) {
+        int64_t last;
+        if (!int_field(&f_last, clock, &last)) goto not_usual;
+        store_time = now_ms(); /* StoreClock.next(), whose time.time_ns() this is */
+        if (last > store_time) store_time = last;
+    } else { /* a clock of its own (tests choose the times) */
+        PyObject *next = hold(&held, PyObject_CallMethodNoArgs(clock, s_next));
+        if (next == NULL) goto done;
+        store_time = PyLong_AsLongLong(next);
+        if (store_time == -1 && PyErr_Occurred()) goto done;
+    }
+    PyObject *topic = hold(&held, get_field(&f_topic, message));
+    PyObject *queue_id = hold(&held, get_field(&f_queue_id, message));
+    PyObject *queues = PyTuple_GET_ITEM(state, S_QUEUES);
+    if (topic == NULL || queue_id == NULL || !PyDict_Check(queues))
+        goto not_usual;
+    PyObject *key = hold(&held, PyTuple_Pack(2, topic, queue_id));
+    if (key == NULL) goto done;
+    PyObject *queue = hold(&held, Py_XNewRef(PyDict_GetItemWithError(queues, key)));
+    if (queue == NULL) {
+        PyErr_Clear(); /* an unhashable queue id: the Python path says what is wrong */
+        goto not_usual;
+    }
+    PyObject *logs = hold(&held, get_field(&f_log_list, PyTuple_GET_ITEM(state, S_LOG_FILES)));
+    PyObject *mapped = hold(&held, last_item(logs));
+    if (mapped == NULL) goto not_usual;
+    int64_t queue_offset, wrote, file_start;
+    if (!int_field(&f_next_offset, queue, &queue_offset) ||
+        !int_field(&f_wrote, mapped, &wrote) || !int_field(&f_start, mapped, &file_start))
+        goto not_usual;
+    PyObject *log_buffer = hold(&held, get_field(&f_buffer, mapped));
+    if (log_buffer == NULL || log_buffer == Py_None) goto not_usual;
+    PyObject *entries = NULL, *entries_buffer = Py_None;
+    int64_t entry_position = 0;
+    PyObject *writes_positions = PyTuple_GET_ITEM(state, S_WRITES_POSITIONS);
+    if (writes_positions == Py_True) {
+        PyObject *queue_files = hold(&held, get_field(&f_queue_files, queue));
+        PyObject *files = queue_files ? hold(&held, get_field(&f_queue_list, queue_files)) : NULL;
+        entries = hold(&held, last_item(files));
+        int64_t entries_start, allocated;
+        if (entries == NULL || !int_field(&f_start, entries, &entries_start) ||
+            !int_field(&f_wrote, entries, &entry_position) ||
+            !int_field(&f_allocated, entries, &allocated) ||
+            entries_start + entry_position != queue_offset * CQ_ENTRY)
+            goto not_usual;
+        entries_buffer = hold(&held, get_field(&f_buffer, entries));
+        /* unmapped while idle, or disk blocks due: the batch path maps or allocates */
+        if (entries_buffer == NULL || entries_buffer == Py_None ||
+            entry_position + CQ_ENTRY > allocated)
+            goto not_usual;
+    } else if (writes_positions != Py_False) {
+        goto not_usual;
+    }
+    PyObject *index_file = NULL, *index_view = Py_None;
+    PyObject *writes_index = PyTuple_GET_ITEM(state, S_WRITES_INDEX);
+    if (writes_index == Py_True) {
+        PyObject *files = hold(&held, get_field(&f_index_list, PyTuple_GET_ITEM(state, S_INDEX)));
+        index_file = hold(&held, last_item(files));
+        if (index_file == NULL) goto not_usual;
+        index_view = hold(&held, get_field(&f_allocated_view, index_file));
+        if (index_view == NULL) goto not_usual;
+    } else if (writes_index != Py_False) {
+        goto not_usual;
+    }
+    PyObject *context = hold(&held, get_field(&f_append_context, queue));
+    if (context == NULL) goto not_usual;
+    if (context == Py_None) { /* made once per queue, by the store */
+        context = hold(&held, PyObject_CallMethodOneArg(store, s_append_context, queue));
+        if (context == NULL) goto done;
+    }
+    int ready = run_prepare(&run, context, NULL, message, 1, queue_offset, log_buffer,
+                            (Py_ssize_t)wrote, file_start, store_time, entries_buffer,
+                            (Py_ssize_t)entry_position, index_view);
+    prepared = 1;
+    if (ready <= 0) {
+        if (ready == 0) goto not_usual;
+        goto done;
+    }
+
+    /* everything the bookkeeping sets, made before the first write */
+    int64_t phys = file_start + wrote, position = wrote + run.total, end = file_start + position;
+    int64_t flush_to = -1;
+    int policy_waits = PyObject_IsTrue(PyTuple_GET_ITEM(state, S_WAITS));
+    if (policy_waits < 0) goto done;
+    const Message *taken = &run.taken[0];
+    if (policy_waits && !(taken->wait && taken->wait_length == 5 &&
+                          memcmp(taken->wait, "false", 5) == 0))
+        flush_to = end;
+    int64_t puts, room = 0;
+    if (!int_field(&f_puts, store, &puts)) goto not_usual;
+    if (run.keys_total && !int_field(&f_room, index_file, &room)) goto not_usual;
+    result = put_result(PyTuple_GET_ITEM(state, S_PUT_RESULT),
+                        PyTuple_GET_ITEM(state, S_PUT_OK), phys, queue_offset, store_time,
+                        run.store_host, flush_to);
+    PyObject *new_wrote = hold(&held, PyLong_FromLongLong(position));
+    PyObject *new_next = hold(&held, PyLong_FromLongLong(queue_offset + 1));
+    PyObject *new_entries = hold(&held, PyLong_FromLongLong(entry_position + CQ_ENTRY));
+    PyObject *new_last = hold(&held, PyLong_FromLongLong(store_time));
+    PyObject *new_puts = hold(&held, PyLong_FromLongLong(puts + 1));
+    PyObject *new_room = hold(&held, PyLong_FromLongLong(room - run.keys_total));
+    if (result == NULL || new_wrote == NULL || new_next == NULL || new_entries == NULL ||
+        new_last == NULL || new_puts == NULL || new_room == NULL)
+        goto failed;
+
+    run_write(&run);
+    /* _append_compiled's and _put_compiled's bookkeeping */
+    if (set_field(&f_wrote, mapped, Py_NewRef(new_wrote)) ||
+        set_field(&f_next_offset, queue, Py_NewRef(new_next)) ||
+        (entries && (set_field(&f_used, entries, Py_NewRef(Py_True)) ||
+                     set_field(&f_wrote, entries, Py_NewRef(new_entries)))) ||
+        (run.keys_total && (set_field(&f_dirty, index_file, Py_NewRef(Py_True)) ||
+                            set_field(&f_room, index_file, Py_NewRef(new_room)))) ||
+        set_field(&f_last, clock, Py_NewRef(new_last)) ||
+        set_field(&f_puts, store, Py_NewRef(new_puts)))
+        goto failed;
+    Py_ssize_t size = run.total, keys_total = run.keys_total;
+    run_release(&run); /* the views first: a top-up replaces the index file's view */
+    prepared = 0;
+
+    /* then what is due now and then, in Python */
+    int64_t touched;
+    if (int_field(&f_touched, mapped, &touched) && position > touched) {
+        /* the background pre-touch fell behind */
+        PyObject *done_touch = PyObject_CallMethodOneArg(
+            mapped, s_pre_touch, PyTuple_GET_ITEM(state, S_TOUCH_STEP));
+        if (done_touch == NULL) goto failed;
+        Py_DECREF(done_touch);
+    }
+    if (keys_total) {
+        int64_t low_water = PyLong_AsLongLong(PyTuple_GET_ITEM(state, S_INDEX_LOW_WATER));
+        if (low_water == -1 && PyErr_Occurred()) goto failed;
+        if (room - keys_total < low_water) {
+            PyObject *done_top_up = PyObject_CallMethodNoArgs(index_file, s_top_up);
+            if (done_top_up == NULL) goto failed;
+            Py_DECREF(done_top_up);
+        }
+    }
+    PyObject *others = PyTuple_GET_ITEM(state, S_OTHERS);
+    if (PyList_Check(others)) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(others); i++) {
+            PyObject *pair = PyList_GET_ITEM(others, i);
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
+            PyObject *wants = PyTuple_GET_ITEM(pair, 1);
+            int wanted = 1;
+            if (wants != Py_None) {
+                PyObject *call[2] = {topic, queue_id};
+                PyObject *answer = PyObject_Vectorcall(wants, call, 2, NULL);
+                wanted = answer ? PyObject_IsTrue(answer) : -1;
+                Py_XDECREF(answer);
+                if (wanted < 0) goto failed;
+            }
+            if (wanted) { /* every dispatcher that wants it hears of it there */
+                PyObject *told = PyObject_CallMethod(store, "_dispatch_one", "OLnLL", message,
+                                                     (long long)phys, size,
+                                                     (long long)store_time,
+                                                     (long long)queue_offset);
+                if (told == NULL) goto failed;
+                Py_DECREF(told);
+                break;
+            }
+        }
+    }
     goto done;
 
+failed:
+    Py_CLEAR(result);
+    goto done;
 not_usual:
     result = Py_NewRef(Py_None);
 done:
-    PyMem_Free(hashes);
-    PyMem_Free(slot_ats);
-    if (taken) release(taken, count);
-    PyBuffer_Release(&commit_log);
-    release_view(&consume_queue);
-    release_view(&index_view);
+    if (prepared) run_release(&run);
+    let_go(&held);
     return result;
 }
 
@@ -795,6 +1250,7 @@ static PyObject *crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs
 
 static PyMethodDef methods[] = {
     {"append", (PyCFunction)(void (*)(void))append, METH_FASTCALL, append_doc},
+    {"append_one", (PyCFunction)(void (*)(void))append_one, METH_FASTCALL, append_one_doc},
     {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
     {"dispatch_request", (PyCFunction)(void (*)(void))dispatch_request, METH_FASTCALL,
      dispatch_request_doc},
@@ -813,22 +1269,18 @@ PyMODINIT_FUNC PyInit__append(void) {
     __builtin_cpu_init();
     carryless = __builtin_cpu_supports("pclmul");
 #endif
-#define INTERN(name) if ((s_##name = PyUnicode_InternFromString(#name)) == NULL) return NULL
-    INTERN(topic);
-    INTERN(queue_id);
-    INTERN(body);
-    INTERN(properties);
-    INTERN(flag);
-    INTERN(sys_flag);
-    INTERN(born_timestamp);
-    INTERN(born_host);
-    INTERN(reconsume_times);
-    INTERN(prepared_transaction_offset);
-    INTERN(tags_code);
+    for (size_t i = 0; i < sizeof(all_fields) / sizeof(all_fields[0]); i++)
+        if ((all_fields[i]->name = PyUnicode_InternFromString(all_fields[i]->text)) == NULL)
+            return NULL;
+#define INTERN(name, text) if ((s_##name = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(append_context, "_append_context");
+    INTERN(pre_touch, "pre_touch");
+    INTERN(top_up, "top_up");
+    INTERN(next, "next");
 #undef INTERN
     PyObject *module = PyModule_Create(&module_definition);
-    /* the calling convention of append(): the store uses a build only if it matches */
-    if (module != NULL && PyModule_AddIntConstant(module, "INTERFACE", 2) != 0) {
+    /* the calling conventions of append() and append_one(): a build is used only if they match */
+    if (module != NULL && PyModule_AddIntConstant(module, "INTERFACE", 3) != 0) {
         Py_DECREF(module);
         return NULL;
     }

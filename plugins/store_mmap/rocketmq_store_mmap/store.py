@@ -75,20 +75,35 @@ from .replication import ReplicaWriter
 
 log = logging.getLogger("rocketmq.store.mmap")
 
-KERNEL_INTERFACE = 2  # the append() calling convention this module speaks
+KERNEL_INTERFACE = 3  # the calling conventions of append() and append_one() spoken here
+# append_one fills a PutResult made without __init__: these fields, all of them
+_PUT_RESULT_FIELDS = (
+    "status",
+    "commit_log_offset",
+    "queue_offset",
+    "commit_log_offsets",
+    "store_timestamp",
+    "remark",
+    "store_host",
+    "flush_to",
+)
 try:  # the compiled append (setup.py builds it when a C compiler is there)
     from . import _append
 except ImportError:
-    append_kernel = None
+    append_kernel = append_one_kernel = None
 else:
     append_kernel = _append.append
+    # a single put whole (the checks before and the bookkeeping after the kernel's writes)
+    append_one_kernel = getattr(_append, "append_one", None)  # None in a build before it
     if getattr(_append, "INTERFACE", 1) != KERNEL_INTERFACE:
         log.warning(
             "%s is an older build of the compiled append: every put takes the Python"
             " path until it is rebuilt (pip install -e plugins/store_mmap)",
             _append.__file__,
         )
-        append_kernel = None
+        append_kernel = append_one_kernel = None
+    elif PutResult.__slots__ != _PUT_RESULT_FIELDS:  # changed in core: not filled in C
+        append_one_kernel = None
 
 SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 bytes in Java)
 LOGICS_FLUSH_INTERVAL = 1.0  # flushIntervalConsumeQueue
@@ -141,6 +156,10 @@ class MmapStore:
         self._puts = 0
         # writes the usual puts; None: every put takes the Python path (the reference)
         self.kernel = append_kernel
+        # while open, a usual single put whole; None: append() takes _put_compiled (with
+        # ``kernel``) or the Python path. Set at open, when ``kernel`` is the compiled one.
+        self._append_one: Callable[..., PutResult | None] | None = None
+        self._append_one_state = self._state_for_append_one()
         self.recovered_after_crash = False
         self.replayed = 0
 
@@ -182,6 +201,8 @@ class MmapStore:
         pre_toucher.start()
         lifetime.push_async_callback(_in_worker, pre_toucher.stop)
         self._opened = True
+        if self.kernel is append_kernel:  # not switched off (tests compare the paths)
+            self._append_one = append_one_kernel
 
     def _open_files(self, lifetime: AsyncExitStack) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -324,6 +345,7 @@ class MmapStore:
             self._closed = True
             return
         self._closed = True
+        self._append_one = None
         await self._lifetime.aclose()
 
     def _write_clean_stop(self) -> None:
@@ -374,6 +396,26 @@ class MmapStore:
             self._writes_index = True
         else:
             self._other_dispatchers.append((dispatcher, getattr(dispatcher, "wants", None)))
+        self._append_one_state = self._state_for_append_one()
+
+    def _state_for_append_one(self) -> tuple:
+        """What append_one reads of the store that stays the same while it is open (the
+        flags change only here), and the constants it needs; _append.c names each."""
+        return (
+            PutResult,
+            PutStatus.PUT_OK,
+            StoreClock,
+            WRITER_TOUCH_STEP,
+            INDEX_LOW_WATER,
+            self.disk,
+            self._queues,
+            self.commitlog.files,
+            self.index,
+            self.policy.waits,
+            self._writes_positions,
+            self._writes_index,
+            self._other_dispatchers,
+        )
 
     def _others_want(self, topic: str, queue_id: int) -> bool:
         """Whether another dispatcher hears of a record of this queue: building the
@@ -437,6 +479,11 @@ class MmapStore:
         return await self._flusher.settle(result)
 
     def append(self, message: MessageToStore) -> PutResult:
+        append_one = self._append_one  # set only while open
+        if append_one is not None:
+            written = append_one(self, message, self._append_one_state)
+            if written is not None:
+                return written
         self._check_open()
         usual = self._put_compiled([message])
         if usual is not None:
@@ -646,6 +693,15 @@ class MmapStore:
                 message, phys, size, store_time, queue_offset, sys_flag, fields
             )
         return phys, size, queue_offset
+
+    def _dispatch_one(
+        self, message: MessageToStore, phys: int, size: int, store_time: int, queue_offset: int
+    ) -> None:
+        """A record the compiled single put wrote, told to the other dispatchers that want it."""
+        fields = raw_dispatch_fields(message)
+        self._dispatch_to_others(
+            message, phys, size, store_time, queue_offset, message.sys_flag, fields
+        )
 
     def _index_room(self, topic: str, keys: bytes | None, uniq_key: bytes | None) -> list[int]:
         """The key hashes of a record about to be written, with room for them made in the

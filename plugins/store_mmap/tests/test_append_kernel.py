@@ -9,6 +9,7 @@ a given tags code, odd properties and refusals.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import zlib
 from pathlib import Path
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from rocketmq_store_mmap import store as mmap_store
 
 from rocketmq_core.protocol.message import TRANSACTION_COMMIT, TRANSACTION_PREPARED, pack_host
-from rocketmq_core.store.api import MessageToStore, StoreConfig
+from rocketmq_core.store.api import DispatchRequest, MessageToStore, StoreConfig
 from rocketmq_core.store.loader import create_store
 from rocketmq_core.store.rules import StoreClock
 from tests.missing import missing
@@ -202,7 +203,7 @@ def test_the_kernel_writes_what_the_python_path_writes(tmp_path_factory, script)
 
 def test_usual_puts_go_through_the_kernel(tmp_path):
     """The figures of benchmarks/store_append.py depend on it: after a queue's first
-    put, a usual put or batch takes the kernel, not the Python path."""
+    put, a usual put takes append_one and a usual batch the kernel, not the Python path."""
     kernel()
 
     async def main() -> None:
@@ -214,14 +215,20 @@ def test_usual_puts_go_through_the_kernel(tmp_path):
             calls.append(len(args[1]))  # (queue, messages, ...)
             return mmap_store.append_kernel(*args)
 
+        def counted_one(*args):
+            written = mmap_store.append_one_kernel(*args)
+            calls.append("one" if written is not None else "not usual")
+            return written
+
         store.kernel = counted
+        store._append_one = counted_one
         message = MessageToStore("Orders", 0, b"body", b"TAGS\x01A\x02KEYS\x01k1 k2")
         try:
             await store.put(message)  # the queue's first put: its files are made
             calls.clear()
             assert (await store.put(message)).ok
             assert (await store.put_batch([message] * 3)).ok
-            assert calls == [1, 3]
+            assert calls == ["one", 3]
             found = await store.get("Orders", 0, 0, 10)
             assert len(found.records) == 5
             keyed = await store.query_by_key("Orders", "k2", 10, 0, 2**62)
@@ -243,18 +250,18 @@ def test_a_live_max_message_size_reaches_the_kernel(tmp_path):
         calls = []
 
         def counted(*args):
-            written = mmap_store.append_kernel(*args)
+            written = mmap_store.append_one_kernel(*args)
             calls.append(written is not None)
             return written
 
-        store.kernel = counted
+        store._append_one = counted
         try:
             assert (await store.put(MessageToStore("Live", 0, b"x" * 100, KEYED))).ok  # cached
             store.config.max_message_size = 8000
             store.live_config_changed()
             calls.clear()
             assert (await store.put(MessageToStore("Live", 0, b"x" * 6000, KEYED))).ok
-            assert calls == [True]  # the kernel took it, no fall back to the Python path
+            assert calls == [True]  # append_one took it, no fall back to the Python path
             store.config.max_message_size = 50
             store.live_config_changed()
             refused = await store.put(MessageToStore("Live", 0, b"x" * 100))
@@ -263,3 +270,84 @@ def test_a_live_max_message_size_reaches_the_kernel(tmp_path):
             await store.close()
 
     anyio.run(main)
+
+
+class HeldPull:
+    """Another dispatcher, as a held pull is: it wants one queue's records only."""
+
+    def __init__(self) -> None:
+        self.heard: list[DispatchRequest] = []
+
+    def wants(self, topic: str, queue_id: int) -> bool:
+        return queue_id == 1
+
+    def __call__(self, request: DispatchRequest) -> None:
+        self.heard.append(request)
+
+
+def single_puts(root: Path, compiled: bool) -> tuple[list, list, int]:
+    """Single puts, as the send path makes them (``append``, flush ``sync``): the
+    answers, what the other dispatcher heard, and how many append_one wrote."""
+    messages = [
+        MessageToStore(
+            "Orders" if number % 7 else "Other",
+            number % 3,
+            bytes([number % 251]) * (number * 37 % 900),
+            (
+                f"TAGS\x01Tag{number % 4}\x02KEYS\x01order-{number} k{number % 5}"
+                f"\x02UNIQ_KEY\x01{number:032X}"
+                + ("\x02WAIT\x01false" if number % 4 == 0 else "\x02WAIT\x01true")
+            ).encode(),
+            born_host=V4_HOST,
+        )
+        for number in range(400)
+    ]
+
+    async def main() -> tuple[list, list, int]:
+        store = create_store("mmap", dataclasses.replace(config(root), flush="sync"))
+        if not compiled:
+            store.kernel = None
+        # a last store time ahead of the wall clock: the compiled StoreClock.next() and
+        # the Python one both give it, so that the two runs stamp the same times
+        store.clock = StoreClock(last=4_000_000_000_000)
+        pull = HeldPull()
+        store.add_dispatcher(pull)
+        await store.open()
+        written = 0
+        one = store._append_one
+
+        def counted(*args):
+            nonlocal written
+            answer = one(*args)
+            written += answer is not None
+            return answer
+
+        if one is not None:
+            store._append_one = counted
+        try:
+            answers = [store.append(message) for message in messages]
+            answers.append(store.stats()["puts"])
+        finally:
+            await store.close()
+        return answers, pull.heard, written
+
+    return anyio.run(main)
+
+
+def test_single_puts_by_append_one_are_the_python_paths(tmp_path):
+    """append_one (a whole single put in C) against the Python path: the same files, the
+    same answers (flush_to by the WAIT property), the same records told to a dispatcher
+    that wants some queues; it takes most puts, the rest (files to make or roll) fall
+    back."""
+    kernel()
+    compiled_answers, compiled_heard, written = single_puts(tmp_path / "compiled", True)
+    python_answers, python_heard, _ = single_puts(tmp_path / "python", False)
+    assert written > 200  # of 400: small files, which roll often
+    assert compiled_answers == python_answers
+    assert compiled_heard == python_heard and len(python_heard) > 100
+    assert any(answer.flush_to == -1 for answer in python_answers[:-1])
+    assert any(answer.flush_to > 0 for answer in python_answers[:-1])
+    compiled, python = contents(tmp_path / "compiled"), contents(tmp_path / "python")
+    assert compiled.keys() == python.keys()
+    for name in compiled:
+        assert compiled[name] == python[name], name
