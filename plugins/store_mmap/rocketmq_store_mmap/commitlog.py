@@ -274,12 +274,13 @@ class CommitLog:
     # --- durability and retention ----------------------------------------------------------
 
     def sync(self, upto: int) -> None:
-        """Blocking: fdatasync every file holding bytes below ``upto`` not yet flushed."""
+        """Blocking: make durable the written bytes below ``upto`` not yet flushed, file by
+        file, the written range alone (the pages pre-touched ahead stay as they are)."""
         for mapped in list(self.files.files):
             if mapped.start >= upto:
                 break
             if mapped.flushed < mapped.wrote:
-                mapped.sync()
+                mapped.sync_written()
 
     def close(self) -> None:
         self.files.close()

@@ -35,6 +35,11 @@ _madvise.restype = ctypes.c_int
 _syncfs = _libc.syncfs
 _syncfs.argtypes = (ctypes.c_int,)
 _syncfs.restype = ctypes.c_int
+# msync through ctypes too: the mmap module's flush holds the GIL while the disk works
+_msync = _libc.msync
+_msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_msync.restype = ctypes.c_int
+MS_SYNC = 4  # Linux's value
 
 # dirty files above which one syncfs(2) of the whole file system replaces one fdatasync
 # per file. Measured on our VM: an fdatasync of a queue file (open, sync, close) costs
@@ -270,6 +275,24 @@ class MappedFile:
             os.fdatasync(fd)
         finally:
             os.close(fd)
+        self.flushed = max(self.flushed, target)
+
+    def sync_written(self) -> None:
+        """Make written bytes durable, and no others: msync(MS_SYNC) of the range written
+        since the last flush (the kernel syncs that range of the file, as fdatasync does
+        the whole). Blocking, GIL released. A whole-file fdatasync would also write back
+        the pages pre-touched ahead of the writer, zeros, and leave them write-protected,
+        so that the writer faults on every one of them again (~2 us of a put's CPU at
+        20k puts/s). An unmapped file, or an msync that fails, takes ``sync``."""
+        target = self.wrote  # the writer may go on while this runs in a worker thread
+        address = self.address
+        if not address:
+            self.sync()
+            return
+        start = self.flushed & ~(mmap.PAGESIZE - 1)
+        if _msync(address + start, target - start, MS_SYNC) != 0:
+            self.sync()  # unmapped meanwhile (a close): the file's own fdatasync
+            return
         self.flushed = max(self.flushed, target)
 
     def pre_touch(self, length: int) -> None:
