@@ -41,6 +41,9 @@ _LONG = struct.Struct(">q")
 # the writer's own pre-touch when the background one fell behind: small, since the
 # event loop waits meanwhile (~0.3 ms here)
 WRITER_TOUCH_STEP = 256 << 10
+# a flush lets go of the pages further behind it than this (MADV_DONTNEED): consumers at
+# the tail read mapped pages, the process's RSS stays near this plus the pre-touched part
+RESIDENT_BEHIND = 32 << 20
 _HOST_V6_FLAGS = BORNHOST_V6 | STOREHOST_V6
 _V1_V4_OVERHEAD = record_size(0, 0, 0, False, False)  # a V1 record with IPv4 hosts
 
@@ -275,12 +278,16 @@ class CommitLog:
 
     def sync(self, upto: int) -> None:
         """Blocking: make durable the written bytes below ``upto`` not yet flushed, file by
-        file, the written range alone (the pages pre-touched ahead stay as they are)."""
+        file, the written range alone (the pages pre-touched ahead stay as they are); then
+        let go of the pages more than RESIDENT_BEHIND behind it."""
+        keep_from = upto - RESIDENT_BEHIND
         for mapped in list(self.files.files):
             if mapped.start >= upto:
                 break
             if mapped.flushed < mapped.wrote:
                 mapped.sync_written()
+            if mapped.start < keep_from:
+                mapped.release_before(keep_from - mapped.start)
 
     def close(self) -> None:
         self.files.close()

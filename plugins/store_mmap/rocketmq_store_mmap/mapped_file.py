@@ -25,6 +25,7 @@ log = logging.getLogger("rocketmq.store.mmap")
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14+: fault pages in writable, without I/O
 MADV_NORMAL, MADV_RANDOM = 0, 1  # Linux's values (the mmap module has them on Linux only)
+MADV_DONTNEED = 4
 
 # libc's madvise through ctypes releases the GIL, so a worker thread can pre-touch
 # pages on the other core while the event loop goes on (mmap.madvise holds the GIL)
@@ -106,6 +107,7 @@ class MappedFile:
         "mapping",
         "path",
         "read_ahead_from",
+        "released",
         "size",
         "start",
         "touched",
@@ -135,6 +137,7 @@ class MappedFile:
         self.wrote = 0
         self.flushed = 0
         self.touched = 0
+        self.released = 0  # bytes from the start whose pages this process let go of
         self.used = False
         # bytes from the start known to have disk blocks (``allocate``); 0: not known
         self.allocated = size if reserve else 0
@@ -294,6 +297,19 @@ class MappedFile:
             self.sync()  # unmapped meanwhile (a close): the file's own fdatasync
             return
         self.flushed = max(self.flushed, target)
+
+    def release_before(self, position: int) -> None:
+        """Let go of this process's mapping of the flushed pages before ``position``
+        (MADV_DONTNEED): the page cache keeps them and a read maps them again, but the
+        process's resident memory follows the recent part of the log instead of all it
+        wrote, and the kernel may reclaim them as any unmapped clean cache. Only flushed
+        bytes, so nothing written waits on them. Blocking (GIL released)."""
+        end = min(position, self.flushed) & ~(mmap.PAGESIZE - 1)
+        address = self.address
+        if not address or end <= self.released:
+            return
+        if _madvise(address + self.released, end - self.released, MADV_DONTNEED) == 0:
+            self.released = end
 
     def pre_touch(self, length: int) -> None:
         """Fault in the next ``length`` bytes ahead of the writer (a first touch costs
