@@ -154,7 +154,8 @@ class MmapStore:
         self.disk = DiskGuard(config, root)
         self.clock = StoreClock()
         self._puts = 0
-        # writes the usual puts; None: every put takes the Python path (the reference)
+        # writes the usual puts; None, set before open: every put takes the Python path
+        # (the reference; append_one is chosen at open, from this)
         self.kernel = append_kernel
         # while open, a usual single put whole; None: append() takes _put_compiled (with
         # ``kernel``) or the Python path. Set at open, when ``kernel`` is the compiled one.
