@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import math
 from collections import deque
 from collections.abc import Callable
+
+log = logging.getLogger("rocketmq.broker.ha")
 
 # waiters that timed out stay in the heap until an ack passes them; rebuild once they dominate
 _REBUILD_AT_LEAST = 64
@@ -49,7 +52,7 @@ class ReplicaProgress:
             if wake is None:
                 self._expired -= 1
             else:
-                wake(True)
+                _call(wake, True)
         self._drop_woken()
 
     def wait(self, end: int, wake: Callable[[bool], None], deadline: float = math.inf) -> None:
@@ -72,7 +75,7 @@ class ReplicaProgress:
             wake, entry[_WAKE] = entry[_WAKE], None
             if wake is not None:
                 self._expired += 1
-                wake(False)
+                _call(wake, False)
         self._drop_woken()
         if self._expired > _REBUILD_AT_LEAST and self._expired * 2 > len(self._waiting):
             self._waiting = [kept for kept in self._waiting if kept[_WAKE] is not None]
@@ -89,3 +92,12 @@ class ReplicaProgress:
     def waiting(self) -> int:
         """Sends waiting for an ack."""
         return len(self._waiting) - self._expired
+
+
+def _call(wake: Callable[[bool], None], acked: bool) -> None:
+    """One waiter's wake: a failing one is logged, the others are still woken (an ack or
+    the timer must never stop part-way)."""
+    try:
+        wake(acked)
+    except Exception:
+        log.exception("a send waiting for a slave could not be answered")

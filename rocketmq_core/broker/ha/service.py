@@ -12,6 +12,7 @@ send that also waits for a flush and the broker's own puts through ``wait_replic
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
@@ -174,12 +175,16 @@ class HAService:
         """The one timer of the sends waiting for a slave: FLUSH_SLAVE_TIMEOUT to each
         past its deadline, looking at most every EXPIRY_GAP seconds."""
         progress = self.progress
-        while True:
-            deadline = progress.next_deadline()
-            if deadline is None:
-                self._waits_begun = anyio.Event()
-                await self._waits_begun.wait()
-                continue
-            # the head may be acked meanwhile: then this wake finds a later deadline
-            await anyio.sleep(max(deadline - time.monotonic(), EXPIRY_GAP))
-            progress.expire(time.monotonic())
+        try:
+            while True:
+                deadline = progress.next_deadline()
+                if deadline is None:
+                    self._waits_begun = anyio.Event()
+                    await self._waits_begun.wait()
+                    continue
+                # the head may be acked meanwhile: then this wake finds a later deadline
+                await anyio.sleep(max(deadline - time.monotonic(), EXPIRY_GAP))
+                progress.expire(time.monotonic())
+        finally:
+            # no wait outlives its timer (the HA service stopping): each gets its timeout
+            progress.expire(math.inf)
