@@ -96,6 +96,8 @@ class PluginHost:
         self.manager.add_hookspecs(hookspecs)
         self.plugins: list[PluginInfo] = []
         self.registry = Registry()
+        # CLI commands whose deferred module failed to load, by name: their plugin
+        self._unmade_commands: dict[str, PluginInfo] = {}
 
     @property
     def hook(self) -> Any:
@@ -186,6 +188,33 @@ class PluginHost:
                 except Exception as exc:
                     info.status = "failed"
                     info.error = _describe(exc, info.distribution)
+
+    def load_commands(self, names: Iterable[str] | None = None) -> None:
+        """Make the CLI commands ``names`` (every one when None): plugins register them
+        deferred, so that a run loads one command's module, not all. A command whose module
+        fails to load fails its plugin, as a failure to register would."""
+        commands = self.registry.cli_commands
+        wanted = commands.names() if names is None else [n for n in names if n in commands]
+        for name in wanted:
+            info = self.command_plugin(name)
+            if info is None or info.status != "loaded":
+                continue
+            try:
+                commands.get(name)
+            except Exception as exc:
+                # the registry wraps an ImportError in a PluginError: describe the cause
+                cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+                info.status = "failed"
+                info.error = _describe(cause, info.distribution)
+                # listed as if its commands had failed to register (none of them is offered)
+                for unmade in info.registered.pop(commands.kind):
+                    self._unmade_commands[unmade] = info
+
+    def command_plugin(self, name: str) -> PluginInfo | None:
+        """The plugin that registered the CLI command ``name``."""
+        kind = self.registry.cli_commands.kind
+        found = (p for p in self.plugins if name in p.registered.get(kind, ()))
+        return next(found, None) or self._unmade_commands.get(name)
 
 
 def _bound_register(collection: Any, info: PluginInfo) -> Any:

@@ -18,14 +18,12 @@ from collections.abc import Awaitable, Callable, Collection
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
-from ..acl.rules import acl_home
-from ..acl.service import AclService
 from ..data_paths import check_writable_directory, check_writable_file, data_path_error
 from ..errors import ConfigError, RemotingError, RequestRefused
 from ..limits import raise_open_files_limit
@@ -61,6 +59,9 @@ from .pull_rates import PullRates
 from .put_hooks import PutHooks
 from .stats import BrokerStats, sample_periodically
 from .topics import TopicConfigManager
+
+if TYPE_CHECKING:
+    from ..acl.service import AclService
 
 log = logging.getLogger("rocketmq.broker")
 T = TypeVar("T")  # what a plugin factory builds for a broker
@@ -262,6 +263,10 @@ class Broker:
         if not self.config.acl_enable:
             self.acl = None
             return ()
+        # the ACL service (and the YAML behind its rules) loads only when aclEnable asks
+        from ..acl.rules import acl_home
+        from ..acl.service import AclService
+
         self.acl = AclService.for_broker(
             acl_home(self.config.rocketmq_home), self.config.acl_file_watch_interval / 1000
         )

@@ -5,7 +5,7 @@ registers, so loading the plugin costs a process that is no broker nothing."""
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..registry import bound_to_app
+from ..registry import Deferred, bound_to_app
 
 
 @hookimpl
@@ -37,9 +37,18 @@ def rocketmq_register_broker_services(register):
     register("pop", PopService)
 
 
+def startup_command(class_name: str) -> Deferred:
+    """A command of broker/startup.py, made when the CLI asks for it."""
+
+    def make():
+        from ..broker import startup
+
+        return getattr(startup, class_name)()
+
+    return Deferred(make)
+
+
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from ..broker.startup import BrokerCommand, StandaloneCommand
-
-    register("broker", BrokerCommand())
-    register("standalone", StandaloneCommand())
+    register("broker", startup_command("BrokerCommand"))
+    register("standalone", startup_command("StandaloneCommand"))

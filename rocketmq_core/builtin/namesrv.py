@@ -4,7 +4,7 @@ only; each imports what it registers)."""
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..registry import bound_to_app
+from ..registry import Deferred, bound_to_app
 
 
 @hookimpl
@@ -15,8 +15,12 @@ def rocketmq_register_processors(register):
         register(code, bound_to_app(function), server="namesrv")
 
 
-@hookimpl
-def rocketmq_register_cli_commands(register):
+def namesrv_command():
     from ..namesrv.startup import NamesrvCommand
 
-    register("namesrv", NamesrvCommand())
+    return NamesrvCommand()
+
+
+@hookimpl
+def rocketmq_register_cli_commands(register):
+    register("namesrv", Deferred(namesrv_command))  # made when `rocketmq namesrv` is asked for

@@ -1,23 +1,40 @@
 """The built-in admin commands of ``rocketmq`` (consume, topic, cluster, group, message,
-offset, send, broker-config, kv, acl); each lives in its own module of this package and is
-imported when registered."""
+offset, send, broker-config, kv, acl); each lives in its own module of this package,
+imported when the command is first asked for (a ``rocketmq standalone`` never loads the
+admin client behind them)."""
 
 from __future__ import annotations
 
+import importlib
+
 from ..hookspecs import hookimpl
+from ..registry import Deferred
+
+# command name: (module of this package, its command class)
+COMMANDS = {
+    "consume": ("consume", "ConsumeCommand"),
+    "topic": ("topic", "TopicCommand"),
+    "cluster": ("cluster", "ClusterCommand"),
+    "group": ("group", "GroupCommand"),
+    "message": ("message", "MessageCommand"),
+    "offset": ("offset", "OffsetCommand"),
+    "send": ("send", "SendCommand"),
+    "broker-config": ("broker_config", "BrokerConfigCommand"),
+    "kv": ("kv", "KvCommand"),
+    "acl": ("acl", "AclCommand"),
+}
+
+
+def deferred_command(module: str, class_name: str) -> Deferred:
+    """The command object, made (its module imported) the first time the CLI asks for it."""
+
+    def make():
+        return getattr(importlib.import_module(f"{__package__}.{module}"), class_name)()
+
+    return Deferred(make)
 
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from . import acl, broker_config, cluster, consume, group, kv, message, offset, send, topic
-
-    register("consume", consume.ConsumeCommand())
-    register("topic", topic.TopicCommand())
-    register("cluster", cluster.ClusterCommand())
-    register("group", group.GroupCommand())
-    register("message", message.MessageCommand())
-    register("offset", offset.OffsetCommand())
-    register("send", send.SendCommand())
-    register("broker-config", broker_config.BrokerConfigCommand())
-    register("kv", kv.KvCommand())
-    register("acl", acl.AclCommand())
+    for name, (module, class_name) in COMMANDS.items():
+        register(name, deferred_command(module, class_name))

@@ -23,6 +23,7 @@ class PluginsCommand:
         if args.plugins_action != "list":
             print("usage: rocketmq plugins list [--json]", file=sys.stderr)
             return 2
+        host.load_commands()  # a command whose module cannot load fails its plugin here
         if args.json:
             document = [plugin.as_dict() for plugin in host.plugins]
             sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")

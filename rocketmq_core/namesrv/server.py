@@ -7,14 +7,12 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import runtime
-from ..acl.rules import acl_home
-from ..acl.service import AclService
 from ..data_paths import check_writable_file, data_path_error
 from ..metrics.exporter import MetricsExporter
 from ..plugins import PluginHost, load_plugins
@@ -24,6 +22,9 @@ from ..remoting.server import RemotingServer
 from .config import NamesrvConfig
 from .kvconfig import KVConfig
 from .routes import RouteTable
+
+if TYPE_CHECKING:
+    from ..acl.service import AclService
 
 log = logging.getLogger("rocketmq.namesrv")
 
@@ -120,6 +121,10 @@ class NameServer:
         if not self.config.acl_enable:
             self.acl = None
             return ()
+        # the ACL service (and the YAML behind its rules) loads only when aclEnable asks
+        from ..acl.rules import acl_home
+        from ..acl.service import AclService
+
         self.acl = AclService.for_namesrv(
             acl_home(self.config.rocketmq_home), self.config.acl_file_watch_interval / 1000
         )

@@ -1,11 +1,17 @@
 """Hook implementations of the dashboard plugin (hooks only, no logic)."""
 
 from rocketmq_core.hookspecs import hookimpl
+from rocketmq_core.registry import Deferred
+
+
+def _command():
+    from .command import DashboardCommand
+
+    return DashboardCommand()
 
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    # Starlette, uvicorn and Jinja2 load when the command runs, not with every `rocketmq`
-    from .command import DashboardCommand
-
-    register("dashboard", DashboardCommand())
+    # made when `rocketmq dashboard` (or the list of commands) is asked for; Starlette,
+    # uvicorn and Jinja2 load only when the command runs
+    register("dashboard", Deferred(_command))

@@ -1,13 +1,18 @@
 """Hook implementations of the proxy_grpc plugin (hooks only, no logic)."""
 
 from rocketmq_core.hookspecs import hookimpl
+from rocketmq_core.registry import Deferred
+
+
+def _command():
+    from .cli import ProxyCommand
+
+    return ProxyCommand()
 
 
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    from .cli import ProxyCommand
-
-    register("proxy", ProxyCommand())
+    register("proxy", Deferred(_command))  # made when `rocketmq proxy` is asked for
 
 
 @hookimpl

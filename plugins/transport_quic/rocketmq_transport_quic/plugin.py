@@ -16,8 +16,12 @@ def rocketmq_register_transports(register):
     register("quic", Deferred(_transport))
 
 
-@hookimpl
-def rocketmq_register_cli_commands(register):
+def _certs_command():
     from .command import CertsCommand
 
-    register("certs", CertsCommand())
+    return CertsCommand()
+
+
+@hookimpl
+def rocketmq_register_cli_commands(register):
+    register("certs", Deferred(_certs_command))  # made when `rocketmq certs` is asked for
