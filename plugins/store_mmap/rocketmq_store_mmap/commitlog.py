@@ -277,15 +277,14 @@ class CommitLog:
     # --- durability and retention ----------------------------------------------------------
 
     def sync(self, upto: int) -> None:
-        """Blocking: make durable the written bytes below ``upto`` not yet flushed, file by
-        file, the written range alone (the pages pre-touched ahead stay as they are); then
+        """Blocking: fdatasync every file holding bytes below ``upto`` not yet flushed; then
         let go of the pages more than RESIDENT_BEHIND behind it."""
         keep_from = upto - RESIDENT_BEHIND
         for mapped in list(self.files.files):
             if mapped.start >= upto:
                 break
             if mapped.flushed < mapped.wrote:
-                mapped.sync_written()
+                mapped.sync()
             if mapped.start < keep_from:
                 mapped.release_before(keep_from - mapped.start)
 

@@ -36,11 +36,6 @@ _madvise.restype = ctypes.c_int
 _syncfs = _libc.syncfs
 _syncfs.argtypes = (ctypes.c_int,)
 _syncfs.restype = ctypes.c_int
-# msync through ctypes too: the mmap module's flush holds the GIL while the disk works
-_msync = _libc.msync
-_msync.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_msync.restype = ctypes.c_int
-MS_SYNC = 4  # Linux's value
 
 # dirty files above which one syncfs(2) of the whole file system replaces one fdatasync
 # per file. Measured on our VM: an fdatasync of a queue file (open, sync, close) costs
@@ -104,6 +99,7 @@ class MappedFile:
         "buffer",
         "flushed",
         "holds_descriptor",
+        "lock",
         "mapping",
         "path",
         "read_ahead_from",
@@ -138,6 +134,9 @@ class MappedFile:
         self.flushed = 0
         self.touched = 0
         self.released = 0  # bytes from the start whose pages this process let go of
+        # held while a worker thread uses ``address`` (release_before) and while the
+        # mapping is let go of: a madvise never reaches memory mapped anew at that address
+        self.lock = threading.Lock()
         self.used = False
         # bytes from the start known to have disk blocks (``allocate``); 0: not known
         self.allocated = size if reserve else 0
@@ -230,9 +229,10 @@ class MappedFile:
 
     def unmap(self) -> None:
         """Let go of the mapping (the budget's call); the file and its bytes stay."""
-        mapping, self.mapping, self.buffer, self.address = self.mapping, None, None, 0
-        if mapping is not None:
-            mapping.close()
+        with self.lock:
+            mapping, self.mapping, self.buffer, self.address = self.mapping, None, None, 0
+            if mapping is not None:
+                mapping.close()
 
     def read(self, position: int, length: int) -> bytes:
         """``length`` bytes from ``position``, through the mapping if there is one, else
@@ -280,36 +280,22 @@ class MappedFile:
             os.close(fd)
         self.flushed = max(self.flushed, target)
 
-    def sync_written(self) -> None:
-        """Make written bytes durable, and no others: msync(MS_SYNC) of the range written
-        since the last flush (the kernel syncs that range of the file, as fdatasync does
-        the whole). Blocking, GIL released. A whole-file fdatasync would also write back
-        the pages pre-touched ahead of the writer, zeros, and leave them write-protected,
-        so that the writer faults on every one of them again (~2 us of a put's CPU at
-        20k puts/s). An unmapped file, or an msync that fails, takes ``sync``."""
-        target = self.wrote  # the writer may go on while this runs in a worker thread
-        address = self.address
-        if not address:
-            self.sync()
-            return
-        start = self.flushed & ~(mmap.PAGESIZE - 1)
-        if _msync(address + start, target - start, MS_SYNC) != 0:
-            self.sync()  # unmapped meanwhile (a close): the file's own fdatasync
-            return
-        self.flushed = max(self.flushed, target)
-
     def release_before(self, position: int) -> None:
         """Let go of this process's mapping of the flushed pages before ``position``
         (MADV_DONTNEED): the page cache keeps them and a read maps them again, but the
         process's resident memory follows the recent part of the log instead of all it
         wrote, and the kernel may reclaim them as any unmapped clean cache. Only flushed
-        bytes, so nothing written waits on them. Blocking (GIL released)."""
+        bytes, so nothing written waits on them. Blocking (GIL released). Pages read
+        again after that stay until the file goes: what a lagging consumer reads back is
+        not let go of a second time."""
         end = min(position, self.flushed) & ~(mmap.PAGESIZE - 1)
-        address = self.address
-        if not address or end <= self.released:
+        if end <= self.released:
             return
-        if _madvise(address + self.released, end - self.released, MADV_DONTNEED) == 0:
-            self.released = end
+        with self.lock:  # the mapping stays while the kernel is told (unmap waits)
+            address, released = self.address, self.released
+            told = address and end > released
+            if told and _madvise(address + released, end - released, MADV_DONTNEED) == 0:
+                self.released = end
 
     def pre_touch(self, length: int) -> None:
         """Fault in the next ``length`` bytes ahead of the writer (a first touch costs
@@ -475,6 +461,7 @@ class MappedFileQueue:
                 map_now=self.budget is None,
             )
             mapped.wrote = mapped.flushed = self.file_size  # until recovery says otherwise
+            mapped.released = self.file_size  # not resident: nothing to let go of
             self.files.append(mapped)
 
     @property
@@ -538,6 +525,8 @@ class MappedFileQueue:
         if kept:
             last = kept[-1]
             last.wrote = last.flushed = max(0, min(last.size, offset - last.start))
+            # pages written again from here on may be let go of again
+            last.released = min(last.released, last.wrote & ~(mmap.PAGESIZE - 1))
             self._prepare_for_the_writer(last)  # the writer goes on from here
             if zero:
                 last.zero_from(last.wrote)
