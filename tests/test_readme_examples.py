@@ -46,6 +46,10 @@ RUNNERS = ("python", "pytest", "spark", "quic")
 # seconds per block: a consumer block that waits for messages gives up later than this,
 # so one that never gets its messages fails here instead of exiting 0
 BLOCK_TIMEOUT = 20
+# a pytest block starts pytest and an embedded cluster and restarts its broker (9-14 s
+# here, over 20 on a busy CI machine); it asserts what it needs itself, waits for no
+# consumer, so only a hang is caught by this limit
+PYTEST_BLOCK_TIMEOUT = 90
 SPARK_TIMEOUT = 180
 
 MARKER = re.compile(r"<!--\s*example:\s*(\S+)\s*-->")
@@ -178,7 +182,8 @@ def test_python_block_runs_as_written(block, cluster, tmp_path):
             command = [sys.executable, "-m", "pytest", "-q", *quiet, str(path)]
         else:
             command = [sys.executable, str(path)]
-        failure = run(command, tmp_path, reader_env(tmp_path), BLOCK_TIMEOUT)
+        limit = PYTEST_BLOCK_TIMEOUT if block.runner == "pytest" else BLOCK_TIMEOUT
+        failure = run(command, tmp_path, reader_env(tmp_path), limit)
     assert failure is None, f"{block.name} ({block.runner}) {failure}"
 
 
