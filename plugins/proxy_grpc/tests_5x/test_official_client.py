@@ -54,6 +54,22 @@ def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30) -> 
     raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
 
 
+def wait_until_ready(
+    log: Path, process: subprocess.Popen, since: int = 0, timeout: float = 60
+) -> None:
+    """Until the log says "ready" past byte ``since`` (this start's lines): the broker is
+    registered with its name server then (an open port says less: the name server
+    listens before the broker has registered)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"rocketmq standalone exited with {process.returncode}")
+        if b"rocketmq standalone ready" in log.read_bytes()[since:]:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"rocketmq standalone not ready after {timeout} s: see {log}")
+
+
 class Standalone:
     """`rocketmq standalone` as a process, on free ports, its data under ``home``."""
 
@@ -85,7 +101,9 @@ class Standalone:
         return f"127.0.0.1:{self.namesrv_port}"
 
     def start(self) -> None:
-        with open(self.home / "standalone.log", "ab") as log:
+        log_path = self.home / "standalone.log"
+        since = log_path.stat().st_size if log_path.exists() else 0
+        with open(log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [
                     *(sys.executable, "-m", "rocketmq_core.cli", "standalone"),
@@ -95,8 +113,8 @@ class Standalone:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
+        wait_until_ready(log_path, self.process, since)
         wait_for_port(self.grpc_port, self.process)
-        wait_for_port(self.namesrv_port, self.process)
 
     def stop(self) -> None:
         if self.process is not None:
