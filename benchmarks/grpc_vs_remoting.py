@@ -61,7 +61,15 @@ import anyio
 import grpc
 from broker_send import start_standalone
 from google.protobuf.duration_pb2 import Duration
-from loadgen import CpuMeter, closed_loop, machine, pinned, run_backend, write_results
+from loadgen import (
+    CpuMeter,
+    closed_loop,
+    machine,
+    pinned,
+    run_backend,
+    uvloop_wanted,
+    write_results,
+)
 from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
 from rocketmq_proxy_grpc.v2 import service_pb2 as spb
 from rocketmq_proxy_grpc.v2 import service_pb2_grpc
@@ -611,12 +619,7 @@ def main() -> int:
     server_core = None if args.server_core < 0 else args.server_core
     if args.client_core >= 0:
         os.sched_setaffinity(0, {args.client_core})
-    try:
-        import uvloop  # noqa: F401
-
-        use_uvloop = not args.no_uvloop
-    except ImportError:
-        use_uvloop = False
+    use_uvloop = uvloop_wanted(args.no_uvloop)
 
     grpc_port = free_port()
     measured: list[dict] = []

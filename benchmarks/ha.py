@@ -55,6 +55,7 @@ from loadgen import (
     machine,
     pinned,
     run_backend,
+    uvloop_wanted,
     write_results,
 )
 from rocketmq_transport_tcp import TcpTransport
@@ -535,12 +536,7 @@ def main() -> int:
     server_core = None if args.server_core < 0 else args.server_core
     if args.client_core >= 0:
         os.sched_setaffinity(0, {args.client_core})
-    try:
-        import uvloop  # noqa: F401
-
-        use_uvloop = not args.no_uvloop
-    except ImportError:
-        use_uvloop = False
+    use_uvloop = uvloop_wanted(args.no_uvloop)
     loop = "uvloop" if use_uvloop else "asyncio"
     print(
         f"ha: rocketmq_core.client (core {args.client_core}, {loop}) -> name server, master and"

@@ -31,6 +31,17 @@ MAX_LATENCIES = 500_000  # latencies kept per row: enough for p99, bounded memor
 Check = Callable[[RemotingCommand], None]
 
 
+def uvloop_wanted(refused: bool) -> bool:
+    """Whether to run on uvloop: when it is installed and ``--no-uvloop`` did not refuse it."""
+    if refused:
+        return False
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def run_backend(main: Callable[[], Any], backend: str, use_uvloop: bool) -> None:
     options = {"use_uvloop": True} if backend == "asyncio" and use_uvloop else {}
     anyio.run(main, backend=backend, backend_options=options)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import anyio
 from broker_send import start_null_broker, start_standalone
-from loadgen import CpuMeter, closed_loop, machine, run_backend, write_results
+from loadgen import CpuMeter, closed_loop, machine, run_backend, uvloop_wanted, write_results
 
 from rocketmq_core.client.message import Message
 from rocketmq_core.client.producer import Producer
@@ -200,12 +200,7 @@ def main() -> int:
     server_core = None if args.server_core < 0 else args.server_core
     if args.client_core >= 0:
         os.sched_setaffinity(0, {args.client_core})
-    try:
-        import uvloop  # noqa: F401
-
-        use_uvloop = not args.no_uvloop
-    except ImportError:
-        use_uvloop = False
+    use_uvloop = uvloop_wanted(args.no_uvloop)
     results: list[dict] = []
 
     with tempfile.TemporaryDirectory(prefix="sdk-throughput-") as scratch:
