@@ -37,18 +37,9 @@ def rocketmq_register_broker_services(register):
     register("pop", PopService)
 
 
-def startup_command(class_name: str) -> Deferred:
-    """A command of broker/startup.py, made when the CLI asks for it."""
-
-    def make():
-        from ..broker import startup
-
-        return getattr(startup, class_name)()
-
-    return Deferred(make)
-
-
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    register("broker", startup_command("BrokerCommand"))
-    register("standalone", startup_command("StandaloneCommand"))
+    # made when the CLI asks for them: a process that runs another command never loads
+    # the broker's startup module
+    register("broker", Deferred.instance_of("rocketmq_core.broker.startup:BrokerCommand"))
+    register("standalone", Deferred.instance_of("rocketmq_core.broker.startup:StandaloneCommand"))

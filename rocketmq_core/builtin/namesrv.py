@@ -15,12 +15,7 @@ def rocketmq_register_processors(register):
         register(code, bound_to_app(function), server="namesrv")
 
 
-def namesrv_command():
-    from ..namesrv.startup import NamesrvCommand
-
-    return NamesrvCommand()
-
-
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    register("namesrv", Deferred(namesrv_command))  # made when `rocketmq namesrv` is asked for
+    # made when `rocketmq namesrv` is asked for
+    register("namesrv", Deferred.instance_of("rocketmq_core.namesrv.startup:NamesrvCommand"))

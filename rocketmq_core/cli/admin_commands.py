@@ -5,8 +5,6 @@ admin client behind them)."""
 
 from __future__ import annotations
 
-import importlib
-
 from ..hookspecs import hookimpl
 from ..registry import Deferred
 
@@ -25,16 +23,7 @@ COMMANDS = {
 }
 
 
-def deferred_command(module: str, class_name: str) -> Deferred:
-    """The command object, made (its module imported) the first time the CLI asks for it."""
-
-    def make():
-        return getattr(importlib.import_module(f"{__package__}.{module}"), class_name)()
-
-    return Deferred(make)
-
-
 @hookimpl
 def rocketmq_register_cli_commands(register):
     for name, (module, class_name) in COMMANDS.items():
-        register(name, deferred_command(module, class_name))
+        register(name, Deferred.instance_of(f"{__package__}.{module}:{class_name}"))

@@ -4,15 +4,10 @@ from rocketmq_core.hookspecs import hookimpl
 from rocketmq_core.registry import Deferred
 
 
-def _command():
-    from .cli import ProxyCommand
-
-    return ProxyCommand()
-
-
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    register("proxy", Deferred(_command))  # made when `rocketmq proxy` is asked for
+    # made when `rocketmq proxy` is asked for
+    register("proxy", Deferred.instance_of("rocketmq_proxy_grpc.cli:ProxyCommand"))
 
 
 @hookimpl

@@ -16,12 +16,7 @@ def rocketmq_register_transports(register):
     register("quic", Deferred(_transport))
 
 
-def _certs_command():
-    from .command import CertsCommand
-
-    return CertsCommand()
-
-
 @hookimpl
 def rocketmq_register_cli_commands(register):
-    register("certs", Deferred(_certs_command))  # made when `rocketmq certs` is asked for
+    # made when `rocketmq certs` is asked for
+    register("certs", Deferred.instance_of("rocketmq_transport_quic.command:CertsCommand"))
