@@ -7,11 +7,11 @@ anyway, so they load with it."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from ...protocol.codes import RequestCode
+from ...registry import Deferred
 from .. import transactions
 from . import admin, client, consumer_calls, lock, offset, pull, query, retry, send_fast
 
@@ -29,12 +29,13 @@ class _FirstUse:
 
 
 def _imported_on_first_call(module: str, function: str) -> Callable[..., Any]:
+    deferred = Deferred(f"{__name__}.{module}:{function}")
     resolved: Callable[..., Any] | None = None
 
     def processor(*args: Any) -> Any:
         nonlocal resolved
         if resolved is None:
-            resolved = getattr(importlib.import_module(f"{__name__}.{module}"), function)
+            resolved = deferred.make()
         return resolved(*args)
 
     # named as the function it stands for: route names and tests see the same
