@@ -35,43 +35,46 @@ static PyObject *base64_of_digest(const unsigned char *digest) {
     return PyUnicode_FromStringAndSize(out, o);
 }
 
+#define MOST_FIELDS 64 /* more extFields than a request has: the Python code's */
+
 /* the signed values, joined and UTF-8 encoded; NULL with no error set: Python decides */
 static PyObject *signed_values(PyObject *fields, int skip_unique_key) {
-    PyObject *keys = PyList_New(0);
-    if (keys == NULL) return NULL;
+    PyObject *keys[MOST_FIELDS], *values[MOST_FIELDS]; /* borrowed, sorted by key */
+    Py_ssize_t count = 0, position = 0;
     PyObject *key, *value;
-    Py_ssize_t position = 0;
     while (PyDict_Next(fields, &position, &key, &value)) {
-        if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) goto python_decides;
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) return NULL;
         if (PyUnicode_Compare(key, signature_key) == 0) continue;
         if (skip_unique_key && PyUnicode_Compare(key, unique_key) == 0) continue;
-        if (PyList_Append(keys, key) < 0) goto failed;
+        if (count == MOST_FIELDS) return NULL;
+        /* insertion sort: a request has a dozen fields or so; str order, as sorted() */
+        Py_ssize_t at = count++;
+        while (at > 0 && PyUnicode_Compare(keys[at - 1], key) > 0) {
+            keys[at] = keys[at - 1];
+            values[at] = values[at - 1];
+            at--;
+        }
+        keys[at] = key;
+        values[at] = value;
     }
-    if (PyErr_Occurred() || PyList_Sort(keys) < 0) goto failed;
-    Py_ssize_t count = PyList_GET_SIZE(keys), total = 0;
+    const char *texts[MOST_FIELDS];
+    Py_ssize_t lengths[MOST_FIELDS], total = 0;
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t length;
-        value = PyDict_GetItemWithError(fields, PyList_GET_ITEM(keys, i));
-        if (value == NULL || PyUnicode_AsUTF8AndSize(value, &length) == NULL) goto python_decides;
-        total += length;
+        texts[i] = PyUnicode_AsUTF8AndSize(values[i], &lengths[i]);
+        if (texts[i] == NULL) { /* text UTF-8 cannot carry: the Python code raises */
+            PyErr_Clear();
+            return NULL;
+        }
+        total += lengths[i];
     }
     PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
-    if (joined == NULL) goto failed;
+    if (joined == NULL) return NULL;
     char *out = PyBytes_AS_STRING(joined);
     for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t length; /* each value was read above: its UTF-8 is cached */
-        const char *text =
-            PyUnicode_AsUTF8AndSize(PyDict_GetItem(fields, PyList_GET_ITEM(keys, i)), &length);
-        memcpy(out, text, (size_t)length);
-        out += length;
+        memcpy(out, texts[i], (size_t)lengths[i]);
+        out += lengths[i];
     }
-    Py_DECREF(keys);
     return joined;
-python_decides:
-    PyErr_Clear();
-failed:
-    Py_DECREF(keys);
-    return NULL;
 }
 
 PyDoc_STRVAR(signature_doc,

@@ -110,3 +110,12 @@ def test_what_the_compiled_helper_leaves_to_the_python_code(signature_path):
     unencodable = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "\ud800"})
     with pytest.raises(UnicodeEncodeError):
         request_signature(unencodable, "12345678")
+
+
+def test_a_request_with_more_fields_than_the_helper_holds_is_signed_by_python(signature_path):
+    fields = {f"field{number:03d}": str(number) for number in range(70)}
+    keyed = signing._keyed_hmac_state("12345678")
+    assert compiled_helper().signature(fields, b"", False, keyed) is None
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, dict(fields), b"body")
+    expected = signature(signed_content(fields, b"body"), "12345678")
+    assert request_signature(request, "12345678") == expected
