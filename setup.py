@@ -1,6 +1,7 @@
 """The core's compiled helpers are optional: without a C compiler the broker runs the
 Python code they mirror, which does the same work (and is what each is tested against):
-the send fast path's (send_fast.py) and the ACL signature's (acl/signing.py)."""
+the send fast path's (send_fast.py) and the ACL signature's (acl/signing.py, which also
+needs OpenSSL's headers)."""
 
 from setuptools import Extension, setup
 
@@ -15,6 +16,7 @@ setup(
         Extension(
             "rocketmq_core.acl._signature",
             ["rocketmq_core/acl/_signature.c"],
+            libraries=["crypto"],  # OpenSSL's SHA-1 (Debian: libssl-dev)
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         ),

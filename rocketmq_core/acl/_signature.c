@@ -2,23 +2,38 @@
  *
  * ``signature`` gives what signing.request_signature gives: HMAC-SHA1 over the extFields'
  * values in key order (the signature's own field left out, and the unique-key query
- * field for old clients) followed by the body, in Base64. The HMAC itself is Python's
- * (OpenSSL's through _hashlib): this module only saves the Python work around it, the
- * sort, the join and the encoding. Anything unusual (a value that is not a str, text
- * UTF-8 cannot carry) answers None and the Python code decides, as it is the reference
- * this is tested against (tests/acl/test_signature_compiled.py).
+ * field for old clients) followed by the body, in Base64; ``matches`` compares that with
+ * a received signature without making it. The SHA-1 is OpenSSL's (libcrypto, which
+ * uses the CPU's SHA instructions where it has them), driven here block by block:
+ * ``keyed`` hashes a secret's padded key blocks once, and each request then hashes only
+ * its own bytes (RFC 2104's inner and outer hash, started from copies of those states).
+ * Anything unusual (a value that is not a str, text UTF-8 cannot carry) answers None
+ * and the Python code decides, as it is the reference this is tested against
+ * (tests/acl/test_signing.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
 
-static PyObject *name_copy, *name_update, *name_digest, *signature_key, *unique_key;
+/* the low-level SHA-1 calls are deprecated in OpenSSL 3 in favour of EVP, whose
+ * per-call provider lookups cost more than hashing a 1 KiB message */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include <openssl/sha.h>
 
-/* Base64 of a 20-byte digest: 28 characters, one '=' of padding */
-static PyObject *base64_of_digest(const unsigned char *digest) {
+static PyObject *signature_key, *unique_key;
+
+/* HMAC-SHA1 with one secret, nothing hashed yet: the inner and outer hash states after
+ * their padded key block */
+typedef struct {
+    SHA_CTX inner, outer;
+} KeyedSha1;
+
+#define SIGNATURE_LENGTH 28 /* Base64 of a 20-byte digest, one '=' of padding */
+
+static void base64_of_digest(const unsigned char *digest, char *out) {
     static const char alphabet[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char out[28];
     int o = 0;
     for (int i = 0; i < 18; i += 3) {
         unsigned triple = (unsigned)digest[i] << 16 | (unsigned)digest[i + 1] << 8 | digest[i + 2];
@@ -31,22 +46,59 @@ static PyObject *base64_of_digest(const unsigned char *digest) {
     out[o++] = alphabet[pair >> 18 & 63];
     out[o++] = alphabet[pair >> 12 & 63];
     out[o++] = alphabet[pair >> 6 & 63];
-    out[o++] = '=';
-    return PyUnicode_FromStringAndSize(out, o);
+    out[o] = '=';
+}
+
+PyDoc_STRVAR(keyed_doc,
+"keyed(secret, /)\n--\n\n"
+"HMAC-SHA1 prepared for ``secret`` (bytes): what ``signature`` and ``matches`` take as\n"
+"``keyed``; opaque bytes, to be kept per secret.");
+
+static PyObject *keyed(PyObject *module, PyObject *secret) {
+    if (!PyBytes_CheckExact(secret)) {
+        PyErr_SetString(PyExc_TypeError, "keyed(secret: bytes)");
+        return NULL;
+    }
+    unsigned char block[SHA_CBLOCK] = {0}, inner_pad[SHA_CBLOCK], outer_pad[SHA_CBLOCK];
+    Py_ssize_t length = PyBytes_GET_SIZE(secret);
+    if (length > SHA_CBLOCK) /* a key longer than a block is replaced by its digest */
+        SHA1((const unsigned char *)PyBytes_AS_STRING(secret), (size_t)length, block);
+    else
+        memcpy(block, PyBytes_AS_STRING(secret), (size_t)length);
+    for (int i = 0; i < SHA_CBLOCK; i++) {
+        inner_pad[i] = block[i] ^ 0x36;
+        outer_pad[i] = block[i] ^ 0x5c;
+    }
+    KeyedSha1 prepared;
+    SHA1_Init(&prepared.inner);
+    SHA1_Update(&prepared.inner, inner_pad, SHA_CBLOCK);
+    SHA1_Init(&prepared.outer);
+    SHA1_Update(&prepared.outer, outer_pad, SHA_CBLOCK);
+    return PyBytes_FromStringAndSize((const char *)&prepared, sizeof prepared);
 }
 
 #define MOST_FIELDS 64 /* more extFields than a request has: the Python code's */
 
-/* the signed values, joined and UTF-8 encoded; NULL with no error set: Python decides */
-static PyObject *signed_values(PyObject *fields, int skip_unique_key) {
+/* The Base64 signature of a request into ``out``: 1 when made, 0 when the Python code
+ * must decide (nothing raised), -1 with an exception set. */
+static int request_signature(PyObject *fields, PyObject *body, PyObject *skip,
+                             PyObject *keyed_state, char *out) {
+    /* another mapping, a body held in another kind of buffer: the Python code's */
+    if (!PyDict_CheckExact(fields) || (body != Py_None && !PyBytes_CheckExact(body))) return 0;
+    if (!PyBytes_CheckExact(keyed_state) || PyBytes_GET_SIZE(keyed_state) != sizeof(KeyedSha1)) {
+        PyErr_SetString(PyExc_TypeError, "keyed must be what keyed(secret) gives");
+        return -1;
+    }
+    int skip_unique_key = PyObject_IsTrue(skip);
+    if (skip_unique_key < 0) return -1;
     PyObject *keys[MOST_FIELDS], *values[MOST_FIELDS]; /* borrowed, sorted by key */
     Py_ssize_t count = 0, position = 0;
     PyObject *key, *value;
     while (PyDict_Next(fields, &position, &key, &value)) {
-        if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) return NULL;
+        if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) return 0;
         if (PyUnicode_Compare(key, signature_key) == 0) continue;
         if (skip_unique_key && PyUnicode_Compare(key, unique_key) == 0) continue;
-        if (count == MOST_FIELDS) return NULL;
+        if (count == MOST_FIELDS) return 0;
         /* insertion sort: a request has a dozen fields or so; str order, as sorted() */
         Py_ssize_t at = count++;
         while (at > 0 && PyUnicode_Compare(keys[at - 1], key) > 0) {
@@ -58,72 +110,75 @@ static PyObject *signed_values(PyObject *fields, int skip_unique_key) {
         values[at] = value;
     }
     const char *texts[MOST_FIELDS];
-    Py_ssize_t lengths[MOST_FIELDS], total = 0;
-    for (Py_ssize_t i = 0; i < count; i++) {
+    Py_ssize_t lengths[MOST_FIELDS];
+    for (Py_ssize_t i = 0; i < count; i++) { /* all encodable before anything is hashed */
         texts[i] = PyUnicode_AsUTF8AndSize(values[i], &lengths[i]);
         if (texts[i] == NULL) { /* text UTF-8 cannot carry: the Python code raises */
             PyErr_Clear();
-            return NULL;
+            return 0;
         }
-        total += lengths[i];
     }
-    PyObject *joined = PyBytes_FromStringAndSize(NULL, total);
-    if (joined == NULL) return NULL;
-    char *out = PyBytes_AS_STRING(joined);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        memcpy(out, texts[i], (size_t)lengths[i]);
-        out += lengths[i];
-    }
-    return joined;
+    const KeyedSha1 *key_states = (const KeyedSha1 *)PyBytes_AS_STRING(keyed_state);
+    SHA_CTX hashing = key_states->inner;
+    for (Py_ssize_t i = 0; i < count; i++) SHA1_Update(&hashing, texts[i], (size_t)lengths[i]);
+    if (body != Py_None) SHA1_Update(&hashing, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+    unsigned char digest[SHA_DIGEST_LENGTH];
+    SHA1_Final(digest, &hashing);
+    hashing = key_states->outer;
+    SHA1_Update(&hashing, digest, sizeof digest);
+    SHA1_Final(digest, &hashing);
+    base64_of_digest(digest, out);
+    return 1;
 }
 
 PyDoc_STRVAR(signature_doc,
 "signature(ext_fields, body, skip_unique_key, keyed, /)\n--\n\n"
 "The Base64 HMAC-SHA1 signature of a request with these extFields and body, ``keyed``\n"
-"being a _hashlib HMAC-SHA1 object holding the secret and nothing hashed yet (it is\n"
-"copied, never changed); None when signing.request_signature must work it out.");
+"being what keyed(secret) gave; None when signing.request_signature must work it out.");
 
 static PyObject *signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "signature(ext_fields, body, skip_unique_key, keyed)");
         return NULL;
     }
-    /* another mapping, a body held in another kind of buffer: the Python code's */
-    if (!PyDict_CheckExact(args[0]) || (args[1] != Py_None && !PyBytes_CheckExact(args[1])))
-        Py_RETURN_NONE;
-    int skip_unique_key = PyObject_IsTrue(args[2]);
-    if (skip_unique_key < 0) return NULL;
-    PyObject *values = signed_values(args[0], skip_unique_key);
-    if (values == NULL) {
-        if (PyErr_Occurred()) return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *hashed = PyObject_CallMethodNoArgs(args[3], name_copy);
-    PyObject *result = NULL;
-    if (hashed == NULL) goto done;
-    PyObject *step = PyObject_CallMethodOneArg(hashed, name_update, values);
-    if (step == NULL) goto done;
-    Py_DECREF(step);
-    if (args[1] != Py_None && PyBytes_GET_SIZE(args[1]) > 0) {
-        step = PyObject_CallMethodOneArg(hashed, name_update, args[1]);
-        if (step == NULL) goto done;
-        Py_DECREF(step);
-    }
-    PyObject *digest = PyObject_CallMethodNoArgs(hashed, name_digest);
-    if (digest == NULL) goto done;
-    if (PyBytes_CheckExact(digest) && PyBytes_GET_SIZE(digest) == 20)
-        result = base64_of_digest((const unsigned char *)PyBytes_AS_STRING(digest));
-    else
-        PyErr_SetString(PyExc_ValueError, "signature: keyed is not an HMAC-SHA1");
-    Py_DECREF(digest);
-done:
-    Py_XDECREF(hashed);
-    Py_DECREF(values);
-    return result;
+    char made[SIGNATURE_LENGTH];
+    int outcome = request_signature(args[0], args[1], args[2], args[3], made);
+    if (outcome < 0) return NULL;
+    if (outcome == 0) Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(made, SIGNATURE_LENGTH);
 }
 
+PyDoc_STRVAR(matches_doc,
+"matches(ext_fields, body, skip_unique_key, keyed, received, /)\n--\n\n"
+"Whether ``received`` (a str) is the request's signature, compared in constant time;\n"
+"None when signing.signature_matches must work it out.");
+
+static PyObject *matches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "matches(ext_fields, body, skip_unique_key, keyed, received)");
+        return NULL;
+    }
+    char made[SIGNATURE_LENGTH];
+    int outcome = request_signature(args[0], args[1], args[2], args[3], made);
+    if (outcome < 0) return NULL;
+    if (outcome == 0) Py_RETURN_NONE;
+    PyObject *received = args[4];
+    if (!PyUnicode_CheckExact(received) || !PyUnicode_IS_ASCII(received) ||
+        PyUnicode_GET_LENGTH(received) != SIGNATURE_LENGTH)
+        Py_RETURN_FALSE; /* no signature of ours looks like it: nothing to time */
+    const char *text = (const char *)PyUnicode_1BYTE_DATA(received);
+    unsigned difference = 0; /* every character compared, equal or not */
+    for (int i = 0; i < SIGNATURE_LENGTH; i++) difference |= (unsigned char)(text[i] ^ made[i]);
+    return PyBool_FromLong(difference == 0);
+}
+
+#pragma GCC diagnostic pop
+
 static PyMethodDef methods[] = {
+    {"keyed", (PyCFunction)keyed, METH_O, keyed_doc},
     {"signature", (PyCFunction)(void (*)(void))signature, METH_FASTCALL, signature_doc},
+    {"matches", (PyCFunction)(void (*)(void))matches, METH_FASTCALL, matches_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -133,11 +188,8 @@ static struct PyModuleDef module_definition = {
 };
 
 PyMODINIT_FUNC PyInit__signature(void) {
-    name_copy = PyUnicode_InternFromString("copy");
-    name_update = PyUnicode_InternFromString("update");
-    name_digest = PyUnicode_InternFromString("digest");
     signature_key = PyUnicode_InternFromString("Signature");
     unique_key = PyUnicode_InternFromString("_UNIQUE_KEY_QUERY");
-    if (!name_copy || !name_update || !name_digest || !signature_key || !unique_key) return NULL;
+    if (!signature_key || !unique_key) return NULL;
     return PyModule_Create(&module_definition);
 }

@@ -8,7 +8,8 @@ cannot be read raises a RocketMQ ProtocolError; the validator turns it into a re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from ..broker.pop.headers import (
     AckMessageRequestHeader,
@@ -56,19 +57,25 @@ def _group_sub(key: str) -> Callable[[RemotingCommand], Needed]:
     return needed
 
 
-def _pull(request: RemotingCommand) -> Needed:
-    fields = request.ext_fields
-    needed: Needed = {}
-    if (topic := fields.get("topic")) is not None:
-        needed[topic] = SUB
-    if (group := fields.get("consumerGroup")) is not None:
-        needed[retry_topic(group)] = SUB
+def _pull(topic_key: str, group_key: str) -> Callable[[RemotingCommand], Needed]:
+    def needed(request: RemotingCommand) -> Needed:
+        fields = request.ext_fields
+        resources: Needed = {}
+        if (topic := fields.get(topic_key)) is not None:
+            resources[topic] = SUB
+        if (group := fields.get(group_key)) is not None:
+            resources[retry_topic(group)] = SUB
+        return resources
+
     return needed
 
 
-def _query_message(request: RemotingCommand) -> Needed:
-    topic = request.ext_fields.get("topic")
-    return {topic: SUB} if topic is not None else {}
+def _topic_sub(key: str) -> Callable[[RemotingCommand], Needed]:
+    def needed(request: RemotingCommand) -> Needed:
+        topic = request.ext_fields.get(key)
+        return {topic: SUB} if topic is not None else {}
+
+    return needed
 
 
 def _heartbeat(request: RemotingCommand) -> Needed:
@@ -158,14 +165,27 @@ def _batch_ack(request: RemotingCommand) -> Needed:
     return needed
 
 
-RESOURCES_BY_CODE: dict[int, Callable[[RemotingCommand], Needed]] = {
-    RequestCode.SEND_MESSAGE: _send("topic", "group"),
-    RequestCode.SEND_MESSAGE_V2: _send("b", "a"),
+# The codes whose resources follow from the values of one or two extFields alone, and
+# which: a verdict on such a request holds for every request with the same values (the
+# validator keeps it, per accessKey, while its rules stay). They are the busy ones.
+DECIDING_FIELDS: dict[int, tuple[str, ...]] = {
+    RequestCode.SEND_MESSAGE: ("topic", "group"),
+    RequestCode.SEND_MESSAGE_V2: ("b", "a"),
     # 4.9 left batches unchecked; 5.1+ checks them as V2 sends (their header is V2's)
-    RequestCode.SEND_BATCH_MESSAGE: _send("b", "a"),
-    RequestCode.CONSUMER_SEND_MSG_BACK: _group_sub("group"),
-    RequestCode.PULL_MESSAGE: _pull,
-    RequestCode.QUERY_MESSAGE: _query_message,
+    RequestCode.SEND_BATCH_MESSAGE: ("b", "a"),
+    RequestCode.CONSUMER_SEND_MSG_BACK: ("group",),
+    RequestCode.PULL_MESSAGE: ("topic", "consumerGroup"),
+    RequestCode.QUERY_MESSAGE: ("topic",),
+}
+_FIELDS = DECIDING_FIELDS
+
+RESOURCES_BY_CODE: dict[int, Callable[[RemotingCommand], Needed]] = {
+    RequestCode.SEND_MESSAGE: _send(*_FIELDS[RequestCode.SEND_MESSAGE]),
+    RequestCode.SEND_MESSAGE_V2: _send(*_FIELDS[RequestCode.SEND_MESSAGE_V2]),
+    RequestCode.SEND_BATCH_MESSAGE: _send(*_FIELDS[RequestCode.SEND_BATCH_MESSAGE]),
+    RequestCode.CONSUMER_SEND_MSG_BACK: _group_sub(*_FIELDS[RequestCode.CONSUMER_SEND_MSG_BACK]),
+    RequestCode.PULL_MESSAGE: _pull(*_FIELDS[RequestCode.PULL_MESSAGE]),
+    RequestCode.QUERY_MESSAGE: _topic_sub(*_FIELDS[RequestCode.QUERY_MESSAGE]),
     RequestCode.HEART_BEAT: _heartbeat,
     RequestCode.UNREGISTER_CLIENT: _unregister_client,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
@@ -185,3 +205,15 @@ def needed_resources(request: RemotingCommand) -> Needed:
     """{resource: perm} the request needs; empty for codes that need none."""
     resolve = RESOURCES_BY_CODE.get(request.code)
     return resolve(request) if resolve is not None else {}
+
+
+@dataclass(frozen=True)
+class ResourceRules:
+    """What a validator checks beyond the signature: ``needed`` maps a request to its
+    resources; ``deciding_fields`` names, by code, the extFields that alone decide them."""
+
+    needed: Callable[[RemotingCommand], Needed]
+    deciding_fields: Mapping[int, tuple[str, ...]]
+
+
+BROKER_RESOURCES = ResourceRules(needed_resources, DECIDING_FIELDS)

@@ -11,16 +11,15 @@ not start.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 
 import anyio
 
 from ..protocol.codes import RequestCode
-from ..protocol.command import RemotingCommand
 from .guard import AclGuard
 from .permissions import BROKER_ADMIN_CODES
-from .resources import Needed, needed_resources
+from .resources import BROKER_RESOURCES, ResourceRules
 from .rules import AclConfigError, AclRules, files_state, load_rules
 from .validator import AclValidator
 
@@ -55,7 +54,7 @@ class AclService:
         home: Path,
         *,
         admin_codes: Collection[int],
-        resources: Callable[[RemotingCommand], Needed] | None,
+        resources: ResourceRules | None,
         guarded: Collection[int] | None = None,
         interval: float = DEFAULT_WATCH_INTERVAL,
     ) -> None:
@@ -74,7 +73,7 @@ class AclService:
     def for_broker(cls, home: Path, interval: float = DEFAULT_WATCH_INTERVAL) -> AclService:
         """Every request checked: signature, admin codes, topics and groups."""
         return cls(
-            home, admin_codes=BROKER_ADMIN_CODES, resources=needed_resources, interval=interval
+            home, admin_codes=BROKER_ADMIN_CODES, resources=BROKER_RESOURCES, interval=interval
         )
 
     @classmethod

@@ -65,8 +65,9 @@ def request_signature(request: RemotingCommand, secret_key: str) -> str:
     fields = request.ext_fields
     skip_unique_key = request.version <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY
     if COMPILED is not None:
-        keyed_state = _keyed_hmac_state(secret_key)
-        computed = COMPILED.signature(fields, request.body, skip_unique_key, keyed_state)
+        computed = COMPILED.signature(
+            fields, request.body, skip_unique_key, _compiled_key(secret_key)
+        )
         if computed is not None:
             return computed
     keyed = _keyed_hmac(secret_key).copy()
@@ -92,12 +93,10 @@ def _keyed_hmac(secret_key: str) -> hmac.HMAC:
 
 
 @functools.lru_cache(maxsize=4096)
-def _keyed_hmac_state(secret_key: str) -> object:
-    """What the compiled helper copies for each signature: the C object that hmac.HMAC
-    wraps when OpenSSL computes it (its copy/update/digest skip the wrapper's Python
-    code), else the hmac.HMAC itself, which has the same methods."""
-    keyed = _keyed_hmac(secret_key)
-    return getattr(keyed, "_hmac", None) or keyed
+def _compiled_key(secret_key: str) -> bytes:
+    """The compiled helper's prepared HMAC key for ``secret_key`` (hashed once)."""
+    assert COMPILED is not None
+    return COMPILED.keyed(secret_key.encode())
 
 
 def sign(request: RemotingCommand, credentials: Credentials) -> None:
@@ -115,5 +114,14 @@ def signature_matches(request: RemotingCommand, secret_key: str) -> bool:
     constant time)."""
     received = request.ext_fields.get(SIGNATURE)
     if received is None:
+        return False
+    if COMPILED is not None:
+        skip_unique_key = request.version <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY
+        verdict = COMPILED.matches(
+            request.ext_fields, request.body, skip_unique_key, _compiled_key(secret_key), received
+        )
+        if verdict is not None:
+            return verdict
+    if not received.isascii():  # compare_digest takes ASCII text only; ours always is
         return False
     return hmac.compare_digest(received, request_signature(request, secret_key))

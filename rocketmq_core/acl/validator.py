@@ -7,14 +7,14 @@ once the signature has passed: a white-listed peer costs no header or body decod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from ..errors import ProtocolError, RocketMQError
 from ..protocol.command import RemotingCommand
 from ..protocol.constants import TRACE_TOPIC
 from .addresses import IPAddress
-from .permissions import PUB, describe_resource
-from .resources import Needed, needed_resources
+from .permissions import PUB, Grants, describe_resource
+from .resources import BROKER_RESOURCES, ResourceRules
 from .rules import AclRules
 from .signing import ACCESS_KEY, signature_matches
 
@@ -32,8 +32,9 @@ class AclDenied(RocketMQError):
         return f"{JAVA_EXCEPTION}: {self}, {WHERE}"
 
 
-def _no_resources(_request: RemotingCommand) -> Needed:
-    return {}
+# verdicts one validator keeps at most (a client that invents topics by the million
+# finds the later ones worked out each time, not memory spent)
+MOST_VERDICTS = 65_536
 
 
 class AclValidator:
@@ -43,27 +44,44 @@ class AclValidator:
     needs (None: nothing beyond the signature and the admin flag).
     """
 
-    __slots__ = ("_accounts", "_admin_codes", "_global_white", "_resources", "rules")
+    __slots__ = (
+        "_accounts",
+        "_admin_codes",
+        "_deciding_fields",
+        "_global_white",
+        "_needed",
+        "_verdicts",
+        "rules",
+    )
 
     def __init__(
         self,
         rules: AclRules,
         *,
         admin_codes: Collection[int],
-        resources: Callable[[RemotingCommand], Needed] | None = needed_resources,
+        resources: ResourceRules | None = BROKER_RESOURCES,
     ) -> None:
         self.rules = rules
         self._global_white = tuple(pattern.matches for pattern in rules.global_white)
         self._accounts = rules.accounts
         self._admin_codes = frozenset(admin_codes)
-        self._resources = resources or _no_resources
+        self._needed = resources.needed if resources is not None else None
+        # each code's one or two deciding names as a pair (a lone name twice): the key of
+        # a verdict is then built without a loop
+        self._deciding_fields = {
+            code: (names[0], names[-1])
+            for code, names in (resources.deciding_fields if resources is not None else {}).items()
+        }
+        # (accessKey, code, deciding values) -> the refusal's message, or None: allowed
+        self._verdicts: dict[tuple[object, ...], str | None] = {}
 
     def check(self, peer: IPAddress | None, request: RemotingCommand) -> None:
         """Return when ``request`` from ``peer`` may be served; raise AclDenied if not."""
         for matches in self._global_white:
             if matches(peer):
                 return
-        access_key = request.ext_fields.get(ACCESS_KEY)
+        fields = request.ext_fields
+        access_key = fields.get(ACCESS_KEY)
         if access_key is None:
             raise AclDenied("No accessKey is configured")
         account = self._accounts.get(access_key)
@@ -73,18 +91,37 @@ class AclValidator:
             return  # the account's own white list skips the signature and the perms
         if not signature_matches(request, account.secret_key):
             raise AclDenied(f"Check signature failed for accessKey={access_key}")
-        grants = account.grants
-        if request.code in self._admin_codes and not grants.admin:
+        code = request.code
+        if code in self._admin_codes and not account.grants.admin:
             raise AclDenied(
-                f"Need admin permission for request code={request.code},"
-                f" but accessKey={access_key} is not"
+                f"Need admin permission for request code={code}, but accessKey={access_key} is not"
             )
+        deciding = self._deciding_fields.get(code)
+        if deciding is None:
+            refusal = self._refusal(account.grants, request)
+        else:
+            key = (access_key, code, fields.get(deciding[0]), fields.get(deciding[1]))
+            verdicts = self._verdicts
+            if key in verdicts:
+                refusal = verdicts[key]
+            else:
+                refusal = self._refusal(account.grants, request)
+                if len(verdicts) < MOST_VERDICTS:
+                    verdicts[key] = refusal
+        if refusal is not None:
+            raise AclDenied(refusal)
+
+    def _refusal(self, grants: Grants, request: RemotingCommand) -> str | None:
+        """Why ``grants`` do not cover the resources ``request`` needs, or None."""
+        if self._needed is None:
+            return None
         try:
-            needed = self._resources(request)
+            needed = self._needed(request)
         except ProtocolError as exc:  # a header or body the resources cannot be read from
             raise AclDenied(str(exc)) from None
         if not needed or needed.get(TRACE_TOPIC) == PUB:
-            return  # traces may always be written once signed
+            return None  # traces may always be written once signed
         refused = grants.refused(needed)
-        if refused is not None:
-            raise AclDenied(f"No default permission for {describe_resource(refused)}")
+        if refused is None:
+            return None
+        return f"No default permission for {describe_resource(refused)}"

@@ -16,6 +16,7 @@ from rocketmq_core.acl.signing import (
     request_signature,
     sign,
     signature,
+    signature_matches,
     signed_content,
 )
 from rocketmq_core.protocol.codes import RequestCode
@@ -95,7 +96,7 @@ def test_a_commands_repr_masks_secrets_signature_and_token():
 
 def test_what_the_compiled_helper_leaves_to_the_python_code(signature_path):
     helper = compiled_helper()
-    keyed = signing._keyed_hmac_state("12345678")
+    keyed = compiled_helper().keyed(b"12345678")
     assert helper.signature({"topic": "T"}, b"body", False, keyed) == signature(
         b"Tbody", "12345678"
     )
@@ -114,8 +115,49 @@ def test_what_the_compiled_helper_leaves_to_the_python_code(signature_path):
 
 def test_a_request_with_more_fields_than_the_helper_holds_is_signed_by_python(signature_path):
     fields = {f"field{number:03d}": str(number) for number in range(70)}
-    keyed = signing._keyed_hmac_state("12345678")
+    keyed = compiled_helper().keyed(b"12345678")
     assert compiled_helper().signature(fields, b"", False, keyed) is None
     request = RemotingCommand.request(RequestCode.SEND_MESSAGE, dict(fields), b"body")
     expected = signature(signed_content(fields, b"body"), "12345678")
     assert request_signature(request, "12345678") == expected
+
+
+@given(
+    fields=st.dictionaries(st.text(max_size=12), st.text(max_size=40), max_size=12),
+    body=st.binary(max_size=300),
+    secret=st.text(min_size=1, max_size=80),
+    tamper=st.sampled_from(["none", "body", "field", "signature"]),
+)
+def test_a_signed_request_matches_its_secret_and_nothing_tampered(fields, body, secret, tamper):
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, dict(fields), body)
+    sign(request, Credentials("the-access-key", secret))
+    if tamper == "body":
+        request.body = body + b"!"
+    elif tamper == "field":
+        request.ext_fields["AccessKey"] = "the-access-key!"
+    elif tamper == "signature":
+        given_signature = request.ext_fields["Signature"]
+        request.ext_fields["Signature"] = ("B" if given_signature[0] == "A" else "A") + (
+            given_signature[1:]
+        )
+    assert signature_matches(request, secret) is (tamper == "none")
+    assert signature_matches(request, secret + "x") is False
+
+
+@pytest.mark.parametrize("received", ["", "short=", "\u00e9" * 28, "A" * 29])
+def test_a_signature_of_another_shape_is_a_mismatch_not_an_error(received):
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T"}, b"body")
+    request.ext_fields["Signature"] = received
+    assert signature_matches(request, "12345678") is False
+
+
+def test_the_compiled_comparison_leaves_odd_requests_to_the_python_code(signature_path):
+    helper = compiled_helper()
+    keyed = helper.keyed(b"12345678")
+    good = signature(b"Tbody", "12345678")
+    assert helper.matches({"topic": "T"}, b"body", False, keyed, good) is True
+    assert helper.matches({"topic": "T"}, b"body!", False, keyed, good) is False
+    assert helper.matches({"topic": 7}, b"body", False, keyed, good) is None
+    assert helper.matches({"topic": "T"}, memoryview(b"body"), False, keyed, good) is None
+    with pytest.raises(TypeError, match="keyed"):
+        helper.matches({"topic": "T"}, b"body", False, b"not a key", good)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from rocketmq_core.acl import validator as validator_module
 from rocketmq_core.acl.addresses import peer_ip
 from rocketmq_core.acl.permissions import BROKER_ADMIN_CODES
 from rocketmq_core.acl.rules import AccountConfig, AclFile, build_rules
@@ -103,3 +104,42 @@ def test_unreadable_body_is_a_refusal():
     request = RemotingCommand.request(R.HEART_BEAT, {}, b"{oops")
     sign(request, Credentials("RocketMQ", "12345678"))
     assert "heartbeat body is not JSON" in refusal(validator(account()), request)
+
+
+def signed_send(topic, access_key="RocketMQ", secret="12345678", body=b"payload"):
+    request = RemotingCommand.request(
+        R.SEND_MESSAGE_V2, {"a": "PG", "b": topic, "c": "TBW102"}, body
+    )
+    sign(request, Credentials(access_key, secret))
+    return request
+
+
+def test_a_kept_verdict_still_checks_every_signature_and_each_account_alone():
+    check = validator(
+        account(default_topic_perm="DENY", topic_perms=["Orders=PUB"]),
+        AccountConfig("Reader01", "reader-secret", default_topic_perm="SUB"),
+    )
+    for _ in range(3):  # the first decides, the others find its verdict
+        check.check(PEER, signed_send("Orders"))
+        assert refusal(check, signed_send("Refunds")) == "No default permission for topic:Refunds"
+    tampered = signed_send("Orders")
+    tampered.body = b"payload!"
+    assert refusal(check, tampered) == "Check signature failed for accessKey=RocketMQ"
+    other_account = signed_send("Orders", "Reader01", "reader-secret")
+    assert refusal(check, other_account) == "No default permission for topic:Orders"
+    # a new set of rules is a new validator: nothing decided before carries over
+    changed = validator(account(default_topic_perm="DENY", topic_perms=["Orders=SUB"]))
+    assert refusal(changed, signed_send("Orders")) == "No default permission for topic:Orders"
+
+
+def test_verdicts_beyond_the_most_kept_are_worked_out_each_time(monkeypatch):
+    monkeypatch.setattr(validator_module, "MOST_VERDICTS", 2)
+    check = validator(account(default_topic_perm="DENY", topic_perms=["T3=PUB"]))
+    for topic in ("T1", "T2", "T3", "T4"):
+        outcome = "allowed" if topic == "T3" else f"No default permission for topic:{topic}"
+        for _ in range(2):
+            if outcome == "allowed":
+                check.check(PEER, signed_send(topic))
+            else:
+                assert refusal(check, signed_send(topic)) == outcome
+    assert len(check._verdicts) == 2
