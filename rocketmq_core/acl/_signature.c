@@ -19,6 +19,7 @@
  * per-call provider lookups cost more than hashing a 1 KiB message */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include <openssl/crypto.h>
 #include <openssl/sha.h>
 
 static PyObject *signature_key, *unique_key;
@@ -49,10 +50,20 @@ static void base64_of_digest(const unsigned char *digest, char *out) {
     out[o] = '=';
 }
 
+#define KEY_CAPSULE "rocketmq_core.acl._signature.KeyedSha1"
+
+static void free_key(PyObject *capsule) {
+    KeyedSha1 *prepared = PyCapsule_GetPointer(capsule, KEY_CAPSULE);
+    if (prepared != NULL) {
+        OPENSSL_cleanse(prepared, sizeof *prepared);
+        PyMem_Free(prepared);
+    }
+}
+
 PyDoc_STRVAR(keyed_doc,
 "keyed(secret, /)\n--\n\n"
 "HMAC-SHA1 prepared for ``secret`` (bytes): what ``signature`` and ``matches`` take as\n"
-"``keyed``; opaque bytes, to be kept per secret.");
+"``keyed``, an opaque capsule to be kept per secret.");
 
 static PyObject *keyed(PyObject *module, PyObject *secret) {
     if (!PyBytes_CheckExact(secret)) {
@@ -69,12 +80,21 @@ static PyObject *keyed(PyObject *module, PyObject *secret) {
         inner_pad[i] = block[i] ^ 0x36;
         outer_pad[i] = block[i] ^ 0x5c;
     }
-    KeyedSha1 prepared;
-    SHA1_Init(&prepared.inner);
-    SHA1_Update(&prepared.inner, inner_pad, SHA_CBLOCK);
-    SHA1_Init(&prepared.outer);
-    SHA1_Update(&prepared.outer, outer_pad, SHA_CBLOCK);
-    return PyBytes_FromStringAndSize((const char *)&prepared, sizeof prepared);
+    KeyedSha1 *prepared = PyMem_Malloc(sizeof *prepared);
+    if (prepared == NULL) return PyErr_NoMemory();
+    SHA1_Init(&prepared->inner);
+    SHA1_Update(&prepared->inner, inner_pad, SHA_CBLOCK);
+    SHA1_Init(&prepared->outer);
+    SHA1_Update(&prepared->outer, outer_pad, SHA_CBLOCK);
+    OPENSSL_cleanse(block, sizeof block); /* no copy of the secret left behind */
+    OPENSSL_cleanse(inner_pad, sizeof inner_pad);
+    OPENSSL_cleanse(outer_pad, sizeof outer_pad);
+    PyObject *capsule = PyCapsule_New(prepared, KEY_CAPSULE, free_key);
+    if (capsule == NULL) {
+        OPENSSL_cleanse(prepared, sizeof *prepared);
+        PyMem_Free(prepared);
+    }
+    return capsule;
 }
 
 #define MOST_FIELDS 64 /* more extFields than a request has: the Python code's */
@@ -85,7 +105,10 @@ static int request_signature(PyObject *fields, PyObject *body, PyObject *skip,
                              PyObject *keyed_state, char *out) {
     /* another mapping, a body held in another kind of buffer: the Python code's */
     if (!PyDict_CheckExact(fields) || (body != Py_None && !PyBytes_CheckExact(body))) return 0;
-    if (!PyBytes_CheckExact(keyed_state) || PyBytes_GET_SIZE(keyed_state) != sizeof(KeyedSha1)) {
+    const KeyedSha1 *key_states = PyCapsule_IsValid(keyed_state, KEY_CAPSULE)
+                                      ? PyCapsule_GetPointer(keyed_state, KEY_CAPSULE)
+                                      : NULL;
+    if (key_states == NULL) {
         PyErr_SetString(PyExc_TypeError, "keyed must be what keyed(secret) gives");
         return -1;
     }
@@ -118,7 +141,6 @@ static int request_signature(PyObject *fields, PyObject *body, PyObject *skip,
             return 0;
         }
     }
-    const KeyedSha1 *key_states = (const KeyedSha1 *)PyBytes_AS_STRING(keyed_state);
     SHA_CTX hashing = key_states->inner;
     for (Py_ssize_t i = 0; i < count; i++) SHA1_Update(&hashing, texts[i], (size_t)lengths[i]);
     if (body != Py_None) SHA1_Update(&hashing, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
@@ -128,6 +150,7 @@ static int request_signature(PyObject *fields, PyObject *body, PyObject *skip,
     SHA1_Update(&hashing, digest, sizeof digest);
     SHA1_Final(digest, &hashing);
     base64_of_digest(digest, out);
+    OPENSSL_cleanse(&hashing, sizeof hashing);
     return 1;
 }
 
@@ -164,13 +187,12 @@ static PyObject *matches(PyObject *module, PyObject *const *args, Py_ssize_t nar
     if (outcome < 0) return NULL;
     if (outcome == 0) Py_RETURN_NONE;
     PyObject *received = args[4];
-    if (!PyUnicode_CheckExact(received) || !PyUnicode_IS_ASCII(received) ||
-        PyUnicode_GET_LENGTH(received) != SIGNATURE_LENGTH)
+    if (!PyUnicode_CheckExact(received)) Py_RETURN_NONE; /* a str subclass: Python's */
+    if (!PyUnicode_IS_ASCII(received) || PyUnicode_GET_LENGTH(received) != SIGNATURE_LENGTH)
         Py_RETURN_FALSE; /* no signature of ours looks like it: nothing to time */
-    const char *text = (const char *)PyUnicode_1BYTE_DATA(received);
-    unsigned difference = 0; /* every character compared, equal or not */
-    for (int i = 0; i < SIGNATURE_LENGTH; i++) difference |= (unsigned char)(text[i] ^ made[i]);
-    return PyBool_FromLong(difference == 0);
+    /* in constant time: every character compared, equal or not */
+    int differ = CRYPTO_memcmp(PyUnicode_1BYTE_DATA(received), made, SIGNATURE_LENGTH);
+    return PyBool_FromLong(differ == 0);
 }
 
 #pragma GCC diagnostic pop

@@ -93,10 +93,10 @@ def _keyed_hmac(secret_key: str) -> hmac.HMAC:
 
 
 @functools.lru_cache(maxsize=4096)
-def _compiled_key(secret_key: str) -> bytes:
-    """The compiled helper's prepared HMAC key for ``secret_key`` (hashed once)."""
-    assert COMPILED is not None
-    return COMPILED.keyed(secret_key.encode())
+def _compiled_key(secret_key: str) -> object:
+    """The compiled helper's prepared HMAC key for ``secret_key`` (hashed once); called
+    only where COMPILED is set."""
+    return COMPILED.keyed(secret_key.encode())  # type: ignore[union-attr]
 
 
 def sign(request: RemotingCommand, credentials: Credentials) -> None:

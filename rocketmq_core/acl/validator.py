@@ -32,9 +32,12 @@ class AclDenied(RocketMQError):
         return f"{JAVA_EXCEPTION}: {self}, {WHERE}"
 
 
-# verdicts one validator keeps at most (a client that invents topics by the million
-# finds the later ones worked out each time, not memory spent)
+# verdicts one validator keeps at most: when full it starts afresh (a client inventing
+# topics by the million costs their lookups, not memory, nor the others' cached verdicts)
 MOST_VERDICTS = 65_536
+# values longer than this are never kept (a name may be that long at most: topics 127
+# characters, groups 255), so a key never holds a long string a client chose
+LONGEST_KEPT_VALUE = 255
 
 
 class AclValidator:
@@ -100,13 +103,16 @@ class AclValidator:
         if deciding is None:
             refusal = self._refusal(account.grants, request)
         else:
-            key = (access_key, code, fields.get(deciding[0]), fields.get(deciding[1]))
+            first, second = fields.get(deciding[0]), fields.get(deciding[1])
+            key = (access_key, code, first, second)
             verdicts = self._verdicts
             if key in verdicts:
                 refusal = verdicts[key]
             else:
                 refusal = self._refusal(account.grants, request)
-                if len(verdicts) < MOST_VERDICTS:
+                if _keepable(first) and _keepable(second):
+                    if len(verdicts) >= MOST_VERDICTS:
+                        verdicts.clear()
                     verdicts[key] = refusal
         if refusal is not None:
             raise AclDenied(refusal)
@@ -125,3 +131,7 @@ class AclValidator:
         if refused is None:
             return None
         return f"No default permission for {describe_resource(refused)}"
+
+
+def _keepable(value: str | None) -> bool:
+    return value is None or len(value) <= LONGEST_KEPT_VALUE

@@ -159,5 +159,23 @@ def test_the_compiled_comparison_leaves_odd_requests_to_the_python_code(signatur
     assert helper.matches({"topic": "T"}, b"body!", False, keyed, good) is False
     assert helper.matches({"topic": 7}, b"body", False, keyed, good) is None
     assert helper.matches({"topic": "T"}, memoryview(b"body"), False, keyed, good) is None
-    with pytest.raises(TypeError, match="keyed"):
-        helper.matches({"topic": "T"}, b"body", False, b"not a key", good)
+    # a received signature of a str subclass: the Python code compares it
+    assert (
+        helper.matches({"topic": "T"}, b"body", False, keyed, type("Text", (str,), {})(good))
+        is None
+    )
+    # anything but what keyed() gave is refused, bytes of any length included
+    for not_a_key in (b"not a key", b"\xff" * 192, "12345678", None):
+        with pytest.raises(TypeError, match="keyed"):
+            helper.matches({"topic": "T"}, b"body", False, not_a_key, good)
+
+
+@pytest.mark.parametrize("length", [0, 1, 63, 64, 65, 128, 129])
+@pytest.mark.parametrize("body", [None, b"", b"x" * 1024])
+def test_secrets_of_every_length_around_a_block_and_any_body(length, body):
+    secret = "s" * length
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T"}, body)
+    expected = signature(signed_content({"topic": "T"}, body or b""), secret)
+    assert request_signature(request, secret) == expected
+    request.ext_fields["Signature"] = expected
+    assert signature_matches(request, secret) is True

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketmq_core.acl import validator as validator_module
 from rocketmq_core.acl.addresses import peer_ip
 from rocketmq_core.acl.permissions import BROKER_ADMIN_CODES
+from rocketmq_core.acl.resources import DECIDING_FIELDS
 from rocketmq_core.acl.rules import AccountConfig, AclFile, build_rules
 from rocketmq_core.acl.signing import Credentials, sign
 from rocketmq_core.acl.validator import AclDenied, AclValidator
@@ -132,14 +135,72 @@ def test_a_kept_verdict_still_checks_every_signature_and_each_account_alone():
     assert refusal(changed, signed_send("Orders")) == "No default permission for topic:Orders"
 
 
-def test_verdicts_beyond_the_most_kept_are_worked_out_each_time(monkeypatch):
+def test_a_full_verdict_store_starts_afresh_and_long_names_are_never_kept(monkeypatch):
     monkeypatch.setattr(validator_module, "MOST_VERDICTS", 2)
     check = validator(account(default_topic_perm="DENY", topic_perms=["T3=PUB"]))
     for topic in ("T1", "T2", "T3", "T4"):
-        outcome = "allowed" if topic == "T3" else f"No default permission for topic:{topic}"
         for _ in range(2):
-            if outcome == "allowed":
+            if topic == "T3":
                 check.check(PEER, signed_send(topic))
             else:
-                assert refusal(check, signed_send(topic)) == outcome
-    assert len(check._verdicts) == 2
+                assert (
+                    refusal(check, signed_send(topic)) == f"No default permission for topic:{topic}"
+                )
+    assert len(check._verdicts) <= 2
+    check._verdicts.clear()
+    long_topic = "T" * (validator_module.LONGEST_KEPT_VALUE + 1)
+    assert refusal(check, signed_send(long_topic)).endswith(f"topic:{long_topic}")
+    assert not check._verdicts
+
+
+VALUES = st.sampled_from([None, "", "Orders", "%RETRY%CG", "%DLQ%CG", "RMQ_SYS_TRACE_TOPIC", "CG"])
+PERMS = st.sampled_from(["PUB", "SUB", "PUB|SUB", "DENY"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    default_topic=PERMS,
+    default_group=PERMS,
+    topic_perms=st.dictionaries(st.sampled_from(["Orders", "%DLQ%CG"]), PERMS, max_size=2),
+    group_perms=st.dictionaries(st.sampled_from(["CG", "PG"]), PERMS, max_size=2),
+    admin=st.booleans(),
+    requests=st.lists(
+        st.tuples(st.sampled_from(sorted(DECIDING_FIELDS)), VALUES, VALUES), min_size=1, max_size=12
+    ),
+)
+def test_a_kept_verdict_is_the_one_a_fresh_validator_gives(
+    default_topic, default_group, topic_perms, group_perms, admin, requests
+):
+    rules = account(
+        default_topic_perm=default_topic,
+        default_group_perm=default_group,
+        topic_perms=[f"{name}={perm}" for name, perm in topic_perms.items()],
+        group_perms=[f"{name}={perm}" for name, perm in group_perms.items()],
+        admin=admin,
+    )
+    warmed = validator(rules)
+
+    def outcome(check, request):
+        try:
+            check.check(PEER, request)
+        except AclDenied as denied:
+            return str(denied)
+        return "allowed"
+
+    def make(code, first, second):
+        names = DECIDING_FIELDS[code]
+        fields = {
+            name: value
+            for name, value in zip(names, (first, second), strict=False)
+            if value is not None
+        }
+        request = RemotingCommand.request(code, fields, b"body")
+        sign(request, Credentials("RocketMQ", "12345678"))
+        return request
+
+    for _ in range(2):  # the second pass answers from the kept verdicts
+        for code, first, second in requests:
+            fresh = validator(rules)
+            assert outcome(warmed, make(code, first, second)) == outcome(
+                fresh, make(code, first, second)
+            )
