@@ -385,6 +385,7 @@ READ_BY_BOTH = [
     {"i": "ünï\x01code"},
     {"j": "3", "l": "16"},
     {"m": "false"},
+    {"m": "0"},  # the C++ client's false
     {"g": "999999999999999999"},
 ]
 LEFT_TO_PYTHON = [
@@ -405,6 +406,7 @@ LEFT_TO_PYTHON = [
     {"j": "x"},
     {"l": "2147483648"},
     {"m": "true"},
+    {"m": "1"},
     {"m": "False"},
     {"i": "\ud800"},
 ]

@@ -2,7 +2,7 @@
  *
  * ``read_send`` reads a send's header fields from its extFields and ``answer_frame``
  * builds its SUCCESS answer frame. Each takes only the canonical form of its input
- * (plain ASCII decimal numbers, "false" or no batch field, a plain UNIQ_KEY) and
+ * (plain ASCII decimal numbers, "false", "0" or no batch field, a plain UNIQ_KEY) and
  * answers None for anything else: send_fast.py's Python code, the reference these
  * functions are tested against byte for byte (tests/broker/test_send_fast_path.py),
  * then decides. Neither ever refuses a send: refusals are the Python paths' alone.
@@ -93,8 +93,11 @@ static PyObject *read_send(PyObject *module, PyObject *const *args, Py_ssize_t n
         !PyUnicode_CheckExact(field[TOPIC]) || field[DEFAULT_TOPIC] == NULL ||
         !PyUnicode_CheckExact(field[DEFAULT_TOPIC]))
         Py_RETURN_NONE;
-    if (field[BATCH] != NULL && !(PyUnicode_CheckExact(field[BATCH]) &&
-                                  PyUnicode_CompareWithASCIIString(field[BATCH], "false") == 0))
+    /* "false" from Java clients, "0" from the C++ client (its bool as a number) */
+    if (field[BATCH] != NULL &&
+        !(PyUnicode_CheckExact(field[BATCH]) &&
+          (PyUnicode_CompareWithASCIIString(field[BATCH], "false") == 0 ||
+           PyUnicode_CompareWithASCIIString(field[BATCH], "0") == 0)))
         Py_RETURN_NONE;
     int64_t queue_id, sys_flag, born_timestamp, flag, ignored, reconsume_times = 0;
     const int64_t low32 = INT32_MIN, high32 = INT32_MAX;
