@@ -1,4 +1,6 @@
-"""The frame codec: golden frames, C++ quirks, both header encodings, every error."""
+"""The frame codec: golden frames, C++ quirks, both header encodings, every error; each
+test runs with the compiled decoding helper (_frames.c) and with the Python code alone
+(test_codec_compiled.py holds the two to the same commands and errors)."""
 
 from __future__ import annotations
 
@@ -6,12 +8,30 @@ import orjson
 import pytest
 
 from rocketmq_core.errors import LocalProtocolError, RemoteProtocolError
+from rocketmq_core.protocol import codec
 from rocketmq_core.protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_command
 from rocketmq_core.protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from rocketmq_core.protocol.command import OpaqueSequence, RemotingCommand
 from rocketmq_core.testing.golden import all_frames, captured_frames
 
 GOLDEN = all_frames()
+
+
+@pytest.fixture(params=["compiled", "python"], autouse=True)
+def decoding_path(request, monkeypatch):
+    """Every test here runs with the compiled helper and with the Python code alone."""
+    monkeypatch.setattr(
+        codec, "COMPILED", compiled_helper() if request.param == "compiled" else None
+    )
+    return request.param
+
+
+def compiled_helper():
+    if codec.compiled is None:
+        pytest.fail(
+            "rocketmq_core.protocol._frames is not built: reinstall rocketmq-core with a C compiler"
+        )
+    return codec.compiled
 
 
 def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:

@@ -3,13 +3,19 @@
 ``FrameDecoder.feed`` takes whatever chunk a socket produced (half a frame, many
 frames) and returns the complete commands in it. ``encode_command`` does the reverse.
 Malformed input raises RemoteProtocolError and nothing else.
+
+A compiled helper (_frames.c) decodes the usual frames (JSON headers of the usual
+shape) where it is built; it leaves every other frame, and every error, to the Python
+code here, which is its reference and works alone.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 from collections.abc import Mapping
+from types import ModuleType
 from typing import NoReturn
 
 import orjson
@@ -36,6 +42,29 @@ _new_command = object.__new__  # decoding fills every slot itself: no __init__ c
 _LANGUAGE_BY_NAME = {language.name: int(language) for language in LanguageCode}
 _LANGUAGE_NAMES = {int(language): language.name for language in LanguageCode}
 _OTHER = int(LanguageCode.OTHER)
+
+compiled: ModuleType | None
+try:  # built by setup.py where a C compiler is; FrameDecoder.feed does the same work
+    from . import _frames as compiled
+except ImportError:
+    compiled = None
+# the compiled helper when built; ROCKETMQ_FRAMES_COMPILED=0 runs the Python code alone
+COMPILED = compiled if os.environ.get("ROCKETMQ_FRAMES_COMPILED", "1") != "0" else None
+# what the helper fills: RemotingCommand's slots, in the order _frames.c names them
+_SLOTS = tuple(
+    RemotingCommand.__dict__[name]
+    for name in (
+        "code",
+        "opaque",
+        "flag",
+        "version",
+        "language",
+        "remark",
+        "ext_fields",
+        "body",
+        "serialize_type",
+    )
+)
 
 
 class FrameDecoder:
@@ -74,7 +103,16 @@ class FrameDecoder:
         position = 0
         max_length = self.max_frame_length - 4
         unpack_prefix = _PREFIX.unpack_from
+        helper = COMPILED
         while end - position >= 8:
+            if helper is not None:  # the usual frames; it stops before any other one
+                decoded, position = helper.decode_frames(
+                    source, position, max_length, _loads, RemotingCommand, _SLOTS,
+                    _LANGUAGE_BY_NAME, _OTHER, _JSON,
+                )  # fmt: skip
+                commands += decoded
+                if end - position < 8:
+                    break
             length, type_and_length = unpack_prefix(source, position)
             if length > max_length or length < 4:
                 self._fail_on_length(source, position, length)
