@@ -2,41 +2,55 @@
 the slave at a steady send rate (issue 29).
 
 For each role a broker group (one master, one slave, mmap stores, async flush) runs as
-``rocketmq cluster up DIR`` in a child process pinned to ``--server-core`` (default 0):
-the name server, the master and the slave share that core, so every hand-off between
-master and slave is a switch on one core, and their CPU is shared. Our SDK runs here,
-pinned to ``--client-core`` (default 1), on uvloop when installed. 1 KiB bodies. Rows:
+``rocketmq cluster up DIR`` pinned to ``--server-core`` (default 0). That command runs
+the name server in its own process and each broker as a child ``rocketmq broker -c``
+process, so by default the three share that core: every hand-off between master and
+slave is a switch on one core, and their CPU is shared. ``--slave-core N`` moves every
+thread of the slave's process to core N once the group is up (the master and the name
+server stay). Our SDK runs here, pinned to ``--client-core`` (default 1), on uvloop when
+installed. 1 KiB bodies. Rows:
 
 * send, 64 in flight: 64 tasks looping ``await producer.send(...)``;
 * send, 1 in flight: one task, one send at a time;
 * lag: sends paced at ``--lag-rate`` msg/s (default 20,000; one send started per slot
   of a fixed schedule, at most 64 in flight) to a one-queue topic, while a reader here
   long-polls that queue *on the slave* (PULL_MESSAGE, suspend flag, 32 per pull). The
-  lag of a message is the time from the start of its send (a timestamp in its body) to
-  the pull response from the slave that carries it; "after SEND_OK" is from the
-  master's answer instead (negative when the slave's copy was readable first; shown as
-  0). What this includes beyond the copy itself: the slave's dispatch to its consume
-  queue, the pull response and this event loop getting to it. The reader's own cost is
-  in the row (pulls/s, and the slave's CPU per message with the reader serving them).
-  When the rate is not held (fewer than 97% of the scheduled sends done in the window)
-  the row is run once more at 85% of the rate reached, and says so.
+  sender is the C load client (benchmarks/loadgen_c/rocketmq_load.c, built into a temp
+  folder, ``--rate``, ``--stamp``) pinned to the client core next to this process:
+  our SDK tops out below 20k msg/s on one core. It skips a slot that finds 64 sends
+  outstanding (counted as late) rather than sending it later. ``--lag-sender sdk``
+  paces 64 SDK tasks here instead (a busy task's slot is sent late, not skipped). The
+  lag of a message is the time from the start of its send (a CLOCK_MONOTONIC stamp in
+  its body) to the pull response from the slave that carries it; with the SDK sender,
+  "after SEND_OK" is from the master's answer instead (negative when the slave's copy
+  was readable first; shown as 0); the C sender reports its send -> SEND_OK time. What
+  the lag includes beyond the copy itself: the slave's dispatch to its consume queue,
+  the pull response and this event loop getting to it. The reader's own cost is in the
+  row (pulls/s, and the slave's CPU per message with the reader serving them). When
+  the rate is not held (fewer than 97% of the scheduled sends done in the window) the
+  row is run once more at 85% of the rate reached, and says so.
 
 The ASYNC_MASTER rows are the peer of the SYNC_MASTER rows; the ratio of the 64 in flight
 rates is reported. Every row warms up for ``--warmup`` s, then counts ``--seconds`` s
 (``--lag-seconds`` for the lag rows); each row reports the CPU per message of this
-process, the master and the slave over the counted window, and what every other process
-on the machine took meanwhile. The default run takes about 90 s. Prints a table (with
-the issue's targets) and writes JSON.
+process (with the C sender: the reader alone), the C sender, the master and the slave
+over the counted window, and what every other process on the machine took meanwhile.
+The default run takes about 90 s. Prints a table (with the issue's targets), the load
+averages, and writes JSON.
 
     python benchmarks/ha.py --seconds 10 --lag-seconds 20
+    python benchmarks/ha.py --roles ASYNC_MASTER --seconds 3 --slave-core 1
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -45,6 +59,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -70,6 +87,8 @@ from rocketmq_core.protocol.message import iter_records
 from rocketmq_core.remoting.client import RemotingClient
 
 BODY = b"x" * 1024
+C_CLIENT = Path(__file__).resolve().parent / "loadgen_c" / "rocketmq_load.c"
+SENDERS = ("c", "sdk")  # what paces the lag rows' sends
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 SEND_TOPIC = "BenchHaSend"
 LAG_TOPIC = "BenchHaLag{attempt}"  # one queue, one per attempt: the reader follows queue 0
@@ -79,7 +98,9 @@ PULL_BATCH = 32
 PULL_FLAGS = 0x2 | 0x4  # suspend (long poll) + subscription
 HELD = 0.97  # a rate is held when this share of the scheduled sends is done
 STEP_DOWN = 0.85  # ... else the lag row runs again at this share of the rate reached
-STAMP = struct.Struct("<q")  # perf_counter_ns at the start of the send, first in the body
+# time.monotonic_ns() (CLOCK_MONOTONIC) at the start of the send, first in the body, as the
+# C client's --stamp writes it
+STAMP = struct.Struct(">q")
 TARGETS = {
     "sync_vs_async_64": 0.50,  # SYNC_MASTER 64-in-flight rate / ASYNC_MASTER's
     "lag_p99_ms": 10.0,  # at 20k msg/s
@@ -94,9 +115,12 @@ LISTEN_PORTS = {"master": 10911, "slave": 10921}  # moved by a free --port-offse
 
 
 class BrokerGroup:
-    """``rocketmq cluster up`` of one master and one slave, pinned to ``core``."""
+    """``rocketmq cluster up`` of one master and one slave, pinned to ``core``; the slave's
+    process moved to ``slave_core`` once up when one is given."""
 
-    def __init__(self, role: str, directory: Path, core: int | None) -> None:
+    def __init__(
+        self, role: str, directory: Path, core: int | None, slave_core: int | None = None
+    ) -> None:
         layout = directory / "layout"
         layout.mkdir(parents=True)
         common = (
@@ -133,6 +157,8 @@ class BrokerGroup:
         }
         self.master, self.master_pid = members[0]
         self.slave, self.slave_pid = members[1]
+        if slave_core is not None:
+            move_to_core(self.slave_pid, slave_core)
 
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
@@ -141,6 +167,25 @@ class BrokerGroup:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def move_to_core(pid: int, core: int) -> None:
+    """Every thread of ``pid`` onto ``core`` (``taskset -a -p``); threads it starts later
+    inherit the mask of the thread that starts them."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), {core})
+
+
+def core_or_none(core: int) -> int | None:
+    return None if core < 0 else core
+
+
+def build_c_client(scratch: Path) -> Path:
+    """The C load client, compiled into ``scratch`` (as benchmarks/vs_nats.py does)."""
+    binary = scratch / "rocketmq_load"
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(C_CLIENT)], check=True)
+    return binary
 
 
 def _free_port_offset() -> int:
@@ -193,13 +238,19 @@ async def prepare(group: BrokerGroup, admin: Admin, remoting: RemotingClient) ->
 
 
 class CpuWindow:
-    """CPU time per message of this process, the master and the slave over a window, and
-    what every other process on the machine took (100 = one core)."""
+    """CPU time per message of this process, the master, the slave (and a sender process,
+    when one is watched) over a window, and what every other process on the machine took
+    (100 = one core)."""
 
     def __init__(self, master_pid: int, slave_pid: int) -> None:
         self.pids = {"master": master_pid, "slave": slave_pid}
         self._start: dict[str, float] = {}
+        self._end: dict[str, float] = {}
         self.result: dict = {}
+
+    def watch(self, name: str, pid: int) -> None:
+        """One more process to account for; before ``start``."""
+        self.pids[name] = pid
 
     def _sample(self) -> dict[str, float]:
         tick = os.sysconf("SC_CLK_TCK")
@@ -210,19 +261,25 @@ class CpuWindow:
     def start(self) -> None:
         self._start = self._sample()
 
+    def end(self) -> None:
+        """The window's end, when the message count is known only later (``stop``)."""
+        self._end = self._sample()
+
     def stop(self, messages: int) -> dict:
-        end = self._sample()
+        end = self._end or self._sample()
         used = {key: end[key] - self._start[key] for key in end}
         wall = max(used["wall"], 1e-9)
         per = 1e6 / messages if messages else float("nan")
-        others = max(0.0, used["busy"] - used["client"] - used["master"] - used["slave"])
+        processes = sum(used[name] for name in self.pids) + used["client"]
         self.result = {
             "client_cpu_us_per_msg": round(used["client"] * per, 1),
             "master_cpu_us_per_msg": round(used["master"] * per, 1),
             "slave_cpu_us_per_msg": round(used["slave"] * per, 1),
             "server_core_busy_pct": round(100 * (used["master"] + used["slave"]) / wall),
-            "others_cpu_pct": round(100 * others / wall),
+            "others_cpu_pct": round(100 * max(0.0, used["busy"] - processes) / wall),
         }
+        if "sender" in self.pids:
+            self.result["sender_cpu_us_per_msg"] = round(used["sender"] * per, 1)
         return self.result
 
 
@@ -285,34 +342,40 @@ def pull_request(topic: str, offset: int, suspend_ms: int = 1000) -> RemotingCom
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
 
 
-async def lag_row(
-    role: str,
-    group: BrokerGroup,
-    producer: Producer,
-    remoting: RemotingClient,
-    topic: str,
-    rate: float,
-    warmup: float,
-    seconds: float,
-    cpu: CpuWindow,
-) -> dict:
-    """Sends paced at ``rate`` while a reader long-polls the slave; the lag per message."""
-    ok_at: dict[int, int] = {}  # queue offset -> perf_counter_ns of SEND_OK
-    read: list[tuple[int, int, int]] = []  # (queue offset, send began ns, read ns)
-    sent = 0
-    pulls = 0
-    pulled = 0  # messages in the counted pulls
-    codes: dict[str, int] = {}  # the counted pulls' response codes
-    measure_from = time.perf_counter() + warmup
-    stop_at = measure_from + seconds
-    start_ns = time.perf_counter_ns()
+@dataclass
+class PacedSends:
+    """What a paced sender did; sent, scheduled and late count the messages whose slot
+    fell in the counted window."""
+
+    sent: int
+    scheduled: int
+    late: int | None  # slots skipped because 64 sends were outstanding (the C sender)
+    acked: int  # every message answered SEND_OK, warm-up included: what the reader must see
+    window_ns: tuple[int, int]  # the counted window, time.monotonic_ns()
+    ok_at: dict[int, int] | None = None  # queue offset -> SEND_OK received (the SDK sender)
+    ack_p50_us: float | None = None  # send -> SEND_OK (the C sender)
+    ack_p99_us: float | None = None
+
+
+# (topic, rate, warm-up s, counted s, cpu) -> what was sent
+PacedSender = Callable[[str, float, float, float, "CpuWindow"], Awaitable[PacedSends]]
+
+
+async def sdk_paced_sends(
+    producer: Producer, topic: str, rate: float, warmup: float, seconds: float, cpu: CpuWindow
+) -> PacedSends:
+    """64 SDK tasks here take the slots of a fixed schedule in turn; a slot whose task is
+    still busy is sent when the task is free (late, bunched)."""
+    ok_at: dict[int, int] = {}
+    clock = time.monotonic_ns
+    start_ns = clock()
+    window = (start_ns + round(warmup * 1e9), start_ns + round((warmup + seconds) * 1e9))
     interval_ns = round(1e9 / rate)
     next_slot = 0
-    window = (int(measure_from * 1e9), int(stop_at * 1e9))
+    sent = 0
 
     async def sender() -> None:
         nonlocal next_slot, sent
-        clock = time.perf_counter_ns
         while True:
             slot = next_slot
             next_slot += 1
@@ -324,88 +387,172 @@ async def lag_row(
                 await anyio.sleep(wait / 1e9)
             began = clock()
             result = await producer.send(Message(topic, STAMP.pack(began) + BODY[8:]))
-            ok_at[result.queue_offset] = clock()
+            if result.status is SendStatus.SEND_OK:
+                ok_at[result.queue_offset] = clock()
             if window[0] <= began < window[1]:
                 sent += 1
 
-    async def reader(stop: anyio.Event) -> None:
-        nonlocal pulls, pulled
+    async with anyio.create_task_group() as senders:
+        for _ in range(LAG_INFLIGHT):
+            senders.start_soon(sender)
+    scheduled = round(seconds * rate)
+    return PacedSends(sent, scheduled, None, len(ok_at), window, ok_at=ok_at)
+
+
+async def c_paced_sends(
+    binary: Path,
+    master: str,
+    core: int | None,
+    topic: str,
+    rate: float,
+    warmup: float,
+    seconds: float,
+    cpu: CpuWindow,
+) -> PacedSends:
+    """The C load client, paced (--rate) and stamping each body (--stamp), to the end of
+    its run; its CPU is accounted in ``cpu`` as the sender's."""
+    command = [str(binary), "--addr", master, "--mode", "single", "--topic", topic]
+    command += ["--group", "PG-bench-ha-lag", "--queues", "1", "--inflight", str(LAG_INFLIGHT)]
+    command += ["--body", str(len(BODY)), "--rate", f"{rate:.0f}", "--stamp", "1"]
+    command += ["--warmup", str(warmup), "--seconds", str(seconds)]
+    async with await anyio.open_process(pinned(command, core), stdin=subprocess.DEVNULL) as run:
+        cpu.watch("sender", run.pid)  # taskset execs the client: the same pid
+        status = await run.wait()
+        assert run.stdout is not None and run.stderr is not None
+        output = b"".join([chunk async for chunk in run.stdout])
+        errors = b"".join([chunk async for chunk in run.stderr])
+    if status != 0:
+        raise SystemExit(f"the C sender failed ({status}): {errors.decode().strip()[-500:]}")
+    result = json.loads(output)
+    if result["failed"]:
+        raise SystemExit(
+            f"the C sender to {topic}: {result['failed']} sends failed, the first with code"
+            f" {result['first_failure_code']}: {result['first_failure']}"
+        )
+    return PacedSends(
+        sent=result["sent"],
+        scheduled=result["slots"],
+        late=result["late"],
+        acked=result["messages_all"],
+        window_ns=(result["window_from_ns"], result["window_to_ns"]),
+        ack_p50_us=result["p50_us"],
+        ack_p99_us=result["p99_us"],
+    )
+
+
+class LagReader:
+    """Long-polls queue 0 of ``topic`` on the slave from offset 0, noting for every message
+    its queue offset, its send stamp and when the pull response carrying it came."""
+
+    def __init__(self, remoting: RemotingClient, slave: str, topic: str) -> None:
+        self.remoting, self.slave, self.topic = remoting, slave, topic
+        self.read: list[tuple[int, int, int]] = []  # (queue offset, send began ns, read ns)
+        self.pulls = 0
+        self.pulled = 0  # messages in the counted pulls
+        self.codes: dict[str, int] = {}  # the counted pulls' response codes
+
+    def restart_counts(self) -> None:
+        self.pulls = self.pulled = 0
+        self.codes.clear()
+
+    async def run(self, stop: anyio.Event) -> None:
         offset = 0
-        clock = time.perf_counter_ns
+        clock = time.monotonic_ns
         while not stop.is_set():
-            reply = await remoting.invoke(group.slave, pull_request(topic, offset), timeout=5)
+            reply = await self.remoting.invoke(
+                self.slave, pull_request(self.topic, offset), timeout=5
+            )
             now = clock()
-            pulls += 1
+            self.pulls += 1
             name = ResponseCode(reply.code).name
-            codes[name] = codes.get(name, 0) + 1
+            self.codes[name] = self.codes.get(name, 0) + 1
             header = PullMessageResponseHeader.from_ext_fields(reply.ext_fields)
             if reply.code == ResponseCode.SUCCESS:
-                before = len(read)
+                before = len(self.read)
                 for record in iter_records(reply.body):
-                    read.append((record.queue_offset, STAMP.unpack_from(record.body)[0], now))
-                pulled += len(read) - before
+                    self.read.append((record.queue_offset, STAMP.unpack_from(record.body)[0], now))
+                self.pulled += len(self.read) - before
             elif reply.code not in (
                 ResponseCode.PULL_NOT_FOUND,
                 ResponseCode.PULL_RETRY_IMMEDIATELY,
             ):
-                raise SystemExit(
-                    f"pull from the slave {group.slave}: {reply.code!r} {reply.remark}"
-                )
+                raise SystemExit(f"pull from the slave {self.slave}: {reply.code!r} {reply.remark}")
             offset = header.next_begin_offset
 
+
+async def lag_row(
+    role: str,
+    group: BrokerGroup,
+    send_paced: PacedSender,
+    remoting: RemotingClient,
+    topic: str,
+    rate: float,
+    warmup: float,
+    seconds: float,
+    cpu: CpuWindow,
+) -> dict:
+    """Sends paced at ``rate`` while a reader long-polls the slave; the lag per message."""
+    reader = LagReader(remoting, group.slave, topic)
+    measure_from = time.monotonic() + warmup
+
     async def timekeeper() -> None:
-        nonlocal pulls, pulled
-        await anyio.sleep(measure_from - time.perf_counter())
+        await anyio.sleep(measure_from - time.monotonic())
         cpu.start()
-        pulls = pulled = 0
-        codes.clear()
-        await anyio.sleep(stop_at - time.perf_counter())
-        cpu.stop(sent)
+        reader.restart_counts()
+        await anyio.sleep(measure_from + seconds - time.monotonic())
+        cpu.end()
 
     # the reader starts at offset 0 of a fresh queue: earlier rounds are read, not counted
     stop_reading = anyio.Event()
     async with anyio.create_task_group() as outer:
-        outer.start_soon(reader, stop_reading)
+        outer.start_soon(reader.run, stop_reading)
         async with anyio.create_task_group() as senders:
             senders.start_soon(timekeeper)
-            for _ in range(LAG_INFLIGHT):
-                senders.start_soon(sender)
-        scheduled = round((stop_at - measure_from) * rate)
+            sends = await send_paced(topic, rate, warmup, seconds, cpu)
         with anyio.move_on_after(5):  # let the last messages reach the reader
-            while not read or read[-1][0] < max(ok_at, default=-1):
+            while len(reader.read) < sends.acked:
                 await anyio.sleep(0.01)
         stop_reading.set()
         outer.cancel_scope.cancel()
-    from_send = sorted(
-        (read_ns - began) / 1e9 for _q, began, read_ns in read if window[0] <= began < window[1]
+    cpu.stop(sends.sent)
+    window = sends.window_ns
+    counted = [
+        (q, began, read_ns) for q, began, read_ns in reader.read if window[0] <= began < window[1]
+    ]
+    from_send = sorted((read_ns - began) / 1e9 for _q, began, read_ns in counted)
+    ok_at = sends.ok_at
+    from_ok = (
+        None
+        if ok_at is None
+        else sorted(max(0, read_ns - ok_at[q]) / 1e9 for q, _b, read_ns in counted if q in ok_at)
     )
-    from_ok = sorted(
-        max(0, read_ns - ok_at[q]) / 1e9
-        for q, began, read_ns in read
-        if window[0] <= began < window[1] and q in ok_at
-    )
-    before_ok = sum(
-        1
-        for q, began, read_ns in read
-        if window[0] <= began < window[1] and read_ns < ok_at.get(q, 0)
-    )
+    codes = reader.codes
     return {
         "role": role,
         "row": "lag",
+        "sender": "sdk" if ok_at is not None else "c",
         "rate_asked": round(rate),
-        "messages": sent,
+        "messages": sends.sent,
         "seconds": round(seconds, 3),
-        "messages_per_s": round(sent / seconds),
-        "held": sent >= HELD * scheduled,
+        "messages_per_s": round(sends.sent / seconds),
+        "held": sends.sent >= HELD * sends.scheduled,
+        "scheduled": sends.scheduled,
+        "late": sends.late,
         "read": len(from_send),
         "lag_p50_us": percentile_us(from_send, 0.50),
         "lag_p99_us": percentile_us(from_send, 0.99),
         "lag_max_us": percentile_us(from_send, 1.0),
-        "lag_after_ok_p50_us": percentile_us(from_ok, 0.50),
-        "lag_after_ok_p99_us": percentile_us(from_ok, 0.99),
-        "read_before_send_ok": before_ok,
-        "pulls_per_s": round(pulls / seconds),
-        "messages_per_pull": round(pulled / codes["SUCCESS"], 1) if codes.get("SUCCESS") else None,
+        "lag_after_ok_p50_us": percentile_us(from_ok, 0.50) if from_ok is not None else None,
+        "lag_after_ok_p99_us": percentile_us(from_ok, 0.99) if from_ok is not None else None,
+        "read_before_send_ok": None
+        if ok_at is None
+        else sum(1 for q, _b, read_ns in counted if read_ns < ok_at.get(q, 0)),
+        "send_ack_p50_us": sends.ack_p50_us,
+        "send_ack_p99_us": sends.ack_p99_us,
+        "pulls_per_s": round(reader.pulls / seconds),
+        "messages_per_pull": round(reader.pulled / codes["SUCCESS"], 1)
+        if codes.get("SUCCESS")
+        else None,
         "pull_codes": dict(codes),
     }
 
@@ -413,7 +560,11 @@ async def lag_row(
 # --- the run --------------------------------------------------------------------------
 
 
-async def measure_role(role: str, group: BrokerGroup, args: argparse.Namespace) -> list[dict]:
+async def measure_role(
+    role: str, group: BrokerGroup, args: argparse.Namespace, c_binary: Path | None
+) -> list[dict]:
+    """The send rows, then the lag row (paced by the C client at ``c_binary``, else by
+    the SDK)."""
     rows: list[dict] = []
     async with (
         Admin(namesrv_addr=group.namesrv) as admin,
@@ -429,12 +580,17 @@ async def measure_role(role: str, group: BrokerGroup, args: argparse.Namespace) 
             row = send_row(role, inflight, count, args.seconds, latencies, statuses)
             rows.append(row | cpu.result)
             print_row(rows[-1])
+        send_paced: PacedSender = (
+            partial(c_paced_sends, c_binary, group.master, core_or_none(args.client_core))
+            if c_binary is not None
+            else partial(sdk_paced_sends, producer)
+        )
         rate = args.lag_rate
         for attempt in range(LAG_ATTEMPTS):
             cpu = CpuWindow(group.master_pid, group.slave_pid)
             topic = LAG_TOPIC.format(attempt=attempt)
             row = await lag_row(
-                role, group, producer, remoting, topic, rate, args.warmup, args.lag_seconds, cpu
+                role, group, send_paced, remoting, topic, rate, args.warmup, args.lag_seconds, cpu
             )
             rows.append(row | cpu.result)
             print_row(rows[-1])
@@ -449,12 +605,22 @@ def print_row(row: dict) -> None:
         return "-" if value is None else f"{value:,.0f}"
 
     if row["row"] == "lag":
+        if row["sender"] == "c":
+            sender = (
+                f"C sender {row['sender_cpu_us_per_msg']} us/msg, {row['late']:,} late,"
+                f" send -> SEND_OK p50 {us(row['send_ack_p50_us'])}"
+                f" p99 {us(row['send_ack_p99_us'])} us"
+            )
+        else:
+            sender = (
+                f"SDK sender; after SEND_OK p50 {us(row['lag_after_ok_p50_us'])}"
+                f" p99 {us(row['lag_after_ok_p99_us'])} us; {row['read_before_send_ok']:,}"
+                " read before SEND_OK"
+            )
         detail = (
             f"rate {row['rate_asked']:,}/s {'held' if row['held'] else 'NOT held'};"
             f" lag p50 {us(row['lag_p50_us'])} us p99 {us(row['lag_p99_us'])} us"
-            f" max {us(row['lag_max_us'])} us; after SEND_OK p50 {us(row['lag_after_ok_p50_us'])}"
-            f" p99 {us(row['lag_after_ok_p99_us'])} us; {row['read_before_send_ok']:,} read"
-            f" before SEND_OK; {row['pulls_per_s']:,} pulls/s,"
+            f" max {us(row['lag_max_us'])} us; {sender}; {row['pulls_per_s']:,} pulls/s,"
             f" {row['messages_per_pull']} per pull {row['pull_codes']}"
         )
     else:
@@ -527,36 +693,60 @@ def main() -> int:
     parser.add_argument("--roles", default=",".join(ROLES))
     parser.add_argument("--server-core", type=int, default=0, help="-1: don't pin")
     parser.add_argument("--client-core", type=int, default=1, help="-1: don't pin")
+    parser.add_argument(
+        "--slave-core",
+        type=int,
+        default=-1,
+        help="move the slave's process to this core once up (-1: it stays on --server-core)",
+    )
+    parser.add_argument(
+        "--lag-sender",
+        choices=SENDERS,
+        default="c",
+        help="what paces the lag rows: the C load client (default) or our SDK",
+    )
     parser.add_argument("--no-uvloop", action="store_true")
     parser.add_argument("--output", default="benchmarks/results/ha.json")
     args = parser.parse_args()
     roles = [name.strip() for name in args.roles.split(",") if name.strip()]
     if set(roles) - set(ROLES):
         parser.error(f"unknown roles {sorted(set(roles) - set(ROLES))}; choose from {ROLES}")
-    server_core = None if args.server_core < 0 else args.server_core
+    server_core = core_or_none(args.server_core)
+    slave_core = core_or_none(args.slave_core)
     if args.client_core >= 0:
         os.sched_setaffinity(0, {args.client_core})
     use_uvloop = uvloop_wanted(args.no_uvloop)
     loop = "uvloop" if use_uvloop else "asyncio"
+    placement = (
+        f"all on core {args.server_core}"
+        if slave_core is None
+        else f"name server and master on core {args.server_core}, slave on core {slave_core}"
+    )
+    sender = "the C load client" if args.lag_sender == "c" else "the SDK"
     print(
         f"ha: rocketmq_core.client (core {args.client_core}, {loop}) -> name server, master and"
-        f" slave (rocketmq cluster up, all on core {args.server_core}; mmap, async flush),"
-        f" 1 KiB bodies; {args.seconds:g} s per send row, {args.lag_seconds:g} s per lag row,"
-        f" after {args.warmup:g} s warm-up",
+        f" slave (rocketmq cluster up, {placement}; mmap, async flush), 1 KiB bodies;"
+        f" {args.seconds:g} s per send row, {args.lag_seconds:g} s per lag row (sent by"
+        f" {sender} on core {args.client_core}), after {args.warmup:g} s warm-up;"
+        f" load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
+    load_before = os.getloadavg()
     results: list[dict] = []
-    for role in roles:
-        with tempfile.TemporaryDirectory(prefix=f"ha-{role.lower()}-") as scratch:
-            group = BrokerGroup(role, Path(scratch), server_core)
+    with tempfile.TemporaryDirectory(prefix="ha-") as scratch_name:
+        c_binary = build_c_client(Path(scratch_name)) if args.lag_sender == "c" else None
+        for role in roles:
+            directory = Path(scratch_name) / role.lower()
+            group = BrokerGroup(role, directory, server_core, slave_core)
 
             async def run(role: str = role, group: BrokerGroup = group) -> None:
-                results.extend(await measure_role(role, group, args))
+                results.extend(await measure_role(role, group, args, c_binary))
 
             try:
                 run_backend(run, "asyncio", use_uvloop)
             finally:
                 group.stop()
+                shutil.rmtree(directory, ignore_errors=True)  # the next role's room on disk
     checks = verdicts(results)
     for check in checks:
         print(
@@ -571,17 +761,25 @@ def main() -> int:
         "warmup_s": args.warmup,
         "lag_rate_asked": args.lag_rate,
         "servers": "rocketmq cluster up: name server, master, slave in three processes",
+        "lag_sender": "C load client (rocketmq_load.c --rate --stamp)"
+        if args.lag_sender == "c"
+        else "SDK, 64 tasks",
         "store": "mmap",
         "flush": "ASYNC_FLUSH",
         "event_loop": loop,
         "server_core": args.server_core,
         "client_core": args.client_core,
+        "slave_core": args.slave_core if slave_core is not None else args.server_core,
+        "load_average_before": [round(load, 2) for load in load_before],
+        "load_average_after": [round(load, 2) for load in os.getloadavg()],
         "lag_method": "a reader in the client process long-polls the one-queue lag topic on"
         " the slave (PULL_MESSAGE, suspend, 32 per pull); lag = pull response received -"
-        " send began (stamp in the body); after SEND_OK: - the master's answer received",
-        "cpu_columns": "CPU time per message over the counted window of this process, the"
-        " master and the slave; server_core_busy_pct: master + slave (100 = one core);"
-        " others_cpu_pct: every other process on the machine",
+        " send began (CLOCK_MONOTONIC stamp in the body); after SEND_OK (SDK sender): -"
+        " the master's answer received; late (C sender): slots skipped, 64 outstanding",
+        "cpu_columns": "CPU time per message over the counted window of this process (with"
+        " the C sender: the reader alone), the C sender, the master and the slave;"
+        " server_core_busy_pct: master + slave (100 = one core); others_cpu_pct: every"
+        " other process on the machine",
         **machine(),
     }
     write_results(args.output, setup, [*results, {"targets": checks}])

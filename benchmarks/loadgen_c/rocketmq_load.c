@@ -10,8 +10,18 @@
  * Sends run --warmup s, then count --seconds s, then wait for the last answers; with
  * --total they send exactly that many messages instead. Prints one JSON object.
  *
+ * Sends go back to back, or paced with --rate N (messages/s): one request is started per
+ * slot of a fixed schedule (N / --batch slots a second in batch mode), never more than
+ * --inflight outstanding; a slot that finds the window full is skipped and counted as
+ * late, not made up later. --stamp 1 writes the send's start time into the first 8 bytes
+ * of each body (big-endian CLOCK_MONOTONIC nanoseconds, what Python's time.monotonic_ns()
+ * reads), so that a reader can tell how old each message is. In the JSON, sent, slots and
+ * late count the messages started, scheduled and skipped in the counted window, whose
+ * bounds window_from_ns and window_to_ns are on the stamps' clock.
+ *
  *   cc -O2 -o rocketmq_load rocketmq_load.c
  *   rocketmq_load --addr 127.0.0.1:10911 --mode single --inflight 64 --topic T
+ *   rocketmq_load --addr 127.0.0.1:10911 --queues 1 --rate 20000 --stamp 1 --topic T
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,15 +47,21 @@ enum mode { SINGLE, BATCH, PULL };
 static struct {
     const char *host, *port, *topic, *group;
     enum mode mode;
-    int inflight, queues, batch, body;
-    double seconds, warmup;
+    int inflight, queues, batch, body, stamp;
+    double seconds, warmup, rate;
     long total;
-} opt = {"127.0.0.1", "10911", "BenchC", "bench-c", SINGLE, 64, 4, 32, 1024, 5, 1, 0};
+} opt = {"127.0.0.1", "10911", "BenchC", "bench-c", SINGLE, 64, 4, 32, 1024, 0, 5, 1, 0, 0};
 
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
 static void die(const char *what) {
@@ -79,6 +96,10 @@ static void put_be32(uint32_t v) {
     out[out_len++] = (char)(v >> 16);
     out[out_len++] = (char)(v >> 8);
     out[out_len++] = (char)v;
+}
+
+static void stamp_be64(char *at, int64_t ns) {
+    for (int i = 7; i >= 0; i--, ns >>= 8) at[i] = (char)(ns & 0xFF);
 }
 
 static void hex8(char *at, uint32_t v) {
@@ -143,13 +164,17 @@ static void add_send(int queue) {
     size_t start = begin_frame();
     send_header(opt.mode == SINGLE ? 310 : 320, queue, opaque);
     size_t header_len = out_len - start - 8;
+    int64_t stamp = opt.stamp ? now_ns() : 0;
     if (opt.mode == SINGLE) {
         put(body, (size_t)opt.body);
+        if (opt.stamp) stamp_be64(out + out_len - opt.body, stamp);
     } else {
         char *records = out + out_len;
         put(batch_body, batch_body_len);
-        for (int i = 0; i < opt.batch; i++)
+        for (int i = 0; i < opt.batch; i++) {
             hex8(records + i * batch_record_len + batch_key_at, unique_counter++);
+            if (opt.stamp) stamp_be64(records + i * batch_record_len + 20, stamp);
+        }
     }
     end_frame(start, header_len);
     sent_at[opaque % SLOTS] = now_s();
@@ -334,6 +359,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--total")) opt.total = atol(v);
         else if (!strcmp(k, "--topic")) opt.topic = v;
         else if (!strcmp(k, "--group")) opt.group = v;
+        else if (!strcmp(k, "--rate")) opt.rate = atof(v);
+        else if (!strcmp(k, "--stamp")) opt.stamp = atoi(v) != 0;
         else {
             fprintf(stderr, "rocketmq_load: unknown option %s\n", k);
             return 2;
@@ -344,6 +371,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rocketmq_load: bad --inflight/--queues, or pull without --total\n");
         return 2;
     }
+    if (opt.rate < 0 || (opt.mode == PULL && (opt.rate > 0 || opt.stamp)) ||
+        (opt.stamp && opt.body < 8)) {
+        fprintf(stderr, "rocketmq_load: --rate and --stamp are for sends; --stamp needs"
+                        " --body 8 or more\n");
+        return 2;
+    }
+    /* a paced sender sleeps to the next slot: ask for wake-ups without the 50 us slack */
+    if (opt.rate > 0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     build_bodies();
     refresh_born_ms();
     size_t frame_max = 1024 + 8 + (opt.mode == BATCH ? batch_body_len : (size_t)opt.body);
@@ -367,6 +402,10 @@ int main(int argc, char **argv) {
         counted_from = started;
         stop_at = 1e300;
     }
+    double slot_s = opt.rate > 0 ? per_request / opt.rate : 0; /* one request per slot */
+    long next_slot = 0;
+    long sent = 0, slots = 0, late = 0; /* messages: started, scheduled, skipped (counted) */
+    double last_answer = started;
 
     for (;;) {
         double now = now_s();
@@ -381,7 +420,31 @@ int main(int argc, char **argv) {
                 counted_to = now;
             }
         }
-        if (out_sent == out_len) {
+        if (opt.rate > 0) {
+            if (!draining && out_sent) { /* keep what is still unsent, append behind it */
+                memmove(out, out + out_sent, out_len - out_sent);
+                out_len -= out_sent;
+                out_sent = 0;
+            }
+            int born_fresh = 0;
+            while (!draining && requests_left != 0) {
+                double due = started + next_slot * slot_s;
+                if (due > now || due >= stop_at) break;
+                next_slot++;
+                int in_window = opt.total > 0 || due >= measure_from;
+                if (in_window) slots += per_request;
+                if (inflight >= opt.inflight) { /* the slot is lost, not made up later */
+                    if (in_window) late += per_request;
+                    continue;
+                }
+                if (!born_fresh++) refresh_born_ms();
+                add_send(next_queue);
+                if (requests_left > 0) requests_left--;
+                if (in_window) sent += per_request;
+                next_queue = (next_queue + 1) % opt.queues;
+                inflight++;
+            }
+        } else if (out_sent == out_len) {
             out_len = out_sent = 0;
             if (opt.mode != PULL) refresh_born_ms();
             while (!draining && inflight < opt.inflight && requests_left != 0) {
@@ -398,6 +461,7 @@ int main(int argc, char **argv) {
                 } else {
                     add_send(next_queue);
                     if (requests_left > 0) requests_left--;
+                    if (counting) sent += per_request;
                 }
                 next_queue = (next_queue + 1) % opt.queues;
                 inflight++;
@@ -405,7 +469,18 @@ int main(int argc, char **argv) {
         }
         if (inflight == 0 && (draining || requests_left == 0)) break;
         struct pollfd p = {fd, POLLIN | (out_sent < out_len ? POLLOUT : 0), 0};
-        if (poll(&p, 1, 10000) <= 0) die("no answer within 10 s");
+        double wait = 10;
+        if (opt.rate > 0 && !draining && requests_left != 0) { /* until the next slot */
+            wait = started + next_slot * slot_s - now_s();
+            wait = wait < 0 ? 0 : wait > 10 ? 10 : wait;
+        }
+        struct timespec timeout = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        int ready = ppoll(&p, 1, &timeout, NULL);
+        if (ready < 0 && errno != EINTR) die("poll");
+        if (ready <= 0) {
+            if (inflight > 0 && now_s() - last_answer >= 10) die("no answer within 10 s");
+            continue;
+        }
         if (p.revents & POLLOUT) {
             ssize_t n = send(fd, out + out_sent, out_len - out_sent, MSG_NOSIGNAL);
             if (n < 0 && errno != EAGAIN) die("send");
@@ -427,6 +502,7 @@ int main(int argc, char **argv) {
                     counted_from = now;
                 }
                 on_response(in + at + 4, frame_len, now);
+                last_answer = now;
                 inflight--;
                 at += 4 + frame_len;
             }
@@ -449,6 +525,12 @@ int main(int argc, char **argv) {
            percentile_us(0.99), seen.messages_all, seen.failed, seen.first_failure_code,
            first_failure);
     for (int q = 0; q < opt.queues; q++) printf(q ? ",%ld" : "%ld", seen.acked[q]);
-    printf("]}\n");
+    /* the window as CLOCK_MONOTONIC ns, to pick the counted messages out by their stamps */
+    double window_from = opt.total > 0 ? counted_from : measure_from;
+    double window_to = opt.total > 0 ? counted_to : stop_at;
+    printf("],\"rate\":%.0f,\"stamp\":%s,\"sent\":%ld,\"slots\":%ld,\"late\":%ld,"
+           "\"window_from_ns\":%lld,\"window_to_ns\":%lld}\n",
+           opt.rate, opt.stamp ? "true" : "false", sent, slots, late,
+           (long long)(window_from * 1e9), (long long)(window_to * 1e9));
     return 0;
 }
