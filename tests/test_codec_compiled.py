@@ -3,6 +3,8 @@ commands, the same errors, for frames of every shape, fed whole or in pieces."""
 
 from __future__ import annotations
 
+import itertools
+
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -44,23 +46,67 @@ HEADERS = st.fixed_dictionaries(
 )
 
 
-def outcome(chunk: bytes, pieces: int) -> tuple:
-    """What a fresh decoder makes of ``chunk`` fed in ``pieces`` parts: each command's
-    slots (and the type of its serialize type), then the error, if any."""
-    decoder = FrameDecoder()
+# headers of the usual shape (the helper's), each field now and then odd
+USUAL = st.fixed_dictionaries(
+    {
+        "code": st.integers(-(2**31), 2**31 - 1),
+        "opaque": st.one_of(
+            st.sampled_from([-(2**31), 2**31 - 1, -(2**31) - 1, 2**31]), st.integers(0, 99)
+        ),
+        "language": st.sampled_from(["JAVA", "CPP", "GO", "RUST?"]),
+        "extFields": st.one_of(
+            st.dictionaries(st.text(max_size=4), st.text(max_size=6), max_size=5),
+            st.dictionaries(
+                st.text(max_size=4),
+                st.one_of(
+                    st.text(max_size=6), st.integers(-(2**40), 2**40), st.booleans(), st.none()
+                ),
+                max_size=5,
+            ),
+        ),
+    },
+    optional={
+        "flag": st.integers(0, 3),
+        "version": st.integers(0, 500),
+        "remark": st.one_of(st.text(max_size=8), st.none()),
+        "serializeTypeCurrentRPC": st.just("JSON"),
+    },
+)
+# prefixes a decoder must refuse or wait on: a length under 4, a header longer than its
+# frame, an unknown serialize type
+BAD_PREFIXES = st.sampled_from(
+    [b"", b"\x00\x00\x00\x02\x00\x00\x00\x00", b"\x00\x00\x00\x06\x00\x00\x00\x09xy",
+     b"\x00\x00\x00\x06\x02\x00\x00\x02{}"]
+)  # fmt: skip
+
+
+class CountingHelper:
+    """The compiled helper, counting the frames it decoded."""
+
+    def __init__(self, helper) -> None:
+        self.helper = helper
+        self.decoded = 0
+
+    def decode_frames(self, *arguments):
+        commands, position = self.helper.decode_frames(*arguments)
+        self.decoded += len(commands)
+        return commands, position
+
+
+def outcome(chunk: bytes, cuts: list[int], limit: int) -> tuple:
+    """What a fresh decoder with frames of at most ``limit`` bytes makes of ``chunk`` cut
+    at ``cuts``: each command's slots, with their types, then the error, if any."""
+    decoder = FrameDecoder(limit)
     commands: list = []
     error = None
-    step = max(1, len(chunk) // pieces)
+    bounds = [0, *sorted(cut for cut in cuts if 0 < cut < len(chunk)), len(chunk)]
     try:
-        for start in range(0, len(chunk), step):
-            commands += decoder.feed(chunk[start : start + step])
+        for start, end in itertools.pairwise(bounds):
+            commands += decoder.feed(chunk[start:end])
     except RemoteProtocolError as exc:
         error = (str(exc), exc.opaque, exc.response_code)
     seen = [
-        (
-            *(getattr(command, name) for name in RemotingCommand.__slots__),
-            type(command.serialize_type),
-        )
+        [(type(value), value) for value in map(command.__getattribute__, RemotingCommand.__slots__)]
         for command in commands
     ]
     return seen, error, decoder.buffered
@@ -68,16 +114,20 @@ def outcome(chunk: bytes, pieces: int) -> tuple:
 
 @settings(max_examples=300, deadline=None)
 @given(
+    first=USUAL,
     headers=st.lists(
-        st.tuples(HEADERS, st.binary(max_size=40), st.sampled_from([0, 0, 0, 1])),
-        min_size=1,
-        max_size=5,
+        st.tuples(st.one_of(USUAL, HEADERS), st.binary(max_size=40), st.sampled_from([0, 0, 0, 1])),
+        max_size=4,
     ),
-    pieces=st.integers(1, 3),
+    cuts=st.lists(st.integers(0, 2000), max_size=3),
+    limit=st.sampled_from([MAX_FRAME_LENGTH, 2**63 + 10, 400, 60, 8]),
     garbage=st.sampled_from([b"", b"{not json", b"[1]", b"\xff"]),
+    bad_prefix=BAD_PREFIXES,
 )
-def test_the_compiled_helper_decodes_and_refuses_as_the_python_code(headers, pieces, garbage):
-    frames = []
+def test_the_compiled_helper_decodes_and_refuses_as_the_python_code(
+    first, headers, cuts, limit, garbage, bad_prefix
+):
+    frames = [frame(orjson.dumps(first), b"body")]
     for header, body, serialize_type in headers:
         if serialize_type == 1:  # a binary header: the Python code's alone
             command = RemotingCommand(RequestCode.SEND_MESSAGE, opaque=3, body=body)
@@ -87,15 +137,18 @@ def test_the_compiled_helper_decodes_and_refuses_as_the_python_code(headers, pie
             frames.append(frame(orjson.dumps(header), body))
     if garbage:
         frames.append(frame(garbage))
-    chunk = b"".join(frames)
-    helper, original = compiled_helper(), codec.COMPILED
+    chunk = b"".join(frames) + bad_prefix
+    counting, original = CountingHelper(compiled_helper()), codec.COMPILED
     try:
-        codec.COMPILED = helper
-        with_helper = outcome(chunk, pieces)
+        codec.COMPILED = counting
+        with_helper = outcome(chunk, cuts, limit)
         codec.COMPILED = None
-        assert with_helper == outcome(chunk, pieces)
+        assert with_helper == outcome(chunk, cuts, limit)
     finally:
         codec.COMPILED = original
+    usual_first = -(2**31) <= first["opaque"] < 2**31 and len(frames[0]) - 4 <= limit - 4
+    if usual_first:  # the first frame is the helper's: it decoded it (the others may be)
+        assert counting.decoded >= 1
 
 
 def test_the_helper_stops_at_frames_left_to_the_python_code():

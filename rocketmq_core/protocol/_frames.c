@@ -12,6 +12,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -175,8 +176,10 @@ static PyObject *decode_frames(PyObject *module, PyObject *const *args, Py_ssize
     }
     Py_ssize_t position = PyLong_AsSsize_t(args[1]);
     if (position == -1 && PyErr_Occurred()) return NULL;
-    long long max_length = PyLong_AsLongLong(args[2]);
+    int overflow;
+    long long max_length = PyLong_AsLongLongAndOverflow(args[2], &overflow);
     if (max_length == -1 && PyErr_Occurred()) return NULL;
+    if (overflow > 0) max_length = LLONG_MAX; /* no frame is that long */
     Py_buffer source;
     if (PyObject_GetBuffer(args[0], &source, PyBUF_SIMPLE) < 0) return NULL;
     PyObject *commands = PyList_New(0);
@@ -190,8 +193,8 @@ static PyObject *decode_frames(PyObject *module, PyObject *const *args, Py_ssize
     while (end - position >= 8) {
         uint32_t length = be32(data + position), type_and_length = be32(data + position + 4);
         if (length < 4 || (long long)length > max_length) break; /* refused by Python */
+        if ((uint64_t)length > (uint64_t)(end - position - 4)) break; /* unfinished */
         Py_ssize_t frame_end = position + 4 + (Py_ssize_t)length;
-        if (frame_end > end) break; /* unfinished */
         Py_ssize_t header_start = position + 8;
         Py_ssize_t body_start = header_start + (Py_ssize_t)(type_and_length & 0xFFFFFF);
         if (body_start > frame_end || type_and_length >> 24 != 0) break; /* refused, binary */
