@@ -16,20 +16,23 @@ PutHook = Callable[[MessageToStore], MessageToStore]
 
 
 class PutHooks:
-    __slots__ = ("_hooks", "_markers")
+    """``markers``: every hook's markers, or None when a hook declares none (it may act
+    on any message); the compiled send path reads it as ``act_on`` does."""
+
+    __slots__ = ("_hooks", "markers")
 
     def __init__(self, hooks: Iterable[PutHook] = ()) -> None:
         self._hooks = list(hooks)
-        self._markers: tuple[bytes, ...] | None
+        self.markers: tuple[bytes, ...] | None
         markers: list[bytes] = []
         for hook in self._hooks:
             declared = getattr(hook, "markers", None)
             if declared is None:
-                self._markers = None  # a hook that may act on any message sees every message
+                self.markers = None  # a hook that may act on any message sees every message
                 break
             markers.extend(declared)
         else:
-            self._markers = tuple(markers)
+            self.markers = tuple(markers)
 
     def __bool__(self) -> bool:
         return bool(self._hooks)
@@ -37,9 +40,9 @@ class PutHooks:
     def act_on(self, properties: bytes) -> bool:
         """Whether a hook may change or refuse a message with these encoded properties
         (or a batch whose records' properties are joined with ``\\x02``)."""
-        if self._markers is None:
+        if self.markers is None:
             return bool(self._hooks)
-        for marker in self._markers:  # noqa: SIM110 (any() of a generator costs more)
+        for marker in self.markers:  # noqa: SIM110 (any() of a generator costs more)
             if marker in properties:
                 return True
         return False

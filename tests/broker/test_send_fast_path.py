@@ -282,6 +282,40 @@ async def test_usual_sends_answer_and_store_the_same_bytes(tmp_path, plugin_host
     assert b'"code":0' in answers[0] and b'"transactionId":"AB12"' in answers[0]
 
 
+class DecidingHelper:
+    """The compiled helper, noting which requests (by body) its send_one answered."""
+
+    def __init__(self, helper) -> None:
+        self.helper = helper
+        self.read_send = helper.read_send
+        self.answer_frame = helper.answer_frame
+        self.answered: list[bytes] = []
+        self.left: list[bytes] = []
+
+    def send_one(self, broker, ctx, request, references):
+        answer = self.helper.send_one(broker, ctx, request, references)
+        (self.left if answer is None else self.answered).append(request.body)
+        return answer
+
+
+async def test_the_compiled_send_answers_the_usual_sends_and_leaves_the_rest(
+    tmp_path, plugin_host, monkeypatch
+):
+    deciding = DecidingHelper(compiled_helper())
+    monkeypatch.setattr(send_fast, "COMPILED", deciding)
+    sends = [
+        send(body=b"usual"),
+        send(body=b"v1", code=RequestCode.SEND_MESSAGE),
+        send(body=b"any queue", queue_id=-1),  # the Python code draws the queue
+        send(body=b"delayed", properties=props({"DELAY": "2"})),  # a put hook's
+        send(body=b"new topic", topic="NewTopic"),
+    ]
+    answers, _, _ = await answers_and_store(tmp_path, plugin_host, sends, **free_ports())
+    assert all(b'"code":0' in answer for answer in answers)
+    assert deciding.answered == [b"usual", b"v1"]
+    assert deciding.left == [b"any queue", b"delayed", b"new topic"]
+
+
 async def test_sends_the_fast_path_leaves_alone_answer_the_same(tmp_path, plugin_host, monkeypatch):
     answers = await assert_same(tmp_path, plugin_host, monkeypatch, general_sends)
     assert b'"code":0' not in answers[10]  # the body over the limit is refused

@@ -259,10 +259,282 @@ static PyObject *answer_frame(PyObject *module, PyObject *const *args, Py_ssize_
     return frame;
 }
 
+
+/* --- the whole usual send: send_fast.fast_send, compiled ------------------------------ */
+
+enum { R_MESSAGE_TYPE, R_PUT_OK, R_PLAIN_TOPIC, R_ANSWER_FRAME, R_BORN_HOST, R_AFTER_PUT,
+       R_V1_NAMES, R_V2_NAMES, R_COUNT };
+#define PERM_WRITE 2
+#define COMPRESSED 0x1   /* sysFlag: the body is compressed */
+#define MULTI_TAGS 0x2   /* sysFlag: TAGS hold several tags */
+#define SEND_MESSAGE 10
+
+static PyObject *s_ready, *s_config, *s_broker_permission, *s_is_slave, *s_code, *s_ext_fields,
+    *s_broker_cluster_name, *s_topics, *s_get, *s_perm, *s_body, *s_max_message_size,
+    *s_put_hooks, *s_markers, *s_act_on, *s_read_queue_nums, *s_write_queue_nums,
+    *s_topic_filter_type, *s_multi_tag, *s_peer_address, *s_store, *s_append, *s_stats,
+    *s_count_put, *s_ha, *s_after_append, *s_flush_to, *s_status, *s_serialize_type,
+    *s_connection, *s_takes_encoded_answers, *s_region_id, *s_trace_on, *s_head, *s_tail,
+    *s_uniq_head, *s_uniq_tail, *s_store_host, *s_commit_log_offset, *s_queue_offset,
+    *s_opaque;
+
+/* an attribute as a C long long; 0 (no error) when absent or not an int */
+static int attribute_int(PyObject *owner, PyObject *name, long long *out) {
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL) return -1;
+    int ok = PyLong_Check(value);
+    if (ok) {
+        *out = PyLong_AsLongLong(value);
+        if (*out == -1 && PyErr_Occurred()) ok = -1;
+    }
+    Py_DECREF(value);
+    return ok;
+}
+
+/* 1: true, 0: false, -1: error */
+static int attribute_true(PyObject *owner, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(owner, name);
+    if (value == NULL) return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+/* whether a put hook may act on ``encoded``: PutHooks.act_on, its markers searched here */
+static int hooks_act_on(PyObject *put_hooks, PyObject *encoded) {
+    PyObject *markers = PyObject_GetAttr(put_hooks, s_markers);
+    if (markers == NULL) return -1;
+    int acts = 0;
+    if (PyTuple_CheckExact(markers)) {
+        const char *text = PyBytes_AS_STRING(encoded);
+        Py_ssize_t length = PyBytes_GET_SIZE(encoded);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(markers) && !acts; i++) {
+            PyObject *marker = PyTuple_GET_ITEM(markers, i);
+            if (!PyBytes_CheckExact(marker)) {
+                acts = 1; /* not what PutHooks holds: let it say */
+                break;
+            }
+            Py_ssize_t size = PyBytes_GET_SIZE(marker);
+            acts = size == 0 || (size <= length && memmem(text, (size_t)length,
+                                                          PyBytes_AS_STRING(marker),
+                                                          (size_t)size) != NULL);
+        }
+    } else { /* None: a hook that looks at every message decides */
+        PyObject *verdict = PyObject_CallMethodOneArg(put_hooks, s_act_on, encoded);
+        acts = verdict == NULL ? -1 : PyObject_IsTrue(verdict);
+        Py_XDECREF(verdict);
+    }
+    Py_DECREF(markers);
+    return acts;
+}
+
+
+/* the SUCCESS frame of a put as send_fast._answer builds it; None when it does not apply
+ * (a UNIQ_KEY to escape), NULL on error */
+static PyObject *usual_answer(PyObject *module, PyObject *refs, PyObject *config,
+                              PyObject *result, PyObject *queue, PyObject *uniq,
+                              PyObject *request) {
+    PyObject *region = PyObject_GetAttr(config, s_region_id);
+    PyObject *trace = region ? PyObject_GetAttr(config, s_trace_on) : NULL;
+    PyObject *frame = NULL, *parts = NULL, *tail = NULL, *host = NULL, *offset = NULL,
+             *queue_offset = NULL, *opaque = NULL, *answer = NULL;
+    if (trace == NULL) goto done;
+    frame = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(refs, R_ANSWER_FRAME), region, trace,
+                                         NULL);
+    if (frame == NULL) goto done;
+    parts = PyObject_GetAttr(frame, uniq == Py_None ? s_head : s_uniq_head);
+    tail = parts ? PyObject_GetAttr(frame, uniq == Py_None ? s_tail : s_uniq_tail) : NULL;
+    host = tail ? PyObject_GetAttr(result, s_store_host) : NULL;
+    offset = host ? PyObject_GetAttr(result, s_commit_log_offset) : NULL;
+    queue_offset = offset ? PyObject_GetAttr(result, s_queue_offset) : NULL;
+    opaque = queue_offset ? PyObject_GetAttr(request, s_opaque) : NULL;
+    if (opaque == NULL) goto done;
+    PyObject *frame_args[8] = {parts, tail, host, offset, queue, queue_offset, uniq, opaque};
+    answer = answer_frame(module, frame_args, 8);
+done:
+    Py_XDECREF(region);
+    Py_XDECREF(trace);
+    Py_XDECREF(frame);
+    Py_XDECREF(parts);
+    Py_XDECREF(tail);
+    Py_XDECREF(host);
+    Py_XDECREF(offset);
+    Py_XDECREF(queue_offset);
+    Py_XDECREF(opaque);
+    return answer;
+}
+
+PyDoc_STRVAR(send_one_doc,
+"send_one(broker, ctx, request, refs, /)\n--\n\n"
+"send_fast.fast_send for the usual send, compiled: the checks, the put, the counting,\n"
+"the HA step and the answer frame. ``refs``: (MessageToStore, PutStatus.PUT_OK,\n"
+"_plain_topic, _answer_frame, send._born_host, _after_put, V1 names, V2 names).\n"
+"None, with nothing done, when send_fast.fast_send must decide (anything but the usual\n"
+"send); once the message is put, every answer is fast_send's.");
+
+static PyObject *send_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyTuple_CheckExact(args[3]) || PyTuple_GET_SIZE(args[3]) != R_COUNT) {
+        PyErr_SetString(PyExc_TypeError, "send_one(broker, ctx, request, refs: tuple)");
+        return NULL;
+    }
+    PyObject *broker = args[0], *ctx = args[1], *request = args[2], *refs = args[3];
+    PyObject *config = NULL, *fields = NULL, *topic_config = NULL, *put_hooks = NULL,
+             *born_host = NULL, *message = NULL, *result = NULL, *answer = NULL;
+    PyObject *value = NULL, *ext_fields = NULL, *cluster = NULL, *body = NULL;
+    long long number;
+    int truth;
+
+    /* --- the checks: None before anything is done --- */
+    if ((truth = attribute_true(broker, s_ready)) <= 0) goto undecided;
+    if ((config = PyObject_GetAttr(broker, s_config)) == NULL) goto failed;
+    if ((truth = attribute_int(config, s_broker_permission, &number)) <= 0) goto undecided;
+    if (!(number & PERM_WRITE)) goto undecided;
+    if ((truth = attribute_true(config, s_is_slave)) != 0) goto undecided;
+    long long code;
+    if ((truth = attribute_int(request, s_code, &code)) <= 0) goto undecided;
+    PyObject *names = PyTuple_GET_ITEM(refs, code == SEND_MESSAGE ? R_V1_NAMES : R_V2_NAMES);
+    if ((ext_fields = PyObject_GetAttr(request, s_ext_fields)) == NULL) goto failed;
+    if ((cluster = PyObject_GetAttr(config, s_broker_cluster_name)) == NULL) goto failed;
+    if (!PyUnicode_CheckExact(cluster)) goto undecided;
+    PyObject *read_args[3] = {ext_fields, names, cluster};
+    if ((fields = read_send(module, read_args, 3)) == NULL) goto failed;
+    if (fields == Py_None) goto undecided;
+    PyObject *topic = PyTuple_GET_ITEM(fields, 0), *encoded = PyTuple_GET_ITEM(fields, 6),
+             *uniq = PyTuple_GET_ITEM(fields, 7);
+    long long queue_id = PyLong_AsLongLong(PyTuple_GET_ITEM(fields, 1));
+    long long sys_flag = PyLong_AsLongLong(PyTuple_GET_ITEM(fields, 2));
+    if (PyErr_Occurred()) goto failed;
+    value = PyObject_GetAttr(broker, s_topics);
+    if (value == NULL) goto failed;
+    topic_config = PyObject_CallMethodOneArg(value, s_get, topic);
+    Py_CLEAR(value);
+    if (topic_config == NULL) goto failed;
+    if (topic_config == Py_None) goto undecided;
+    if ((truth = attribute_int(topic_config, s_perm, &number)) <= 0) goto undecided;
+    if (!(number & PERM_WRITE)) goto undecided;
+    value = PyObject_CallOneArg(PyTuple_GET_ITEM(refs, R_PLAIN_TOPIC), topic);
+    if (value == NULL) goto failed;
+    truth = PyObject_IsTrue(value);
+    Py_CLEAR(value);
+    if (truth <= 0) goto undecided;
+    if ((body = PyObject_GetAttr(request, s_body)) == NULL) goto failed;
+    if (!PyBytes_CheckExact(body) || sys_flag & COMPRESSED) goto undecided;
+    if ((truth = attribute_int(config, s_max_message_size, &number)) <= 0) goto undecided;
+    if (PyBytes_GET_SIZE(body) > number) goto undecided;
+    if ((put_hooks = PyObject_GetAttr(broker, s_put_hooks)) == NULL) goto failed;
+    if ((truth = hooks_act_on(put_hooks, encoded)) != 0) goto undecided;
+    if (queue_id < 0) goto undecided; /* a random queue: the Python code draws it */
+    long long read_queues, write_queues;
+    if (attribute_int(topic_config, s_read_queue_nums, &read_queues) <= 0 ||
+        attribute_int(topic_config, s_write_queue_nums, &write_queues) <= 0)
+        goto undecided;
+    if (queue_id >= (read_queues > write_queues ? read_queues : write_queues)) goto undecided;
+    value = PyObject_GetAttr(topic_config, s_topic_filter_type);
+    if (value == NULL) goto failed;
+    if (PyUnicode_Check(value) && PyUnicode_Compare(value, s_multi_tag) == 0)
+        sys_flag |= MULTI_TAGS;
+    Py_CLEAR(value);
+    value = PyObject_GetAttr(ctx, s_peer_address);
+    if (value == NULL) goto failed;
+    born_host = PyObject_CallOneArg(PyTuple_GET_ITEM(refs, R_BORN_HOST), value);
+    Py_CLEAR(value);
+    if (born_host == NULL) goto failed;
+    PyObject *queue = PyLong_FromLongLong(queue_id), *flags = PyLong_FromLongLong(sys_flag);
+    if (queue == NULL || flags == NULL) {
+        Py_XDECREF(queue);
+        Py_XDECREF(flags);
+        goto failed;
+    }
+    /* MessageToStore(topic, queue_id, body, encoded, flag, sys_flag, born_timestamp,
+     * born_host, reconsume_times) */
+    PyObject *message_args[9] = {topic, queue, body, encoded, PyTuple_GET_ITEM(fields, 4), flags,
+                                 PyTuple_GET_ITEM(fields, 3), born_host,
+                                 PyTuple_GET_ITEM(fields, 5)};
+    message = PyObject_Vectorcall(PyTuple_GET_ITEM(refs, R_MESSAGE_TYPE), message_args, 9, NULL);
+    Py_DECREF(flags);
+    if (message == NULL) {
+        Py_DECREF(queue);
+        goto failed;
+    }
+
+    /* --- the put: from here on every path answers --- */
+    value = PyObject_GetAttr(broker, s_store);
+    if (value != NULL) {
+        result = PyObject_CallMethodOneArg(value, s_append, message);
+        Py_CLEAR(value);
+    }
+    PyObject *replica_end = NULL;
+    if (result != NULL && (value = PyObject_GetAttr(broker, s_stats)) != NULL) {
+        PyObject *counted = PyObject_CallMethodObjArgs(value, s_count_put, message, result, NULL);
+        Py_CLEAR(value);
+        if (counted != NULL && (value = PyObject_GetAttr(broker, s_ha)) != NULL) {
+            replica_end = value == Py_None
+                              ? PyLong_FromLong(-1)
+                              : PyObject_CallMethodObjArgs(value, s_after_append, result,
+                                                           encoded, NULL);
+            Py_CLEAR(value);
+        }
+        Py_XDECREF(counted);
+    }
+    if (replica_end == NULL) {
+        Py_DECREF(queue);
+        goto failed;
+    }
+    /* the usual answer, a finished frame; anything else is _after_put's */
+    long long flush_to, replica;
+    replica = PyLong_AsLongLong(replica_end);
+    int usual = !PyErr_Occurred() && replica < 0 &&
+                attribute_int(result, s_flush_to, &flush_to) > 0 && flush_to < 0;
+    if (usual) {
+        value = PyObject_GetAttr(result, s_status);
+        usual = value == PyTuple_GET_ITEM(refs, R_PUT_OK);
+        Py_CLEAR(value);
+    }
+    long long serialize_type;
+    if (usual) usual = attribute_int(request, s_serialize_type, &serialize_type) > 0 &&
+                       serialize_type == 0;
+    if (usual) {
+        value = PyObject_GetAttr(ctx, s_connection);
+        usual = value != NULL && attribute_true(value, s_takes_encoded_answers) > 0;
+        Py_CLEAR(value);
+    }
+    if (usual) answer = usual_answer(module, refs, config, result, queue, uniq, request);
+    if (answer == NULL || answer == Py_None) {
+        PyErr_Clear();
+        Py_CLEAR(answer);
+        PyObject *tail_args[7] = {broker, ctx, request, queue, uniq, result, replica_end};
+        answer = PyObject_Vectorcall(PyTuple_GET_ITEM(refs, R_AFTER_PUT), tail_args, 7, NULL);
+    }
+    Py_DECREF(replica_end);
+    Py_DECREF(queue);
+    goto done;
+
+undecided:
+    if (truth < 0 || PyErr_Occurred()) goto failed;
+    answer = Py_NewRef(Py_None);
+    goto done;
+failed:
+    answer = NULL;
+done:
+    Py_XDECREF(value);
+    Py_XDECREF(config);
+    Py_XDECREF(ext_fields);
+    Py_XDECREF(cluster);
+    Py_XDECREF(fields);
+    Py_XDECREF(topic_config);
+    Py_XDECREF(body);
+    Py_XDECREF(put_hooks);
+    Py_XDECREF(born_host);
+    Py_XDECREF(message);
+    Py_XDECREF(result);
+    return answer;
+}
+
 static PyMethodDef methods[] = {
     {"read_send", (PyCFunction)(void (*)(void))read_send, METH_FASTCALL, read_send_doc},
     {"answer_frame", (PyCFunction)(void (*)(void))answer_frame, METH_FASTCALL,
      answer_frame_doc},
+    {"send_one", (PyCFunction)(void (*)(void))send_one, METH_FASTCALL, send_one_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -271,4 +543,47 @@ static struct PyModuleDef module_definition = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__send_fast(void) { return PyModule_Create(&module_definition); }
+PyMODINIT_FUNC PyInit__send_fast(void) {
+    if ((s_ready = PyUnicode_InternFromString("ready")) == NULL) return NULL;
+    if ((s_config = PyUnicode_InternFromString("config")) == NULL) return NULL;
+    if ((s_broker_permission = PyUnicode_InternFromString("broker_permission")) == NULL) return NULL;
+    if ((s_is_slave = PyUnicode_InternFromString("is_slave")) == NULL) return NULL;
+    if ((s_code = PyUnicode_InternFromString("code")) == NULL) return NULL;
+    if ((s_ext_fields = PyUnicode_InternFromString("ext_fields")) == NULL) return NULL;
+    if ((s_broker_cluster_name = PyUnicode_InternFromString("broker_cluster_name")) == NULL) return NULL;
+    if ((s_topics = PyUnicode_InternFromString("topics")) == NULL) return NULL;
+    if ((s_get = PyUnicode_InternFromString("get")) == NULL) return NULL;
+    if ((s_perm = PyUnicode_InternFromString("perm")) == NULL) return NULL;
+    if ((s_body = PyUnicode_InternFromString("body")) == NULL) return NULL;
+    if ((s_max_message_size = PyUnicode_InternFromString("max_message_size")) == NULL) return NULL;
+    if ((s_put_hooks = PyUnicode_InternFromString("put_hooks")) == NULL) return NULL;
+    if ((s_markers = PyUnicode_InternFromString("markers")) == NULL) return NULL;
+    if ((s_act_on = PyUnicode_InternFromString("act_on")) == NULL) return NULL;
+    if ((s_read_queue_nums = PyUnicode_InternFromString("read_queue_nums")) == NULL) return NULL;
+    if ((s_write_queue_nums = PyUnicode_InternFromString("write_queue_nums")) == NULL) return NULL;
+    if ((s_topic_filter_type = PyUnicode_InternFromString("topic_filter_type")) == NULL) return NULL;
+    if ((s_peer_address = PyUnicode_InternFromString("peer_address")) == NULL) return NULL;
+    if ((s_store = PyUnicode_InternFromString("store")) == NULL) return NULL;
+    if ((s_append = PyUnicode_InternFromString("append")) == NULL) return NULL;
+    if ((s_stats = PyUnicode_InternFromString("stats")) == NULL) return NULL;
+    if ((s_count_put = PyUnicode_InternFromString("count_put")) == NULL) return NULL;
+    if ((s_ha = PyUnicode_InternFromString("ha")) == NULL) return NULL;
+    if ((s_after_append = PyUnicode_InternFromString("after_append")) == NULL) return NULL;
+    if ((s_flush_to = PyUnicode_InternFromString("flush_to")) == NULL) return NULL;
+    if ((s_status = PyUnicode_InternFromString("status")) == NULL) return NULL;
+    if ((s_serialize_type = PyUnicode_InternFromString("serialize_type")) == NULL) return NULL;
+    if ((s_connection = PyUnicode_InternFromString("connection")) == NULL) return NULL;
+    if ((s_takes_encoded_answers = PyUnicode_InternFromString("takes_encoded_answers")) == NULL) return NULL;
+    if ((s_region_id = PyUnicode_InternFromString("region_id")) == NULL) return NULL;
+    if ((s_trace_on = PyUnicode_InternFromString("trace_on")) == NULL) return NULL;
+    if ((s_store_host = PyUnicode_InternFromString("store_host")) == NULL) return NULL;
+    if ((s_commit_log_offset = PyUnicode_InternFromString("commit_log_offset")) == NULL) return NULL;
+    if ((s_queue_offset = PyUnicode_InternFromString("queue_offset")) == NULL) return NULL;
+    if ((s_opaque = PyUnicode_InternFromString("opaque")) == NULL) return NULL;
+    if ((s_multi_tag = PyUnicode_InternFromString("MULTI_TAG")) == NULL) return NULL;
+    if ((s_head = PyUnicode_InternFromString("_head")) == NULL) return NULL;
+    if ((s_tail = PyUnicode_InternFromString("_tail")) == NULL) return NULL;
+    if ((s_uniq_head = PyUnicode_InternFromString("_uniq_head")) == NULL) return NULL;
+    if ((s_uniq_tail = PyUnicode_InternFromString("_uniq_tail")) == NULL) return NULL;
+    return PyModule_Create(&module_definition);
+}

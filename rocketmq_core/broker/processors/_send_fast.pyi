@@ -14,3 +14,6 @@ def answer_frame(
     opaque: int,
     /,
 ) -> bytes | None: ...
+def send_one(
+    broker: object, ctx: object, request: object, refs: tuple[object, ...], /
+) -> object: ...

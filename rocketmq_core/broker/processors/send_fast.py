@@ -19,7 +19,7 @@ import os
 import struct
 from collections.abc import Awaitable
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import orjson
 
@@ -84,7 +84,14 @@ def send_message(
 ) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer:
     """SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE: the fast path when it applies."""
     if ENABLED:
-        answer = fast_send(broker, ctx, request)
+        answer = None
+        if COMPILED is not None:  # None: not the usual send, which the Python code reads
+            answer = cast(
+                "RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer | None",
+                COMPILED.send_one(broker, ctx, request, _COMPILED_REFERENCES),
+            )
+        if answer is None:
+            answer = fast_send(broker, ctx, request)
         if answer is not None:
             return answer
     return send.send_message(broker, ctx, request)
@@ -141,6 +148,19 @@ def fast_send(
     broker.stats.count_put(message, result)
     ha = broker.ha
     replica_end = ha.after_append(result, encoded) if ha is not None else -1
+    return _after_put(broker, ctx, request, queue_id, uniq, result, replica_end)
+
+
+def _after_put(
+    broker: Broker,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    queue_id: int,
+    uniq: bytes | None,
+    result: PutResult,
+    replica_end: int,
+) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer:
+    """The answer to a put send: once flushed, once a slave has it, or now."""
     if result.flush_to >= 0:
         return send._answer_when_durable(broker, request, result, queue_id, uniq, None, replica_end)
     if replica_end >= 0:  # a SYNC_MASTER's: the frame is built once a slave acks
@@ -299,3 +319,16 @@ class _AnswerFrame:
 @functools.lru_cache(maxsize=8)
 def _answer_frame(region_id: str, trace_on: bool) -> _AnswerFrame:
     return _AnswerFrame(region_id, trace_on)
+
+
+# what the compiled send_one calls and compares with (_send_fast.c names each)
+_COMPILED_REFERENCES = (
+    MessageToStore,
+    PutStatus.PUT_OK,
+    _plain_topic,
+    _answer_frame,
+    send._born_host,
+    _after_put,
+    _V1_NAMES,
+    _V2_NAMES,
+)
