@@ -303,17 +303,29 @@ async def test_the_compiled_send_answers_the_usual_sends_and_leaves_the_rest(
 ):
     deciding = DecidingHelper(compiled_helper())
     monkeypatch.setattr(send_fast, "COMPILED", deciding)
+    finished_in_python: list[bytes] = []  # answers the compiled path left to _after_put
+
+    def after_put(broker, ctx, request, *rest):
+        finished_in_python.append(request.body)
+        return send_fast._after_put(broker, ctx, request, *rest)
+
+    references = list(send_fast._COMPILED_REFERENCES)
+    references[references.index(send_fast._after_put)] = after_put
+    monkeypatch.setattr(send_fast, "_COMPILED_REFERENCES", tuple(references))
+    escaped = props({"UNIQ_KEY": "not plain"})
     sends = [
         send(body=b"usual"),
         send(body=b"v1", code=RequestCode.SEND_MESSAGE),
         send(body=b"any queue", queue_id=-1),  # the Python code draws the queue
         send(body=b"delayed", properties=props({"DELAY": "2"})),  # a put hook's
         send(body=b"new topic", topic="NewTopic"),
+        send(body=b"escaped", properties=escaped),  # put here, answered by _after_put
     ]
     answers, _, _ = await answers_and_store(tmp_path, plugin_host, sends, **free_ports())
     assert all(b'"code":0' in answer for answer in answers)
-    assert deciding.answered == [b"usual", b"v1"]
+    assert deciding.answered == [b"usual", b"v1", b"escaped"]
     assert deciding.left == [b"any queue", b"delayed", b"new topic"]
+    assert finished_in_python == [b"escaped"]
 
 
 async def test_sends_the_fast_path_leaves_alone_answer_the_same(tmp_path, plugin_host, monkeypatch):

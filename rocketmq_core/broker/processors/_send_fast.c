@@ -61,6 +61,7 @@ static const char *property_value(const char *at, Py_ssize_t length, const char 
 
 /* whether ``needle`` occurs anywhere in ``text`` (Python's ``in``) */
 static int contains(const char *text, Py_ssize_t length, const char *needle, Py_ssize_t size) {
+    if (size == 0) return 1;
     const char *end = text + length;
     for (const char *p = text; end - p >= size; p++) {
         p = memchr(p, needle[0], (size_t)(end - p));
@@ -263,7 +264,7 @@ static PyObject *answer_frame(PyObject *module, PyObject *const *args, Py_ssize_
 /* --- the whole usual send: send_fast.fast_send, compiled ------------------------------ */
 
 enum { R_MESSAGE_TYPE, R_PUT_OK, R_PLAIN_TOPIC, R_ANSWER_FRAME, R_BORN_HOST, R_AFTER_PUT,
-       R_V1_NAMES, R_V2_NAMES, R_COUNT };
+       R_V1_NAMES, R_V2_NAMES, R_PUT_HOOKS_TYPE, R_COUNT };
 #define PERM_WRITE 2
 #define COMPRESSED 0x1   /* sysFlag: the body is compressed */
 #define MULTI_TAGS 0x2   /* sysFlag: TAGS hold several tags */
@@ -278,14 +279,15 @@ static PyObject *s_ready, *s_config, *s_broker_permission, *s_is_slave, *s_code,
     *s_uniq_head, *s_uniq_tail, *s_store_host, *s_commit_log_offset, *s_queue_offset,
     *s_opaque;
 
-/* an attribute as a C long long; 0 (no error) when absent or not an int */
+/* an attribute as a C long long: 1; 0 (no error set) when it is not an int of 64 bits,
+ * which the Python code then reads; -1 with the error of getting it */
 static int attribute_int(PyObject *owner, PyObject *name, long long *out) {
     PyObject *value = PyObject_GetAttr(owner, name);
     if (value == NULL) return -1;
-    int ok = PyLong_Check(value);
-    if (ok) {
-        *out = PyLong_AsLongLong(value);
-        if (*out == -1 && PyErr_Occurred()) ok = -1;
+    int ok = 0, overflow = 0;
+    if (PyLong_Check(value)) {
+        *out = PyLong_AsLongLongAndOverflow(value, &overflow);
+        ok = overflow ? 0 : (*out == -1 && PyErr_Occurred()) ? -1 : 1;
     }
     Py_DECREF(value);
     return ok;
@@ -300,9 +302,12 @@ static int attribute_true(PyObject *owner, PyObject *name) {
     return truth;
 }
 
-/* whether a put hook may act on ``encoded``: PutHooks.act_on, its markers searched here */
-static int hooks_act_on(PyObject *put_hooks, PyObject *encoded) {
-    PyObject *markers = PyObject_GetAttr(put_hooks, s_markers);
+/* whether a put hook may act on ``encoded``: PutHooks.act_on, its markers searched here
+ * (anything but a PutHooks itself is asked) */
+static int hooks_act_on(PyObject *put_hooks, PyObject *put_hooks_type, PyObject *encoded) {
+    PyObject *markers = Py_TYPE(put_hooks) == (PyTypeObject *)put_hooks_type
+                            ? PyObject_GetAttr(put_hooks, s_markers)
+                            : Py_NewRef(Py_None);
     if (markers == NULL) return -1;
     int acts = 0;
     if (PyTuple_CheckExact(markers)) {
@@ -314,12 +319,9 @@ static int hooks_act_on(PyObject *put_hooks, PyObject *encoded) {
                 acts = 1; /* not what PutHooks holds: let it say */
                 break;
             }
-            Py_ssize_t size = PyBytes_GET_SIZE(marker);
-            acts = size == 0 || (size <= length && memmem(text, (size_t)length,
-                                                          PyBytes_AS_STRING(marker),
-                                                          (size_t)size) != NULL);
+            acts = contains(text, length, PyBytes_AS_STRING(marker), PyBytes_GET_SIZE(marker));
         }
-    } else { /* None: a hook that looks at every message decides */
+    } else { /* None: a hook that looks at every message, or another kind of hooks, decides */
         PyObject *verdict = PyObject_CallMethodOneArg(put_hooks, s_act_on, encoded);
         acts = verdict == NULL ? -1 : PyObject_IsTrue(verdict);
         Py_XDECREF(verdict);
@@ -368,7 +370,7 @@ PyDoc_STRVAR(send_one_doc,
 "send_one(broker, ctx, request, refs, /)\n--\n\n"
 "send_fast.fast_send for the usual send, compiled: the checks, the put, the counting,\n"
 "the HA step and the answer frame. ``refs``: (MessageToStore, PutStatus.PUT_OK,\n"
-"_plain_topic, _answer_frame, send._born_host, _after_put, V1 names, V2 names).\n"
+"_plain_topic, _answer_frame, send._born_host, _after_put, V1 names, V2 names, PutHooks).\n"
 "None, with nothing done, when send_fast.fast_send must decide (anything but the usual\n"
 "send); once the message is put, every answer is fast_send's.");
 
@@ -422,7 +424,8 @@ static PyObject *send_one(PyObject *module, PyObject *const *args, Py_ssize_t na
     if ((truth = attribute_int(config, s_max_message_size, &number)) <= 0) goto undecided;
     if (PyBytes_GET_SIZE(body) > number) goto undecided;
     if ((put_hooks = PyObject_GetAttr(broker, s_put_hooks)) == NULL) goto failed;
-    if ((truth = hooks_act_on(put_hooks, encoded)) != 0) goto undecided;
+    if ((truth = hooks_act_on(put_hooks, PyTuple_GET_ITEM(refs, R_PUT_HOOKS_TYPE), encoded)) != 0)
+        goto undecided;
     if (queue_id < 0) goto undecided; /* a random queue: the Python code draws it */
     long long read_queues, write_queues;
     if (attribute_int(topic_config, s_read_queue_nums, &read_queues) <= 0 ||
@@ -498,9 +501,12 @@ static PyObject *send_one(PyObject *module, PyObject *const *args, Py_ssize_t na
         usual = value != NULL && attribute_true(value, s_takes_encoded_answers) > 0;
         Py_CLEAR(value);
     }
-    if (usual) answer = usual_answer(module, refs, config, result, queue, uniq, request);
-    if (answer == NULL || answer == Py_None) {
+    if (usual) { /* an error making the frame is the send's, as in the Python code */
+        answer = usual_answer(module, refs, config, result, queue, uniq, request);
+    } else { /* a check that failed to read: _after_put reads it again and decides */
         PyErr_Clear();
+    }
+    if (answer == Py_None || !usual) { /* a UNIQ_KEY to escape, a wait, another answer */
         Py_CLEAR(answer);
         PyObject *tail_args[7] = {broker, ctx, request, queue, uniq, result, replica_end};
         answer = PyObject_Vectorcall(PyTuple_GET_ITEM(refs, R_AFTER_PUT), tail_args, 7, NULL);

@@ -30,6 +30,7 @@ from ...protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
 from ...protocol.message import COMPRESSED, MULTI_TAGS, property_value
 from ...protocol.topic_validation import send_forbidden, topic_problem
 from ...store.api import MessageToStore, PutResult, PutStatus
+from ..put_hooks import PutHooks
 from . import send
 
 compiled: ModuleType | None
@@ -321,7 +322,8 @@ def _answer_frame(region_id: str, trace_on: bool) -> _AnswerFrame:
     return _AnswerFrame(region_id, trace_on)
 
 
-# what the compiled send_one calls and compares with (_send_fast.c names each)
+# what the compiled send_one calls and compares with (_send_fast.c names each), taken
+# once: a test that replaces one of these functions must replace it here too
 _COMPILED_REFERENCES = (
     MessageToStore,
     PutStatus.PUT_OK,
@@ -331,4 +333,5 @@ _COMPILED_REFERENCES = (
     _after_put,
     _V1_NAMES,
     _V2_NAMES,
+    PutHooks,
 )
