@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import pytest
 
@@ -12,11 +13,13 @@ from rocketmq_core.protocol.codes import RequestCode
 from rocketmq_core.protocol.headers import (
     SEND_V2_NAMES,
     CustomHeader,
+    Long,
     PullMessageRequestHeader,
     ResetOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
+    custom_header,
 )
 from rocketmq_core.testing.golden import all_frames
 
@@ -167,3 +170,26 @@ def test_every_header_round_trips_through_its_compiled_codec(header_class):
             default = dataclasses.fields(header_class)
             expected = next(field.default for field in default if field.name == attribute)
             assert getattr(sparse, attribute) == expected
+
+
+def test_a_header_written_another_way_is_read_as_the_usual_one():
+    """Annotations the table does not know (Optional[...], a real type) are evaluated."""
+
+    @custom_header
+    class Usual(CustomHeader):
+        topic: str
+        queue_id: int | None
+        offset: Long | None = None
+        ordered: bool | None = None
+
+    @custom_header
+    class Other(CustomHeader):
+        topic: typing.Annotated[str, "text"]
+        queue_id: typing.Optional[int]  # noqa: UP045 (the other way is the point)
+        offset: typing.Optional[Long] = None  # noqa: UP045
+        ordered: typing.Union[bool, None] = None  # noqa: UP007
+
+    assert Other._fields == Usual._fields
+    fields = {"topic": "T", "queueId": "3", "offset": str(2**40), "ordered": "true"}
+    assert Other.from_ext_fields(fields).to_ext_fields() == fields
+    assert Usual.__doc__ == "The custom header Usual."

@@ -189,21 +189,42 @@ def camel_case(name: str) -> str:
     return first + "".join(part.capitalize() for part in rest)
 
 
+def _kind_of(annotation: Any) -> tuple[int, bool]:
+    """A field's kind, and whether it may be None, from its evaluated annotation."""
+    optional = False
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+        members = [member for member in typing.get_args(annotation) if member is not type(None)]
+        optional = len(members) < len(typing.get_args(annotation))
+        (annotation,) = members
+    return _KINDS[annotation], optional
+
+
+# the annotations headers are written with (as text, under postponed evaluation): their
+# kinds read from this table cost a header's import ~0.2 ms less than typing evaluating them
+_WRITTEN_KINDS = {
+    f"{name}{suffix}": (kind, bool(suffix))
+    for name, kind in (("str", _STR), ("int", _INT), ("bool", _BOOL), ("Long", _LONG))
+    for suffix in ("", " | None")
+}
+
+
 # tells type checkers that a header's __init__ takes its fields by keyword
 @typing.dataclass_transform(kw_only_default=True, field_specifiers=(dataclasses.field, wire))
 def custom_header(cls: type[H]) -> type[H]:
     """Make ``cls`` a keyword-only slotted dataclass and record its wire fields."""
+    if not cls.__dict__.get("__doc__"):  # else dataclasses builds one from the signature
+        cls.__doc__ = f"The custom header {cls.__name__}."
     cls = dataclasses.dataclass(kw_only=True, slots=True)(cls)
-    hints = typing.get_type_hints(cls)
+    hints: dict[str, Any] | None = None
     specs = []
     for field in dataclasses.fields(cls):
-        annotation = hints[field.name]
-        optional = False
-        if typing.get_origin(annotation) in (types.UnionType, typing.Union):
-            members = [member for member in typing.get_args(annotation) if member is not type(None)]
-            optional = len(members) < len(typing.get_args(annotation))
-            (annotation,) = members
-        kind = _KINDS[annotation]
+        written = _WRITTEN_KINDS.get(field.type) if isinstance(field.type, str) else None
+        if written is not None:  # the usual annotation text: no evaluation needed
+            kind, optional = written
+        else:
+            if hints is None:
+                hints = typing.get_type_hints(cls)
+            kind, optional = _kind_of(hints[field.name])
         has_default = (
             field.default is not dataclasses.MISSING
             or field.default_factory is not dataclasses.MISSING
