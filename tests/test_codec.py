@@ -270,11 +270,21 @@ def test_hostile_headers_stay_protocol_errors(header):
         FrameDecoder().feed(frame(header))
 
 
-def test_frames_before_a_bad_one_are_delivered_then_the_error():
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (frame(b"{bad"), "not valid JSON"),
+        ((MAX_FRAME_LENGTH).to_bytes(4, "big"), "exceeds the limit"),
+        (b"\x00\x00\x00\x06\x00\x00\x00\x09xy", "bad header length"),
+    ],
+    ids=["header", "length", "header-length"],
+)
+def test_frames_before_a_bad_one_are_delivered_then_the_error(bad, message):
     good = encode_command(RemotingCommand(1, opaque=1))
     decoder = FrameDecoder()
-    assert [c.opaque for c in decoder.feed(good + good + frame(b"{bad"))] == [1, 1]
-    with pytest.raises(RemoteProtocolError, match="not valid JSON"):
+    assert [c.opaque for c in decoder.feed(good + good + bad)] == [1, 1]
+    assert decoder.failure is not None and message in str(decoder.failure)
+    with pytest.raises(RemoteProtocolError, match=message):
         decoder.feed(good)
 
 

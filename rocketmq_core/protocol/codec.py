@@ -99,6 +99,26 @@ class FrameDecoder:
         else:
             source = data  # the common case: slices of bytes are bytes, one copy each
         commands: list[RemotingCommand] = []
+        try:
+            self._decode_into(commands, source, data, buffer)
+        except RemoteProtocolError:
+            if commands:  # hand over what came before; ``failure`` says why it stopped
+                return commands
+            raise
+        return commands
+
+    @property
+    def failure(self) -> RemoteProtocolError | None:
+        """The error the stream stopped at (every later ``feed`` raises it), or None."""
+        return self._failed
+
+    def _decode_into(
+        self,
+        commands: list[RemotingCommand],
+        source: bytes | bytearray,
+        data: bytes,
+        buffer: bytearray,
+    ) -> None:
         end = len(source)
         position = 0
         max_length = self.max_frame_length - 4
@@ -130,8 +150,6 @@ class FrameDecoder:
                 command = _decode_header(type_and_length >> 24, source[header_start:body_start])
             except RemoteProtocolError as exc:
                 self._failed = exc
-                if commands:  # hand over what came before; the next feed raises
-                    return commands
                 raise
             if body_start < frame_end:
                 command.body = (
@@ -149,7 +167,6 @@ class FrameDecoder:
             del buffer[:position]
         elif position < end:
             buffer += data[position:]
-        return commands
 
     def _fail(self, message: str, opaque: int | None = None) -> NoReturn:
         self._failed = RemoteProtocolError(message, opaque=opaque)

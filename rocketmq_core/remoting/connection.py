@@ -65,6 +65,9 @@ _incomplete_log = RateLimitedLog(log)
 # handle the second, instead of both sides taking turns (measured: 10.5k -> 17-23k
 # sends/s from the SDK on two cores; 16 and fewer cost more in writes than they gain).
 FRAMES_PER_TURN = 32
+# seconds the requests before a malformed frame have to be answered before it is refused
+# and the stream closed (a suspended pull is not waited for)
+REFUSAL_WAIT = 1.0
 # A request expires at most this late (s): one timer per connection sweeps the expired
 # requests, never sooner than this after its last sweep (a timer per request cost a
 # tenth of a send's time at 30k sends/s).
@@ -363,6 +366,11 @@ class Connection:
                         self._out_bytes + self._sending_bytes,
                     )
                     return
+            if decoder.failure is not None:  # good frames came first: refused after them
+                with anyio.move_on_after(REFUSAL_WAIT):  # their answers first, if they come
+                    await self._wait_until_answered()
+                await self._refuse_stream(decoder.failure)
+                return
 
     async def _hold_reading(self) -> None:
         """Read nothing more from a peer that does not read its answers (Netty's channel

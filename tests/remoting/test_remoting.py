@@ -13,7 +13,7 @@ from rocketmq_core.errors import (
     HeaderError,
     RemotingTimeoutError,
 )
-from rocketmq_core.protocol.codec import encode_command
+from rocketmq_core.protocol.codec import MAX_FRAME_LENGTH, encode_command
 from rocketmq_core.protocol.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.budgets import MemoryReturner, ServerLimits
@@ -21,7 +21,7 @@ from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.connection import FRAMES_PER_TURN, LaterAnswer
 from rocketmq_core.remoting.processor import ProcessorTable
 from rocketmq_core.remoting.transport import Endpoint, parse_address, parse_endpoint
-from rocketmq_core.testing.transport import read_commands, serving
+from rocketmq_core.testing.transport import closed_by_peer, read_commands, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -566,3 +566,40 @@ async def test_a_later_answer_leaves_when_answered_and_a_drain_waits_for_it(tcp)
             (connection,) = server.connections
             connection.abort()
             held[3].answer(held[3].request.response(remark="too late"))  # dropped, no error
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        # a header the decoder refuses, its opaque unknown: nothing to answer, then closed
+        (b"\x00\x00\x00\x0a\x00\x00\x00\x06{bad }", None),
+        # a frame longer than the limit, its header naming opaque 9: refused, then closed
+        (
+            (MAX_FRAME_LENGTH + 1).to_bytes(4, "big")
+            + len(b'{"code":1,"opaque":9}').to_bytes(4, "big")
+            + b'{"code":1,"opaque":9}',
+            9,
+        ),
+    ],
+    ids=["bad-header", "too-long"],
+)
+async def test_requests_before_a_malformed_frame_are_answered_then_it_is_refused(tcp, bad):
+    """The malformed frame arrives with good ones in one write, and the client then waits:
+    the good ones are answered and the bad one refused without more bytes coming."""
+    frame, refused_opaque = bad
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(remark="answered"))
+    good = [request(1) for _ in range(2)]
+    for opaque, command in enumerate(good, 1):
+        command.opaque = opaque
+    async with serving(tcp, table) as (_server, address):
+        host, port = parse_address(address)
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(b"".join(encode_command(command) for command in good) + frame)
+            expected = 3 if refused_opaque is not None else 2
+            answers = await read_commands(stream, expected)
+            assert await closed_by_peer(stream)
+    assert [(a.opaque, a.remark) for a in answers[:2]] == [(1, "answered"), (2, "answered")]
+    if refused_opaque is not None:
+        assert answers[2].opaque == refused_opaque
+        assert answers[2].code == ResponseCode.MESSAGE_ILLEGAL
