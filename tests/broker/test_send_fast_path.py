@@ -22,11 +22,14 @@ from types import MappingProxyType
 import anyio
 import pytest
 from anyio.abc import SocketStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketmq_core.acl.guard import AclGuard
 from rocketmq_core.acl.signing import Credentials, sign
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.processors import send_fast
+from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codec import FrameDecoder, encode_command
 from rocketmq_core.protocol.codes import FLAG_ONEWAY, RequestCode, ResponseCode, SerializeType
@@ -37,6 +40,7 @@ from rocketmq_core.protocol.headers import SEND_V2_NAMES, SendMessageRequestHead
 from rocketmq_core.protocol.message import TRANSACTION_PREPARED, BatchItem, encode_batch
 from rocketmq_core.protocol.message import encode_properties as props
 from rocketmq_core.remoting.connection import Connection
+from rocketmq_core.store.api import MessageToStore
 from rocketmq_core.testing.broker import broker_config
 
 from .test_ha import FakeSlave
@@ -507,3 +511,51 @@ def test_the_compiled_answer_frame_is_the_python_one(monkeypatch):
             assert frame(*case) == reference, case
             assert (reference is None) == (case[4] is not None and not case[4].isalnum())
     assert answer_frame(frame._head, frame._tail, host, 1, 2, 3, None, 4).startswith(b"\x00\x00")
+
+
+BATCH_PROPERTIES = st.sampled_from(["", "WAIT\x01true\x02", "TAGS\x01a\x02KEYS\x01k\x02", "X\x01"])
+RECORD_PROPERTIES = st.sampled_from([b"", b"TAGS\x01b\x02", b"KEYS\x01k", b"WAIT\x01false\x02Y"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=20), RECORD_PROPERTIES),
+        max_size=6,
+    ),
+    cut=st.one_of(st.none(), st.integers(0, 200)),
+    garbage=st.sampled_from([b"", b"\x00", b"\xff" * 20, b"\x00\x00\x00\x16" + b"\x00" * 18]),
+    batch_properties=BATCH_PROPERTIES,
+    most=st.sampled_from([1, 3, 1000]),
+)
+def test_the_compiled_batch_reader_makes_the_python_codes_messages_and_refusals(
+    records, cut, garbage, batch_properties, most
+):
+    body = encode_batch([BatchItem(flag, data, properties) for flag, data, properties in records])
+    body = (body if cut is None else body[:cut]) + garbage
+    header = SendMessageRequestHeader(
+        producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=1, sys_flag=0, born_timestamp=1700000000000, flag=0, reconsume_times=2,
+    )  # fmt: skip
+    config = broker_config(Path("."), max_batch_message_count=most)
+    host = b"\x7f\x00\x00\x01\x00\x00\x9c\x40"
+
+    def made(helper):
+        original = send_fast.COMPILED
+        send_fast.COMPILED = helper
+        try:
+            return send_fast.send._batch_messages(
+                body, header, "T", 1, 0, host, batch_properties, config
+            )
+        except RequestRefused as refused:
+            return (refused.code, refused.remark)
+        finally:
+            send_fast.COMPILED = original
+
+    assert made(compiled_helper()) == made(None)
+    if cut is None and not garbage and 0 < len(records) <= most:  # the compiled path's
+        level = send_fast.send._batch_level_pairs(batch_properties.encode())
+        direct = compiled_helper().batch_messages(
+            body, "T", 1, 0, 1700000000000, host, 2, level, most, MessageToStore
+        )
+        assert direct == made(None)

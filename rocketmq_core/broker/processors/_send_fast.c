@@ -536,11 +536,122 @@ done:
     return answer;
 }
 
+
+/* --- a batch's records as messages: send._batch_messages, compiled -------------------- */
+
+static int32_t read_be32(const unsigned char *p) {
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+/* a record's properties with the batch-level ones it lacks (send._merge) */
+static PyObject *merged_properties(const char *own, Py_ssize_t own_length, PyObject *batch_level) {
+    Py_ssize_t count = PyList_GET_SIZE(batch_level), size = own_length;
+    int separate = own_length > 0 && own[own_length - 1] != 2;
+    size += separate;
+    char adds[64]; /* which batch-level pairs this record lacks */
+    if (count > (Py_ssize_t)sizeof adds) return Py_NewRef(Py_None);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *entry = PyList_GET_ITEM(batch_level, i);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) return Py_NewRef(Py_None);
+        PyObject *first = PyTuple_GET_ITEM(entry, 0), *inside = PyTuple_GET_ITEM(entry, 1),
+                 *pair = PyTuple_GET_ITEM(entry, 2);
+        if (!PyBytes_CheckExact(first) || !PyBytes_CheckExact(inside) || !PyBytes_CheckExact(pair))
+            return Py_NewRef(Py_None);
+        Py_ssize_t first_length = PyBytes_GET_SIZE(first);
+        int has = (first_length <= own_length &&
+                   memcmp(own, PyBytes_AS_STRING(first), (size_t)first_length) == 0) ||
+                  contains(own, own_length, PyBytes_AS_STRING(inside), PyBytes_GET_SIZE(inside));
+        adds[i] = !has;
+        if (!has) size += PyBytes_GET_SIZE(pair);
+    }
+    PyObject *merged = PyBytes_FromStringAndSize(NULL, size);
+    if (merged == NULL) return NULL;
+    char *out = PyBytes_AS_STRING(merged);
+    memcpy(out, own, (size_t)own_length);
+    out += own_length;
+    if (separate) *out++ = 2;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (!adds[i]) continue;
+        PyObject *pair = PyTuple_GET_ITEM(PyList_GET_ITEM(batch_level, i), 2);
+        memcpy(out, PyBytes_AS_STRING(pair), (size_t)PyBytes_GET_SIZE(pair));
+        out += PyBytes_GET_SIZE(pair);
+    }
+    return merged;
+}
+
+PyDoc_STRVAR(batch_messages_doc,
+"batch_messages(body, topic, queue_id, sys_flag, born_timestamp, born_host,\n"
+"               reconsume_times, batch_level, most, message_type, /)\n--\n\n"
+"The MessageToStore of each record of a SEND_BATCH_MESSAGE body, its properties merged\n"
+"with ``batch_level`` (send._batch_level_pairs), as send._batch_messages makes them;\n"
+"None when the Python code must refuse the body (a record cut short or inconsistent,\n"
+"more than ``most`` records, none at all) or read it.");
+
+static PyObject *batch_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10 || !PyBytes_CheckExact(args[0]) || !PyList_CheckExact(args[7])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "batch_messages(body: bytes, topic, queue_id, sys_flag, born_timestamp,"
+                        " born_host, reconsume_times, batch_level: list, most, message_type)");
+        return NULL;
+    }
+    Py_ssize_t most = PyLong_AsSsize_t(args[8]);
+    if (most == -1 && PyErr_Occurred()) return NULL;
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]), position = 0;
+    PyObject *messages = PyList_New(0);
+    if (messages == NULL) return NULL;
+    while (position < size) {
+        if (PyList_GET_SIZE(messages) == most || size - position < 20) goto python_decides;
+        int32_t total = read_be32(data + position), flag = read_be32(data + position + 12);
+        int32_t body_length = read_be32(data + position + 16);
+        Py_ssize_t at = position + 20;
+        if (body_length < 0 || (Py_ssize_t)body_length + 2 > size - at) goto python_decides;
+        const unsigned char *body_at = data + at;
+        at += body_length;
+        int16_t properties_length = (int16_t)((uint16_t)data[at] << 8 | data[at + 1]);
+        at += 2;
+        if (properties_length < 0 || properties_length > size - at) goto python_decides;
+        const char *properties_at = (const char *)data + at;
+        at += properties_length;
+        if (total != at - position) goto python_decides;
+        PyObject *body = PyBytes_FromStringAndSize((const char *)body_at, body_length);
+        PyObject *properties = body ? merged_properties(properties_at, properties_length, args[7])
+                                    : NULL;
+        PyObject *flags = properties ? PyLong_FromLong(flag) : NULL;
+        PyObject *message = NULL;
+        if (flags != NULL && properties != Py_None) {
+            /* MessageToStore(topic, queue_id, body, properties, flag, sys_flag,
+             * born_timestamp, born_host, reconsume_times) */
+            PyObject *message_args[9] = {args[1], args[2], body, properties, flags, args[3],
+                                         args[4], args[5], args[6]};
+            message = PyObject_Vectorcall(args[9], message_args, 9, NULL);
+        }
+        int odd = properties == Py_None;
+        Py_XDECREF(body);
+        Py_XDECREF(properties);
+        Py_XDECREF(flags);
+        if (odd && !PyErr_Occurred()) goto python_decides;
+        if (message == NULL || PyList_Append(messages, message) < 0) {
+            Py_XDECREF(message);
+            Py_DECREF(messages);
+            return NULL;
+        }
+        Py_DECREF(message);
+        position = at;
+    }
+    if (PyList_GET_SIZE(messages) > 0) return messages;
+python_decides:
+    Py_DECREF(messages);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"read_send", (PyCFunction)(void (*)(void))read_send, METH_FASTCALL, read_send_doc},
     {"answer_frame", (PyCFunction)(void (*)(void))answer_frame, METH_FASTCALL,
      answer_frame_doc},
     {"send_one", (PyCFunction)(void (*)(void))send_one, METH_FASTCALL, send_one_doc},
+    {"batch_messages", (PyCFunction)(void (*)(void))batch_messages, METH_FASTCALL,
+     batch_messages_doc},
     {NULL, NULL, 0, NULL},
 };
 

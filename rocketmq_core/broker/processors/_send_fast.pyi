@@ -1,5 +1,7 @@
 # The compiled helper of send_fast.py (_send_fast.c): what each function takes and gives.
 
+from ...store.api import MessageToStore
+
 def read_send(
     ext_fields: dict[str, str], names: tuple[str, ...], cluster: str, /
 ) -> tuple[str, int, int, int, int, int, bytes, bytes | None] | None: ...
@@ -17,3 +19,16 @@ def answer_frame(
 def send_one(
     broker: object, ctx: object, request: object, refs: tuple[object, ...], /
 ) -> object: ...
+def batch_messages(
+    body: bytes,
+    topic: str,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    reconsume_times: int,
+    batch_level: list[tuple[bytes, bytes, bytes]],
+    most: int,
+    message_type: type[MessageToStore],
+    /,
+) -> list[MessageToStore] | None: ...

@@ -340,8 +340,18 @@ def _batch_messages(
     config: BrokerConfig,
 ) -> list[MessageToStore]:
     batch_level = _batch_level_pairs(batch_properties.encode())
-    messages: list[MessageToStore] = []
     most = config.max_batch_message_count
+    from . import send_fast  # its compiled helper and switch (it imports this module)
+
+    helper = send_fast.COMPILED
+    if helper is not None and type(body) is bytes:  # None: a body the Python code reads
+        made = helper.batch_messages(
+            body, topic, queue_id, sys_flag, header.born_timestamp, born_host,
+            header.reconsume_times or 0, batch_level, most, MessageToStore,
+        )  # fmt: skip
+        if made is not None:
+            return made
+    messages: list[MessageToStore] = []
     try:
         for item in iter_batch(bytes(body)):
             if len(messages) == most:  # refused before the rest is read
