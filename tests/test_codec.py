@@ -284,8 +284,18 @@ def test_frames_before_a_bad_one_are_delivered_then_the_error(bad, message):
     decoder = FrameDecoder()
     assert [c.opaque for c in decoder.feed(good + good + bad)] == [1, 1]
     assert decoder.failure is not None and message in str(decoder.failure)
+    assert decoder.buffered == 0  # no bytes are held for a stream that has stopped
     with pytest.raises(RemoteProtocolError, match=message):
         decoder.feed(good)
+
+
+def test_a_stopped_stream_holds_no_bytes_even_when_a_frame_had_begun_in_a_chunk_before():
+    large = encode_command(RemotingCommand(1, opaque=1, body=b"x" * 5000))
+    decoder = FrameDecoder()
+    assert decoder.feed(large[:100]) == [] and decoder.buffered == 100
+    too_long = MAX_FRAME_LENGTH.to_bytes(4, "big")
+    assert [c.opaque for c in decoder.feed(large[100:] + too_long)] == [1]
+    assert decoder.buffered == 0 and decoder.failure is not None
 
 
 def test_encoding_failures_are_local_protocol_errors():

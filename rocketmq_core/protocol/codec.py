@@ -86,7 +86,8 @@ class FrameDecoder:
         """Add ``data``; return every command now complete, in order.
 
         After a fatal error the stream cannot be resynchronised, so every later call
-        raises the same error.
+        raises the same error. When frames came before the bad one, they are returned
+        first and ``failure`` is set: the error is raised by the next call.
         """
         if self._failed is not None:
             raise self._failed
@@ -102,6 +103,7 @@ class FrameDecoder:
         try:
             self._decode_into(commands, source, data, buffer)
         except RemoteProtocolError:
+            buffer.clear()  # nothing more is decoded: no bytes are held for later
             if commands:  # hand over what came before; ``failure`` says why it stopped
                 return commands
             raise

@@ -367,8 +367,6 @@ class Connection:
                     )
                     return
             if decoder.failure is not None:  # good frames came first: refused after them
-                with anyio.move_on_after(REFUSAL_WAIT):  # their answers first, if they come
-                    await self._wait_until_answered()
                 await self._refuse_stream(decoder.failure)
                 return
 
@@ -484,16 +482,19 @@ class Connection:
         await self._flushed.wait()
 
     async def _refuse_stream(self, error: RemoteProtocolError) -> None:
-        """Answer the offending request when we know its id, then give up the stream."""
+        """Answer what came before the offending frame (``REFUSAL_WAIT`` s at most), then
+        the offending request when we know its id, then give up the stream."""
         BAD_REQUESTS.bad_stream(self.peer_address, error)
+        with anyio.move_on_after(REFUSAL_WAIT):  # requests still being processed
+            await self._wait_until_processed()
         if error.opaque is not None and not self._closed:
             response = RemotingCommand(
                 error.response_code, opaque=error.opaque, flag=FLAG_RESPONSE, remark=str(error)
             )
             self._queue(response)
-            # the writer sends it with anything queued before; then the stream closes
-            with anyio.move_on_after(1):
-                await self._wait_flushed()
+        # the writer sends it with anything queued before; then the stream closes
+        with anyio.move_on_after(1):
+            await self._wait_until_sent()
 
     # --- requests from the peer ----------------------------------------------------------
 
@@ -652,9 +653,17 @@ class Connection:
             self._budget.unsent += size
 
     async def _wait_until_answered(self) -> None:
+        await self._wait_until_processed()
+        await self._wait_until_sent()
+
+    async def _wait_until_processed(self) -> None:
+        """Until no request read is still being processed (its answer queued)."""
         while self._inflight:
             self._idle = anyio.Event()
             await self._idle.wait()
+
+    async def _wait_until_sent(self) -> None:
+        """Until everything queued has been sent (or the connection is closed)."""
         while (self._out or self._sending) and not self._closed:
             await self._wait_flushed()
 

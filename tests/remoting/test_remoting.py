@@ -603,3 +603,26 @@ async def test_requests_before_a_malformed_frame_are_answered_then_it_is_refused
     if refused_opaque is not None:
         assert answers[2].opaque == refused_opaque
         assert answers[2].code == ResponseCode.MESSAGE_ILLEGAL
+
+
+async def test_a_request_still_processed_is_answered_before_a_later_bad_frame_is_refused(tcp):
+    """The bad frame arrives in a read of its own while an earlier request is still being
+    processed: that request's answer leaves before the stream closes."""
+
+    async def slow(ctx, req):
+        await anyio.sleep(0.2)
+        return req.response(remark="slow answer")
+
+    table = ProcessorTable()
+    table.register(2, slow)
+    first = request(2)
+    first.opaque = 7
+    async with serving(tcp, table) as (_server, address):
+        host, port = parse_address(address)
+        async with await anyio.connect_tcp(host, port) as stream:
+            await stream.send(encode_command(first))
+            await anyio.sleep(0.05)  # read apart from the bad frame
+            await stream.send(b"\x00\x00\x00\x0a\x00\x00\x00\x06{bad }")
+            (answer,) = await read_commands(stream, 1)
+            assert await closed_by_peer(stream)
+    assert (answer.opaque, answer.remark) == (7, "slow answer")

@@ -594,8 +594,12 @@ static PyObject *batch_messages(PyObject *module, PyObject *const *args, Py_ssiz
                         " born_host, reconsume_times, batch_level: list, most, message_type)");
         return NULL;
     }
-    Py_ssize_t most = PyLong_AsSsize_t(args[8]);
-    if (most == -1 && PyErr_Occurred()) return NULL;
+    int overflow;
+    long long most_given = PyLong_AsLongLongAndOverflow(args[8], &overflow);
+    if (most_given == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t most = overflow > 0 || most_given > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX
+                      : overflow < 0                            ? 0
+                                                                : (Py_ssize_t)most_given;
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
     Py_ssize_t size = PyBytes_GET_SIZE(args[0]), position = 0;
     PyObject *messages = PyList_New(0);
