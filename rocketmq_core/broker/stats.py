@@ -159,8 +159,12 @@ class BrokerStats:
         if status is not PutStatus.PUT_OK and not status.stored:
             self.put_failures += 1
             return
-        size = sum(map(self.stored_size, messages))
-        self._put(messages[0].topic, len(messages), size)
+        # one request's records share their topic and born host: only the body and the
+        # properties differ in size from one record to the next
+        first = messages[0]
+        fixed = record_size(0, len(first.topic), 0, len(first.born_host) > 8, self.store_host_v6)
+        size = fixed * len(messages) + sum([len(m.body) + len(m.properties) for m in messages])
+        self._put(first.topic, len(messages), size)
 
     def stored_size(self, message: MessageToStore) -> int:
         """The bytes of the CommitLog record of ``message`` (Java's wroteBytes); topic

@@ -332,3 +332,16 @@ def test_cluster_list_and_status_show_the_broker_rates(rocketmq_cluster, capsys)
     info = json.loads(capsys.readouterr().out)[address]
     assert (info["msgPutTotalTodayNow"], info["msgGetTotalTodayNow"]) == ("6", "6")
     assert info.keys() >= EXPORTER_KEYS
+
+
+@pytest.mark.parametrize("store_v6", [False, True])
+def test_a_batch_counts_the_bytes_of_each_of_its_records(store_v6):
+    stats = BrokerStats("C")
+    stats.store_host_v6 = store_v6
+    batch = [
+        MessageToStore("Orders", 0, b"x" * size, b"KEYS\x01k\x02" * keys)
+        for size, keys in ((0, 0), (10, 1), (1000, 3))
+    ]
+    stats.count_put_batch(batch, OK)
+    assert stats.stored_bytes == sum(map(stats.stored_size, batch))
+    assert stats.puts["Orders"] == [3, 1, stats.stored_bytes]
