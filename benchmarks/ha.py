@@ -68,6 +68,7 @@ import anyio
 from loadgen import (
     _busy_jiffies,
     _jiffies_of,
+    build_c_load_client,
     closed_loop,
     machine,
     pinned,
@@ -87,7 +88,6 @@ from rocketmq_core.protocol.message import iter_records
 from rocketmq_core.remoting.client import RemotingClient
 
 BODY = b"x" * 1024
-C_CLIENT = Path(__file__).resolve().parent / "loadgen_c" / "rocketmq_load.c"
 SENDERS = ("c", "sdk")  # what paces the lag rows' sends
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 SEND_TOPIC = "BenchHaSend"
@@ -179,13 +179,6 @@ def move_to_core(pid: int, core: int) -> None:
 
 def core_or_none(core: int) -> int | None:
     return None if core < 0 else core
-
-
-def build_c_client(scratch: Path) -> Path:
-    """The C load client, compiled into ``scratch`` (as benchmarks/vs_nats.py does)."""
-    binary = scratch / "rocketmq_load"
-    subprocess.run(["cc", "-O2", "-o", str(binary), str(C_CLIENT)], check=True)
-    return binary
 
 
 def _free_port_offset() -> int:
@@ -734,7 +727,7 @@ def main() -> int:
     load_before = os.getloadavg()
     results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ha-") as scratch_name:
-        c_binary = build_c_client(Path(scratch_name)) if args.lag_sender == "c" else None
+        c_binary = build_c_load_client(Path(scratch_name)) if args.lag_sender == "c" else None
         for role in roles:
             directory = Path(scratch_name) / role.lower()
             group = BrokerGroup(role, directory, server_core, slave_core)

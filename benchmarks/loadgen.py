@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -166,6 +167,16 @@ def summary(inflight: int, done: int, elapsed: float, latencies: list[float]) ->
         "p50_us": round(percentile(0.50), 1),
         "p99_us": round(percentile(0.99), 1),
     }
+
+
+C_LOAD_CLIENT = Path(__file__).resolve().parent / "loadgen_c" / "rocketmq_load.c"
+
+
+def build_c_load_client(scratch: Path) -> Path:
+    """The C load client (loadgen_c/rocketmq_load.c), compiled into ``scratch``."""
+    binary = scratch / "rocketmq_load"
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(C_LOAD_CLIENT)], check=True)
+    return binary
 
 
 def pinned(command: list[str], core: int | str | None) -> list[str]:

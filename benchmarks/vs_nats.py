@@ -61,6 +61,7 @@ from loadgen import (
     CpuMeter,
     _busy_jiffies,
     _jiffies_of,
+    build_c_load_client,
     closed_loop,
     machine,
     pinned,
@@ -72,7 +73,6 @@ from sdk_throughput import consume_row, send_async_row
 from rocketmq_core.client.admin import Admin
 
 HERE = Path(__file__).resolve().parent
-C_CLIENT = HERE / "loadgen_c" / "rocketmq_load.c"
 GO_CLIENT = HERE / "peers" / "nats_load.go"
 INSTALL = "benchmarks/peers/install.sh"
 DEBIAN_GOPATH = Path("/usr/share/gocode")
@@ -119,8 +119,7 @@ def missing_peer(ours_only: bool) -> str | None:
 
 def build_clients(scratch: Path, with_go: bool) -> tuple[Path, Path | None]:
     """The C and Go load clients, compiled into ``scratch``."""
-    c_binary = scratch / "rocketmq_load"
-    subprocess.run(["cc", "-O2", "-o", str(c_binary), str(C_CLIENT)], check=True)
+    c_binary = build_c_load_client(scratch)
     if not with_go:
         return c_binary, None
     go_binary = scratch / "nats_load"

@@ -19,7 +19,7 @@ import os
 import struct
 from collections.abc import Awaitable
 from types import ModuleType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -85,12 +85,9 @@ def send_message(
 ) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer:
     """SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE: the fast path when it applies."""
     if ENABLED:
-        answer = None
+        answer: RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer | None = None
         if COMPILED is not None:  # None: not the usual send, which the Python code reads
-            answer = cast(
-                "RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer | None",
-                COMPILED.send_one(broker, ctx, request, _COMPILED_REFERENCES),
-            )
+            answer = COMPILED.send_one(broker, ctx, request, _COMPILED_REFERENCES)
         if answer is None:
             answer = fast_send(broker, ctx, request)
         if answer is not None:
