@@ -22,7 +22,9 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-static PyObject *signature_key, *unique_key;
+static PyObject *signature_key, *unique_key, *access_key_name;
+/* the RemotingCommand attributes before_request reads */
+static PyObject *code_name, *ext_fields_name, *version_name, *body_name;
 
 /* HMAC-SHA1 with one secret, nothing hashed yet: the inner and outer hash states after
  * their padded key block */
@@ -97,11 +99,35 @@ static PyObject *keyed(PyObject *module, PyObject *secret) {
     return capsule;
 }
 
+static int signature_equal(PyObject *received, const char *made);
+
 #define MOST_FIELDS 64 /* more extFields than a request has: the Python code's */
+#define GATHERED_VALUES 1024 /* the values of a usual header fit: copied, hashed at once */
+
+/* a and b (exact strs) hold the same text */
+static int same_text(PyObject *a, PyObject *b) {
+    if (a == b) return 1;
+    if (PyUnicode_IS_COMPACT_ASCII(a) && PyUnicode_IS_COMPACT_ASCII(b))
+        return PyUnicode_GET_LENGTH(a) == PyUnicode_GET_LENGTH(b) &&
+               memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)PyUnicode_GET_LENGTH(a)) == 0;
+    return PyUnicode_Compare(a, b) == 0;
+}
+
+/* <0, 0, >0 as str a sorts before, with or after str b (code point order) */
+static int text_order(PyObject *a, PyObject *b) {
+    if (PyUnicode_KIND(a) == PyUnicode_1BYTE_KIND && PyUnicode_KIND(b) == PyUnicode_1BYTE_KIND) {
+        Py_ssize_t a_length = PyUnicode_GET_LENGTH(a), b_length = PyUnicode_GET_LENGTH(b);
+        int order = memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b),
+                           (size_t)(a_length < b_length ? a_length : b_length));
+        if (order != 0) return order;
+        return a_length < b_length ? -1 : a_length > b_length;
+    }
+    return PyUnicode_Compare(a, b);
+}
 
 /* The Base64 signature of a request into ``out``: 1 when made, 0 when the Python code
  * must decide (nothing raised), -1 with an exception set. */
-static int request_signature(PyObject *fields, PyObject *body, PyObject *skip,
+static int request_signature(PyObject *fields, PyObject *body, int skip_unique_key,
                              PyObject *keyed_state, char *out) {
     /* another mapping, a body held in another kind of buffer: the Python code's */
     if (!PyDict_CheckExact(fields) || (body != Py_None && !PyBytes_CheckExact(body))) return 0;
@@ -112,19 +138,17 @@ static int request_signature(PyObject *fields, PyObject *body, PyObject *skip,
         PyErr_SetString(PyExc_TypeError, "keyed must be what keyed(secret) gives");
         return -1;
     }
-    int skip_unique_key = PyObject_IsTrue(skip);
-    if (skip_unique_key < 0) return -1;
     PyObject *keys[MOST_FIELDS], *values[MOST_FIELDS]; /* borrowed, sorted by key */
     Py_ssize_t count = 0, position = 0;
     PyObject *key, *value;
     while (PyDict_Next(fields, &position, &key, &value)) {
         if (!PyUnicode_CheckExact(key) || !PyUnicode_CheckExact(value)) return 0;
-        if (PyUnicode_Compare(key, signature_key) == 0) continue;
-        if (skip_unique_key && PyUnicode_Compare(key, unique_key) == 0) continue;
+        if (same_text(key, signature_key)) continue;
+        if (skip_unique_key && same_text(key, unique_key)) continue;
         if (count == MOST_FIELDS) return 0;
         /* insertion sort: a request has a dozen fields or so; str order, as sorted() */
         Py_ssize_t at = count++;
-        while (at > 0 && PyUnicode_Compare(keys[at - 1], key) > 0) {
+        while (at > 0 && text_order(keys[at - 1], key) > 0) {
             keys[at] = keys[at - 1];
             values[at] = values[at - 1];
             at--;
@@ -133,16 +157,28 @@ static int request_signature(PyObject *fields, PyObject *body, PyObject *skip,
         values[at] = value;
     }
     const char *texts[MOST_FIELDS];
-    Py_ssize_t lengths[MOST_FIELDS];
+    Py_ssize_t lengths[MOST_FIELDS], total = 0;
     for (Py_ssize_t i = 0; i < count; i++) { /* all encodable before anything is hashed */
         texts[i] = PyUnicode_AsUTF8AndSize(values[i], &lengths[i]);
         if (texts[i] == NULL) { /* text UTF-8 cannot carry: the Python code raises */
             PyErr_Clear();
             return 0;
         }
+        total += lengths[i];
     }
     SHA_CTX hashing = key_states->inner;
-    for (Py_ssize_t i = 0; i < count; i++) SHA1_Update(&hashing, texts[i], (size_t)lengths[i]);
+    if (total <= GATHERED_VALUES) { /* the usual header: its values hashed in one call */
+        char gathered[GATHERED_VALUES];
+        Py_ssize_t at = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            memcpy(gathered + at, texts[i], (size_t)lengths[i]);
+            at += lengths[i];
+        }
+        SHA1_Update(&hashing, gathered, (size_t)total);
+    } else {
+        for (Py_ssize_t i = 0; i < count; i++)
+            SHA1_Update(&hashing, texts[i], (size_t)lengths[i]);
+    }
     if (body != Py_None) SHA1_Update(&hashing, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
     unsigned char digest[SHA_DIGEST_LENGTH];
     SHA1_Final(digest, &hashing);
@@ -164,8 +200,10 @@ static PyObject *signature(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "signature(ext_fields, body, skip_unique_key, keyed)");
         return NULL;
     }
+    int skip_unique_key = PyObject_IsTrue(args[2]);
+    if (skip_unique_key < 0) return NULL;
     char made[SIGNATURE_LENGTH];
-    int outcome = request_signature(args[0], args[1], args[2], args[3], made);
+    int outcome = request_signature(args[0], args[1], skip_unique_key, args[3], made);
     if (outcome < 0) return NULL;
     if (outcome == 0) Py_RETURN_NONE;
     return PyUnicode_FromStringAndSize(made, SIGNATURE_LENGTH);
@@ -182,17 +220,129 @@ static PyObject *matches(PyObject *module, PyObject *const *args, Py_ssize_t nar
                         "matches(ext_fields, body, skip_unique_key, keyed, received)");
         return NULL;
     }
+    int skip_unique_key = PyObject_IsTrue(args[2]);
+    if (skip_unique_key < 0) return NULL;
     char made[SIGNATURE_LENGTH];
-    int outcome = request_signature(args[0], args[1], args[2], args[3], made);
+    int outcome = request_signature(args[0], args[1], skip_unique_key, args[3], made);
     if (outcome < 0) return NULL;
     if (outcome == 0) Py_RETURN_NONE;
     PyObject *received = args[4];
     if (!PyUnicode_CheckExact(received)) Py_RETURN_NONE; /* a str subclass: Python's */
+    return PyBool_FromLong(signature_equal(received, made));
+}
+
+/* ``received`` (an exact str) is the signature ``made``, compared in constant time:
+ * every character, equal or not */
+static int signature_equal(PyObject *received, const char *made) {
     if (!PyUnicode_IS_ASCII(received) || PyUnicode_GET_LENGTH(received) != SIGNATURE_LENGTH)
-        Py_RETURN_FALSE; /* no signature of ours looks like it: nothing to time */
-    /* in constant time: every character compared, equal or not */
-    int differ = CRYPTO_memcmp(PyUnicode_1BYTE_DATA(received), made, SIGNATURE_LENGTH);
-    return PyBool_FromLong(differ == 0);
+        return 0; /* no signature of ours looks like it: nothing to time */
+    return CRYPTO_memcmp(PyUnicode_1BYTE_DATA(received), made, SIGNATURE_LENGTH) == 0;
+}
+
+/* what request versions up to this one signed: not the unique-key query field */
+#define LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY 399
+
+/* an int, or an int subclass (an IntEnum member) that hashes and compares as one */
+static int int_hashed_as_int(PyObject *value) {
+    if (PyLong_CheckExact(value)) return 1;
+    PyTypeObject *type = Py_TYPE(value);
+    return PyLong_Check(value) && type->tp_hash == PyLong_Type.tp_hash &&
+           type->tp_richcompare == PyLong_Type.tp_richcompare;
+}
+
+/* Whether ``request`` is certainly allowed: 1 yes, 0 the Python check decides, -1 an
+ * exception is set. Certainly allowed: its accessKey is in ``signing_keys`` (accessKey ->
+ * keyed(secret), the accounts without a white list of their own), its signature is right,
+ * its code is in ``deciding_fields`` (code -> the two extField names whose values decide
+ * its resources) and ``verdicts`` holds None (allowed) for (accessKey, code, value, value). */
+static int known(PyObject *signing_keys, PyObject *deciding_fields, PyObject *verdicts,
+                 PyObject *request) {
+    PyObject *code = NULL, *fields = NULL, *version = NULL, *body = NULL, *key = NULL;
+    int answer = 0;
+    /* only ints, strs and dicts that hash and compare as such: no Python code runs while
+     * references are borrowed */
+    code = PyObject_GetAttr(request, code_name);
+    if (code == NULL) goto failed;
+    if (!int_hashed_as_int(code)) goto done;
+    PyObject *names = PyDict_GetItemWithError(deciding_fields, code);
+    if (names == NULL) goto checked_lookup;
+    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2) goto done;
+    fields = PyObject_GetAttr(request, ext_fields_name);
+    if (fields == NULL) goto failed;
+    if (!PyDict_CheckExact(fields)) goto done;
+    PyObject *access_key = PyDict_GetItemWithError(fields, access_key_name);
+    if (access_key == NULL) goto checked_lookup;
+    if (!PyUnicode_CheckExact(access_key)) goto done;
+    PyObject *keyed_state = PyDict_GetItemWithError(signing_keys, access_key);
+    if (keyed_state == NULL) goto checked_lookup;
+    PyObject *received = PyDict_GetItemWithError(fields, signature_key);
+    if (received == NULL) goto checked_lookup;
+    if (!PyUnicode_CheckExact(received)) goto done;
+    version = PyObject_GetAttr(request, version_name);
+    if (version == NULL) goto failed;
+    if (!PyLong_CheckExact(version)) goto done;
+    int overflow;
+    long version_number = PyLong_AsLongAndOverflow(version, &overflow);
+    if (overflow != 0 || (version_number == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        goto done;
+    }
+    body = PyObject_GetAttr(request, body_name);
+    if (body == NULL) goto failed;
+    char made[SIGNATURE_LENGTH];
+    int outcome = request_signature(fields, body,
+                                    version_number <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY,
+                                    keyed_state, made);
+    if (outcome < 0) goto failed;
+    if (outcome == 0 || !signature_equal(received, made)) goto done;
+    PyObject *first = PyDict_GetItemWithError(fields, PyTuple_GET_ITEM(names, 0));
+    if (first == NULL && PyErr_Occurred()) goto failed;
+    PyObject *second = PyDict_GetItemWithError(fields, PyTuple_GET_ITEM(names, 1));
+    if (second == NULL && PyErr_Occurred()) goto failed;
+    if ((first != NULL && !PyUnicode_CheckExact(first)) ||
+        (second != NULL && !PyUnicode_CheckExact(second)))
+        goto done;
+    key = PyTuple_Pack(4, access_key, code, first != NULL ? first : Py_None,
+                       second != NULL ? second : Py_None);
+    if (key == NULL) goto failed;
+    answer = PyDict_GetItemWithError(verdicts, key) == Py_None; /* kept as allowed */
+checked_lookup:
+    if (PyErr_Occurred()) goto failed;
+done:
+    Py_XDECREF(code);
+    Py_XDECREF(fields);
+    Py_XDECREF(version);
+    Py_XDECREF(body);
+    Py_XDECREF(key);
+    return answer;
+failed:
+    Py_XDECREF(code);
+    Py_XDECREF(fields);
+    Py_XDECREF(version);
+    Py_XDECREF(body);
+    Py_XDECREF(key);
+    return -1;
+}
+
+PyDoc_STRVAR(before_request_doc,
+"before_request(signing_keys, deciding_fields, verdicts, check, context, request, /)\n--\n\n"
+"An RPC hook's before_request: None (serve it) when ``request`` is certainly allowed\n"
+"(signed right by an account of ``signing_keys``, accessKey -> keyed(secret), with a\n"
+"verdict kept as allowed in ``verdicts`` for the values of its ``deciding_fields``), else\n"
+"what ``check(context, request)`` answers.");
+
+static PyObject *before_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1]) ||
+        !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "before_request(signing_keys: dict, deciding_fields: dict,"
+                        " verdicts: dict, check, context, request)");
+        return NULL;
+    }
+    int answer = known(args[0], args[1], args[2], args[5]);
+    if (answer < 0) return NULL;
+    if (answer) Py_RETURN_NONE;
+    return PyObject_Vectorcall(args[3], args + 4, 2, NULL);
 }
 
 #pragma GCC diagnostic pop
@@ -201,6 +351,8 @@ static PyMethodDef methods[] = {
     {"keyed", (PyCFunction)keyed, METH_O, keyed_doc},
     {"signature", (PyCFunction)(void (*)(void))signature, METH_FASTCALL, signature_doc},
     {"matches", (PyCFunction)(void (*)(void))matches, METH_FASTCALL, matches_doc},
+    {"before_request", (PyCFunction)(void (*)(void))before_request, METH_FASTCALL,
+     before_request_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -212,6 +364,13 @@ static struct PyModuleDef module_definition = {
 PyMODINIT_FUNC PyInit__signature(void) {
     signature_key = PyUnicode_InternFromString("Signature");
     unique_key = PyUnicode_InternFromString("_UNIQUE_KEY_QUERY");
-    if (!signature_key || !unique_key) return NULL;
+    access_key_name = PyUnicode_InternFromString("AccessKey");
+    code_name = PyUnicode_InternFromString("code");
+    ext_fields_name = PyUnicode_InternFromString("ext_fields");
+    version_name = PyUnicode_InternFromString("version");
+    body_name = PyUnicode_InternFromString("body");
+    if (!signature_key || !unique_key || !access_key_name || !code_name || !ext_fields_name ||
+        !version_name || !body_name)
+        return NULL;
     return PyModule_Create(&module_definition);
 }

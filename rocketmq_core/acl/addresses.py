@@ -54,7 +54,7 @@ class AddressPattern:
 
 def _matcher(pattern: str) -> Callable[[IPAddress | None], bool]:
     if not pattern:
-        return _never
+        return never
     if pattern in MATCH_ALL:
         return _always
     if pattern.endswith("}"):
@@ -66,7 +66,8 @@ def _matcher(pattern: str) -> Callable[[IPAddress | None], bool]:
     return _in_set([pattern])
 
 
-def _never(_ip: IPAddress | None) -> bool:
+def never(_ip: IPAddress | None) -> bool:
+    """The matcher of an empty pattern: no address is in it."""
     return False
 
 

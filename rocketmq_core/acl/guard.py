@@ -15,7 +15,7 @@ from ..protocol.command import RemotingCommand
 from ..rate_limited_log import RateLimitedLog
 from ..remoting.processor import RequestContext
 from .addresses import peer_ip
-from .validator import AclDenied, AclValidator
+from .validator import AclDenied, AclValidator, RequestCheck
 
 log = logging.getLogger("rocketmq.acl")
 _refused_log = RateLimitedLog(log)
@@ -25,11 +25,11 @@ PEER_IP = "acl.peer_ip"  # RequestContext attribute: the peer's address, parsed 
 class AclGuard:
     """An RpcHook: ``before_request`` answers a refused request instead of its processor.
 
-    ``validator`` returns the current validator (the rules may be reloaded at any time);
-    ``guarded``: the codes to check, None for all of them.
+    ``validator`` returns the current validator (the rules may be reloaded at any time:
+    ``use`` is told of each new one); ``guarded``: the codes to check, None for all.
     """
 
-    __slots__ = ("_guarded", "_validator")
+    __slots__ = ("_guarded", "_validator", "before_request")
 
     # it has nothing to do with answers: processors may send finished frames past it
     sees_responses = False
@@ -42,10 +42,16 @@ class AclGuard:
     ) -> None:
         self._validator = validator
         self._guarded = frozenset(guarded) if guarded is not None else None
+        self.before_request: RequestCheck = self.check
 
-    def before_request(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | None:
+    def use(self, validator: AclValidator) -> None:
+        """Rules were (re)loaded: the busy requests' check is compiled with them (a
+        request it cannot decide goes on to ``check``)."""
+        compiled = validator.compiled_hook(self.check) if self._guarded is None else None
+        self.before_request = compiled or self.check
+
+    def check(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """The whole check: None to serve ``request``, else the refusal to answer with."""
         if self._guarded is not None and request.code not in self._guarded:
             return None
         attributes = ctx.attributes

@@ -141,5 +141,6 @@ class AclService:
         self._validator = AclValidator(
             rules, admin_codes=self._admin_codes, resources=self._resources
         )
+        self.guard.use(self._validator)
         self._state = state
         self._failed_state = None

@@ -66,7 +66,7 @@ def request_signature(request: RemotingCommand, secret_key: str) -> str:
     skip_unique_key = request.version <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY
     if COMPILED is not None:
         computed = COMPILED.signature(
-            fields, request.body, skip_unique_key, _compiled_key(secret_key)
+            fields, request.body, skip_unique_key, compiled_key(secret_key)
         )
         if computed is not None:
             return computed
@@ -93,8 +93,8 @@ def _keyed_hmac(secret_key: str) -> hmac.HMAC:
 
 
 @functools.lru_cache(maxsize=4096)
-def _compiled_key(secret_key: str) -> object:
-    """The compiled helper's prepared HMAC key for ``secret_key`` (hashed once); called
+def compiled_key(secret_key: str) -> object:
+    """The compiled helper's prepared HMAC key for ``secret_key`` (hashed once); call it
     only where COMPILED is set."""
     return COMPILED.keyed(secret_key.encode())  # type: ignore[union-attr]
 
@@ -118,7 +118,7 @@ def signature_matches(request: RemotingCommand, secret_key: str) -> bool:
     if COMPILED is not None:
         skip_unique_key = request.version <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY
         verdict = COMPILED.matches(
-            request.ext_fields, request.body, skip_unique_key, _compiled_key(secret_key), received
+            request.ext_fields, request.body, skip_unique_key, compiled_key(secret_key), received
         )
         if verdict is not None:
             return verdict

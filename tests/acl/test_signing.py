@@ -74,6 +74,21 @@ def test_the_per_request_path_gives_the_reference_signature(fields, body, secret
     assert request_signature(request, secret) == expected
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [
+        # keys that differ in length only, in Latin-1 and beyond: code point order
+        {"b": "1", "ab": "2", "a": "3", "a\x00": "4", "é": "5", "ÿ": "6", "Ā": "7", "😀": "8"},
+        # values longer than the helper gathers into one buffer: hashed one by one
+        {"topic": "T" * 700, "properties": "K\x01V\x02" * 200, "group": "é" * 300},
+    ],
+)
+def test_key_order_and_long_values_give_the_reference_signature(fields):
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, dict(fields), b"body")
+    expected = signature(signed_content(fields, b"body", version=request.version), "secret")
+    assert request_signature(request, "secret") == expected
+
+
 def test_a_commands_repr_masks_secrets_signature_and_token():
     header = CreateAccessConfigRequestHeader(
         access_key="app-key-01", secret_key="the-new-secret", topic_perms="Orders=PUB"
