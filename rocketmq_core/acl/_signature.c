@@ -258,54 +258,54 @@ static int int_hashed_as_int(PyObject *value) {
 static int known(PyObject *signing_keys, PyObject *deciding_fields, PyObject *verdicts,
                  PyObject *request) {
     PyObject *code = NULL, *fields = NULL, *version = NULL, *body = NULL, *key = NULL;
-    int answer = 0;
-    /* only ints, strs and dicts that hash and compare as such: no Python code runs while
-     * references are borrowed */
-    code = PyObject_GetAttr(request, code_name);
-    if (code == NULL) goto failed;
-    if (!int_hashed_as_int(code)) goto done;
-    PyObject *names = PyDict_GetItemWithError(deciding_fields, code);
-    if (names == NULL) goto checked_lookup;
-    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2) goto done;
-    fields = PyObject_GetAttr(request, ext_fields_name);
-    if (fields == NULL) goto failed;
-    if (!PyDict_CheckExact(fields)) goto done;
-    PyObject *access_key = PyDict_GetItemWithError(fields, access_key_name);
-    if (access_key == NULL) goto checked_lookup;
-    if (!PyUnicode_CheckExact(access_key)) goto done;
-    PyObject *keyed_state = PyDict_GetItemWithError(signing_keys, access_key);
-    if (keyed_state == NULL) goto checked_lookup;
-    PyObject *received = PyDict_GetItemWithError(fields, signature_key);
-    if (received == NULL) goto checked_lookup;
-    if (!PyUnicode_CheckExact(received)) goto done;
-    version = PyObject_GetAttr(request, version_name);
-    if (version == NULL) goto failed;
-    if (!PyLong_CheckExact(version)) goto done;
-    int overflow;
-    long version_number = PyLong_AsLongAndOverflow(version, &overflow);
+    PyObject *names, *access_key, *keyed_state, *received, *first, *second, *name, *value;
+    Py_ssize_t position = 0;
+    long version_number;
+    int overflow, outcome, answer = 0;
+    char made[SIGNATURE_LENGTH];
+    /* the request's attributes first (a property could run Python code); then only exact
+     * strs, dicts and ints that hash and compare as ints: no Python code runs while the
+     * references below are borrowed */
+    if ((code = PyObject_GetAttr(request, code_name)) == NULL ||
+        (fields = PyObject_GetAttr(request, ext_fields_name)) == NULL ||
+        (version = PyObject_GetAttr(request, version_name)) == NULL ||
+        (body = PyObject_GetAttr(request, body_name)) == NULL)
+        goto failed;
+    if (!int_hashed_as_int(code) || !PyDict_CheckExact(fields) || !PyLong_CheckExact(version))
+        goto done;
+    while (PyDict_Next(fields, &position, &name, &value)) /* what request_signature takes */
+        if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value)) goto done;
+    version_number = PyLong_AsLongAndOverflow(version, &overflow);
     if (overflow != 0 || (version_number == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         goto done;
     }
-    body = PyObject_GetAttr(request, body_name);
-    if (body == NULL) goto failed;
-    char made[SIGNATURE_LENGTH];
-    int outcome = request_signature(fields, body,
-                                    version_number <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY,
-                                    keyed_state, made);
+    names = PyDict_GetItemWithError(deciding_fields, code);
+    if (names == NULL) goto checked_lookup;
+    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2 ||
+        !PyUnicode_CheckExact(PyTuple_GET_ITEM(names, 0)) ||
+        !PyUnicode_CheckExact(PyTuple_GET_ITEM(names, 1)))
+        goto done;
+    access_key = PyDict_GetItemWithError(fields, access_key_name);
+    if (access_key == NULL) goto checked_lookup;
+    keyed_state = PyDict_GetItemWithError(signing_keys, access_key);
+    if (keyed_state == NULL) goto checked_lookup;
+    received = PyDict_GetItemWithError(fields, signature_key);
+    if (received == NULL) goto checked_lookup;
+    outcome = request_signature(fields, body,
+                                version_number <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY,
+                                keyed_state, made);
     if (outcome < 0) goto failed;
     if (outcome == 0 || !signature_equal(received, made)) goto done;
-    PyObject *first = PyDict_GetItemWithError(fields, PyTuple_GET_ITEM(names, 0));
+    first = PyDict_GetItemWithError(fields, PyTuple_GET_ITEM(names, 0));
     if (first == NULL && PyErr_Occurred()) goto failed;
-    PyObject *second = PyDict_GetItemWithError(fields, PyTuple_GET_ITEM(names, 1));
+    second = PyDict_GetItemWithError(fields, PyTuple_GET_ITEM(names, 1));
     if (second == NULL && PyErr_Occurred()) goto failed;
-    if ((first != NULL && !PyUnicode_CheckExact(first)) ||
-        (second != NULL && !PyUnicode_CheckExact(second)))
-        goto done;
     key = PyTuple_Pack(4, access_key, code, first != NULL ? first : Py_None,
                        second != NULL ? second : Py_None);
     if (key == NULL) goto failed;
-    answer = PyDict_GetItemWithError(verdicts, key) == Py_None; /* kept as allowed */
+    /* kept as allowed (the verdict is only compared, never used, once looked up) */
+    answer = PyDict_GetItemWithError(verdicts, key) == Py_None;
 checked_lookup:
     if (PyErr_Occurred()) goto failed;
 done:

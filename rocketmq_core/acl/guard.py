@@ -47,8 +47,10 @@ class AclGuard:
     def use(self, validator: AclValidator) -> None:
         """Rules were (re)loaded: the busy requests' check is compiled with them (a
         request it cannot decide goes on to ``check``)."""
+        self.before_request = self.check  # never the old rules' hook, whatever happens
         compiled = validator.compiled_hook(self.check) if self._guarded is None else None
-        self.before_request = compiled or self.check
+        if compiled is not None:
+            self.before_request = compiled
 
     def check(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """The whole check: None to serve ``request``, else the refusal to answer with."""

@@ -89,6 +89,11 @@ class AccountConfig:
                     f"{where}: {key} must be longer than 6 characters"
                     f" ({'missing' if not value else f'it has {len(value)}'})"
                 )
+            if not _encodable(value):  # a lone surrogate (a YAML "\ud800" escape)
+                raise AclConfigError(
+                    f"{where}: {key} holds text no request can carry (an unpaired"
+                    " surrogate escape such as \\ud800): write the key as plain text"
+                )
         account = cls(
             access_key=access_key,
             secret_key=secret_key,
@@ -305,6 +310,14 @@ def _text(value: Any) -> str:
     if value is None or isinstance(value, bool):
         return ""
     return str(value) if isinstance(value, (str, int)) else ""
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _optional_text(value: Any) -> str | None:

@@ -138,9 +138,8 @@ class AclService:
                 await self.reload()
 
     def _install(self, rules: AclRules, state: dict[Path, tuple[int, int]]) -> None:
-        self._validator = AclValidator(
-            rules, admin_codes=self._admin_codes, resources=self._resources
-        )
-        self.guard.use(self._validator)
+        validator = AclValidator(rules, admin_codes=self._admin_codes, resources=self._resources)
+        self.guard.use(validator)
+        self._validator = validator
         self._state = state
         self._failed_state = None

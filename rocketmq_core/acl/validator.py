@@ -97,6 +97,7 @@ class AclValidator:
             access_key: signing.compiled_key(account.secret_key)
             for access_key, account in self._accounts.items()
             if account.white.matches is never  # a white-listed peer skips the signature
+            and account.secret_key.isascii()  # any other secret: ``check`` (may not encode)
         }
         # a code that needs admin rights is left to ``check`` (none of the busy ones does)
         deciding_fields = {

@@ -12,13 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketmq_core.acl import signing
+from rocketmq_core.acl.addresses import peer_ip
 from rocketmq_core.acl.guard import AclGuard
 from rocketmq_core.acl.permissions import BROKER_ADMIN_CODES
 from rocketmq_core.acl.resources import DECIDING_FIELDS
-from rocketmq_core.acl.rules import AccountConfig, AclFile, build_rules
+from rocketmq_core.acl.rules import AccountConfig, AclConfigError, AclFile, build_rules
 from rocketmq_core.acl.service import AclService
 from rocketmq_core.acl.signing import UNIQUE_KEY_QUERY, Credentials, sign
-from rocketmq_core.acl.validator import AclValidator
+from rocketmq_core.acl.validator import AclDenied, AclValidator
 from rocketmq_core.protocol.codes import RequestCode as R
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
@@ -64,7 +65,18 @@ CODES = st.sampled_from(
     [*sorted(DECIDING_FIELDS), R.UPDATE_AND_CREATE_TOPIC, R.HEART_BEAT, R.GET_MAX_OFFSET]
 )
 VALUES = st.sampled_from([None, "", "Orders", "Refunds", "CG", "%RETRY%CG", "T" * 300])
-SIGNING = st.sampled_from(["right", "wrong secret", "tampered", "unsigned", "no signature"])
+SIGNING = st.sampled_from(
+    [
+        "right",
+        "wrong secret",
+        "tampered body",
+        "tampered value",  # a deciding value changed after signing
+        "tampered version",  # 399 <-> 479: the unique-key field signed or not
+        "tampered unique key",  # signed by new clients, not by old ones
+        "unsigned",
+        "no signature",
+    ]
+)
 
 
 @st.composite
@@ -90,8 +102,14 @@ def requests(draw):
     if how != "unsigned":
         secret = ACCOUNTS.get(access_key, "anything")
         sign(request, Credentials(access_key, secret if how != "wrong secret" else secret + "!"))
-        if how == "tampered":
+        if how == "tampered body":
             request.body = (request.body or b"") + b"!"
+        elif how == "tampered value":
+            request.ext_fields[names[0]] = request.ext_fields.get(names[0], "") + "!"
+        elif how == "tampered version":
+            request.version = 479 if version == 399 else 399
+        elif how == "tampered unique key":
+            request.ext_fields[UNIQUE_KEY_QUERY] = "false"
         elif how == "no signature":
             del request.ext_fields["Signature"]
     return request, access_key, how
@@ -134,7 +152,20 @@ def test_the_hook_passes_only_what_the_whole_check_passes(
                 allowed_before.add(key)
 
 
-def test_unusual_requests_go_to_the_python_check():
+def signed_send(**changes_before_signing):
+    request = RemotingCommand.request(
+        R.SEND_MESSAGE_V2, {"a": "PG", "b": "Orders", UNIQUE_KEY_QUERY: "true"}, b"x"
+    )
+    for name, value in changes_before_signing.items():
+        setattr(request, name, value)
+    sign(request, Credentials("plain-key", ACCOUNTS["plain-key"]))
+    return request
+
+
+@pytest.fixture
+def warmed():
+    """A validator whose verdict on signed_send() is kept as allowed, and its hook, whose
+    check records what it is asked."""
     validator = AclValidator(rules("PUB", "SUB", []), admin_codes=BROKER_ADMIN_CODES)
     asked = []
 
@@ -144,30 +175,69 @@ def test_unusual_requests_go_to_the_python_check():
 
     hook = validator.compiled_hook(check)
     assert hook is not None
-
-    def made(**changes):
-        request = RemotingCommand.request(R.SEND_MESSAGE_V2, {"a": "PG", "b": "Orders"}, b"x")
-        sign(request, Credentials("plain-key", ACCOUNTS["plain-key"]))
-        for name, value in changes.items():
-            setattr(request, name, value)
-        return request
-
-    usual = made()
+    usual = signed_send()
     assert hook(context(), usual) is UNDECIDED  # the first meeting: no verdict kept yet
-    AclGuard(lambda: validator).check(context(), usual)
-    assert hook(context(), made()) is None  # now kept: passed without asking
+    assert AclGuard(lambda: validator).check(context(), usual) is None
+    assert hook(context(), signed_send()) is None  # now kept: passed without asking
     asked.clear()
-    odd = [
-        made(body=bytearray(b"x")),  # a body in another buffer
-        made(version=1 << 70),  # a version beyond a C long
-        made(code=str(R.SEND_MESSAGE_V2)),  # not an int
-    ]
-    with_int_value = made()
-    with_int_value.ext_fields["b"] = 7
-    odd.append(with_int_value)
-    non_ascii = made()
-    non_ascii.ext_fields["Signature"] = "é" * 28
-    odd.append(non_ascii)
+    return validator, hook, asked
+
+
+def test_what_changed_after_signing_goes_to_the_python_check(warmed):
+    validator, hook, asked = warmed
+    tampered = []
+    request = signed_send()
+    request.body = b"y"
+    tampered.append(request)
+    request = signed_send()
+    request.ext_fields["a"] = "PG2"  # a deciding value (the group) allowed as well
+    tampered.append(request)
+    request = signed_send()
+    request.version = 399  # signed with the unique-key field: an old client does not
+    tampered.append(request)
+    request = signed_send(version=399)
+    request.version = 479  # signed without it: this version signs it
+    tampered.append(request)
+    request = signed_send()
+    request.ext_fields[UNIQUE_KEY_QUERY] = "false"  # signed by this version
+    tampered.append(request)
+    request = signed_send()
+    request.ext_fields["AccessKey"] = "elsewhere"  # another account, no white list here
+    tampered.append(request)
+    for request in tampered:
+        assert hook(context(), request) is UNDECIDED
+        with pytest.raises(AclDenied, match="Check signature failed"):
+            validator.check(peer_ip(PEER_ADDRESS), request)
+    assert asked == tampered
+    # an old client's unique-key field is not signed: changing it keeps the signature
+    old_client = signed_send(version=399)
+    old_client.ext_fields[UNIQUE_KEY_QUERY] = "false"
+    validator.check(peer_ip(PEER_ADDRESS), old_client)
+
+
+class OddCode(int):
+    """An int that hashes like another: the hook must not look it up."""
+
+    def __hash__(self):
+        return 1
+
+
+def test_requests_of_unusual_types_go_to_the_python_check(warmed):
+    _validator, hook, asked = warmed
+    odd = []
+    request = signed_send()
+    request.body = bytearray(request.body)  # the same bytes in another buffer
+    odd.append(request)
+    request = signed_send()
+    request.version = 1 << 70  # beyond a C long: signed as 479 is
+    odd.append(request)
+    odd.append(signed_send(code=OddCode(R.SEND_MESSAGE_V2)))
+    request = signed_send()
+    request.ext_fields["AccessKey"] = type("Key", (str,), {})("plain-key")  # a str subclass
+    odd.append(request)
+    request = signed_send()
+    request.ext_fields[7] = "7"  # a key that is not a str
+    odd.append(request)
     for request in odd:
         assert hook(context(), request) is UNDECIDED
     assert asked == odd
@@ -202,3 +272,46 @@ def test_without_the_helper_the_guard_checks_in_python(monkeypatch, tmp_path):
     guard = AclGuard(lambda: validator)
     guard.use(validator)
     assert guard.before_request == guard.check
+
+
+def test_a_reload_never_keeps_the_old_rules_hook(tmp_path):
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    acl_file = home / "conf" / "plain_acl.yml"
+    acl_file.write_text(
+        "accounts:\n  - accessKey: plain-key\n    secretKey: plain-secret\n"
+        "    defaultTopicPerm: PUB\n"
+    )
+    service = AclService.for_broker(home)
+    service.load()
+    old_hook = service.guard.before_request
+    assert old_hook != service.guard.check  # compiled
+    # rules whose only account is white-listed: nothing for the compiled hook
+    acl_file.write_text(
+        "accounts:\n  - accessKey: plain-key\n    secretKey: plain-secret\n"
+        "    whiteRemoteAddress: 10.1.1.*\n"
+    )
+    service.load()
+    assert service.guard.before_request == service.guard.check
+
+
+def test_a_secret_no_request_can_carry_is_refused_by_name(tmp_path):
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(
+        'accounts:\n  - accessKey: plain-key\n    secretKey: "bad-secret\\ud800"\n'
+    )
+    service = AclService.for_broker(home)
+    with pytest.raises(AclConfigError, match=r"accessKey plain-key.*secretKey holds text"):
+        service.load()
+
+
+def test_the_name_server_guard_stays_in_python(tmp_path):
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(
+        "accounts:\n  - accessKey: plain-key\n    secretKey: plain-secret\n    admin: true\n"
+    )
+    service = AclService.for_namesrv(home)
+    service.load()
+    assert service.guard.before_request == service.guard.check
