@@ -117,28 +117,29 @@ static int same_text(PyObject *a, PyObject *b) {
 static int text_order(PyObject *a, PyObject *b) {
     if (PyUnicode_KIND(a) == PyUnicode_1BYTE_KIND && PyUnicode_KIND(b) == PyUnicode_1BYTE_KIND) {
         Py_ssize_t a_length = PyUnicode_GET_LENGTH(a), b_length = PyUnicode_GET_LENGTH(b);
-        int order = memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b),
-                           (size_t)(a_length < b_length ? a_length : b_length));
+        const unsigned char *a_text = PyUnicode_DATA(a), *b_text = PyUnicode_DATA(b);
+        if (a_length > 0 && b_length > 0 && a_text[0] != b_text[0])
+            return a_text[0] < b_text[0] ? -1 : 1; /* most keys differ at once */
+        int order = memcmp(a_text, b_text, (size_t)(a_length < b_length ? a_length : b_length));
         if (order != 0) return order;
         return a_length < b_length ? -1 : a_length > b_length;
     }
     return PyUnicode_Compare(a, b);
 }
 
-/* The Base64 signature of a request into ``out``: 1 when made, 0 when the Python code
- * must decide (nothing raised), -1 with an exception set. */
-static int request_signature(PyObject *fields, PyObject *body, int skip_unique_key,
-                             PyObject *keyed_state, char *out) {
-    /* another mapping, a body held in another kind of buffer: the Python code's */
-    if (!PyDict_CheckExact(fields) || (body != Py_None && !PyBytes_CheckExact(body))) return 0;
-    const KeyedSha1 *key_states = PyCapsule_IsValid(keyed_state, KEY_CAPSULE)
-                                      ? PyCapsule_GetPointer(keyed_state, KEY_CAPSULE)
-                                      : NULL;
-    if (key_states == NULL) {
-        PyErr_SetString(PyExc_TypeError, "keyed must be what keyed(secret) gives");
-        return -1;
-    }
-    PyObject *keys[MOST_FIELDS], *values[MOST_FIELDS]; /* borrowed, sorted by key */
+/* A request's extFields as the signature takes them: borrowed, sorted by key (str order,
+ * as sorted()), without the signature's own field (and the unique-key query field for old
+ * clients) */
+typedef struct {
+    PyObject *keys[MOST_FIELDS], *values[MOST_FIELDS];
+    Py_ssize_t count;
+} SortedFields;
+
+/* Collect ``fields`` (an exact dict) into ``sorted``: 1 when done, 0 when the Python code
+ * must decide (a key or value that is not an exact str, more fields than MOST_FIELDS).
+ * Every key and value is checked, those left out too, so that a caller may then look keys
+ * up knowing no Python code runs. */
+static int sorted_fields(PyObject *fields, int skip_unique_key, SortedFields *sorted) {
     Py_ssize_t count = 0, position = 0;
     PyObject *key, *value;
     while (PyDict_Next(fields, &position, &key, &value)) {
@@ -146,22 +147,42 @@ static int request_signature(PyObject *fields, PyObject *body, int skip_unique_k
         if (same_text(key, signature_key)) continue;
         if (skip_unique_key && same_text(key, unique_key)) continue;
         if (count == MOST_FIELDS) return 0;
-        /* insertion sort: a request has a dozen fields or so; str order, as sorted() */
+        /* insertion sort: a request has a dozen fields or so */
         Py_ssize_t at = count++;
-        while (at > 0 && text_order(keys[at - 1], key) > 0) {
-            keys[at] = keys[at - 1];
-            values[at] = values[at - 1];
+        while (at > 0 && text_order(sorted->keys[at - 1], key) > 0) {
+            sorted->keys[at] = sorted->keys[at - 1];
+            sorted->values[at] = sorted->values[at - 1];
             at--;
         }
-        keys[at] = key;
-        values[at] = value;
+        sorted->keys[at] = key;
+        sorted->values[at] = value;
     }
+    sorted->count = count;
+    return 1;
+}
+
+/* The Base64 signature of ``sorted`` and ``body`` into ``out``: 1 when made, 0 when the
+ * Python code must decide (nothing raised), -1 with an exception set. */
+static int signature_of(const SortedFields *sorted, PyObject *body, PyObject *keyed_state,
+                        char *out) {
+    /* a body held in another kind of buffer: the Python code's */
+    if (body != Py_None && !PyBytes_CheckExact(body)) return 0;
+    const KeyedSha1 *key_states = PyCapsule_IsValid(keyed_state, KEY_CAPSULE)
+                                      ? PyCapsule_GetPointer(keyed_state, KEY_CAPSULE)
+                                      : NULL;
+    if (key_states == NULL) {
+        PyErr_SetString(PyExc_TypeError, "keyed must be what keyed(secret) gives");
+        return -1;
+    }
+    Py_ssize_t count = sorted->count, lengths[MOST_FIELDS], total = 0;
     const char *texts[MOST_FIELDS];
-    Py_ssize_t lengths[MOST_FIELDS], total = 0;
     for (Py_ssize_t i = 0; i < count; i++) { /* all encodable before anything is hashed */
-        texts[i] = PyUnicode_AsUTF8AndSize(values[i], &lengths[i]);
-        if (texts[i] == NULL) { /* text UTF-8 cannot carry: the Python code raises */
-            PyErr_Clear();
+        PyObject *value = sorted->values[i];
+        if (PyUnicode_IS_COMPACT_ASCII(value)) { /* the usual value: its bytes are its UTF-8 */
+            texts[i] = (const char *)PyUnicode_DATA(value);
+            lengths[i] = PyUnicode_GET_LENGTH(value);
+        } else if ((texts[i] = PyUnicode_AsUTF8AndSize(value, &lengths[i])) == NULL) {
+            PyErr_Clear(); /* text UTF-8 cannot carry: the Python code raises */
             return 0;
         }
         total += lengths[i];
@@ -188,6 +209,15 @@ static int request_signature(PyObject *fields, PyObject *body, int skip_unique_k
     base64_of_digest(digest, out);
     OPENSSL_cleanse(&hashing, sizeof hashing);
     return 1;
+}
+
+/* The Base64 signature of a request into ``out``, as signature_of answers. */
+static int request_signature(PyObject *fields, PyObject *body, int skip_unique_key,
+                             PyObject *keyed_state, char *out) {
+    if (!PyDict_CheckExact(fields)) return 0; /* another mapping: the Python code's */
+    SortedFields sorted;
+    if (!sorted_fields(fields, skip_unique_key, &sorted)) return 0;
+    return signature_of(&sorted, body, keyed_state, out);
 }
 
 PyDoc_STRVAR(signature_doc,
@@ -258,8 +288,8 @@ static int int_hashed_as_int(PyObject *value) {
 static int known(PyObject *signing_keys, PyObject *deciding_fields, PyObject *verdicts,
                  PyObject *request) {
     PyObject *code = NULL, *fields = NULL, *version = NULL, *body = NULL, *key = NULL;
-    PyObject *names, *access_key, *keyed_state, *received, *first, *second, *name, *value;
-    Py_ssize_t position = 0;
+    PyObject *names, *access_key, *keyed_state, *received, *first, *second;
+    SortedFields sorted;
     long version_number;
     int overflow, outcome, answer = 0;
     char made[SIGNATURE_LENGTH];
@@ -273,13 +303,15 @@ static int known(PyObject *signing_keys, PyObject *deciding_fields, PyObject *ve
         goto failed;
     if (!int_hashed_as_int(code) || !PyDict_CheckExact(fields) || !PyLong_CheckExact(version))
         goto done;
-    while (PyDict_Next(fields, &position, &name, &value)) /* what request_signature takes */
-        if (!PyUnicode_CheckExact(name) || !PyUnicode_CheckExact(value)) goto done;
     version_number = PyLong_AsLongAndOverflow(version, &overflow);
     if (overflow != 0 || (version_number == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         goto done;
     }
+    /* every key and value an exact str, or the Python check's */
+    if (!sorted_fields(fields, version_number <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY,
+                       &sorted))
+        goto done;
     names = PyDict_GetItemWithError(deciding_fields, code);
     if (names == NULL) goto checked_lookup;
     if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2 ||
@@ -292,9 +324,7 @@ static int known(PyObject *signing_keys, PyObject *deciding_fields, PyObject *ve
     if (keyed_state == NULL) goto checked_lookup;
     received = PyDict_GetItemWithError(fields, signature_key);
     if (received == NULL) goto checked_lookup;
-    outcome = request_signature(fields, body,
-                                version_number <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY,
-                                keyed_state, made);
+    outcome = signature_of(&sorted, body, keyed_state, made);
     if (outcome < 0) goto failed;
     if (outcome == 0 || !signature_equal(received, made)) goto done;
     first = PyDict_GetItemWithError(fields, PyTuple_GET_ITEM(names, 0));

@@ -29,7 +29,13 @@ import anyio
 from ..metrics.histograms import BucketCounts
 from ..protocol.bodies import BrokerStatsData, BrokerStatsItem
 from ..protocol.constants import GROUP_GET_NUMS, TOPIC_PUT_NUMS
-from ..protocol.message import record_size
+from ..protocol.message import (
+    FIXED_SIZE,
+    HOST_V4_SIZE,
+    HOST_V6_SIZE,
+    MAX_V1_TOPIC_LENGTH,
+    record_size,
+)
 from ..store.api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus
 
 log = logging.getLogger("rocketmq.broker")
@@ -117,7 +123,7 @@ class BrokerStats:
 
     def __init__(self, cluster_name: str) -> None:
         self.cluster_name = cluster_name
-        self.store_host_v6 = False  # the store host's family: 12 more bytes per record
+        self.store_host_v6 = False
         # rows [messages, calls, bytes]; keyed by topic (puts), topic@group (the others)
         self.puts: dict[str, list[int]] = {}
         self.gets: dict[str, list[int]] = {}
@@ -143,15 +149,48 @@ class BrokerStats:
         self.put_today_morning = self.put_yesterday_morning = 0
         self.get_today_morning = self.get_yesterday_morning = 0
 
+    @property
+    def store_host_v6(self) -> bool:
+        """The store host's family: an IPv6 one takes 12 more bytes in every record."""
+        return self._record_fixed_size == FIXED_SIZE + HOST_V6_SIZE
+
+    @store_host_v6.setter
+    def store_host_v6(self, v6: bool) -> None:
+        # a record's size without its born host, topic, body and properties
+        self._record_fixed_size = FIXED_SIZE + (HOST_V6_SIZE if v6 else HOST_V4_SIZE)
+
     # --- counting: the send and pull paths ------------------------------------------------
 
     def count_put(self, message: MessageToStore, result: PutResult) -> None:
-        """A client's message put (SEND_MESSAGE): counted under the topic it is stored in."""
+        """A client's message put (SEND_MESSAGE): counted under the topic it is stored in.
+
+        Every single send runs it: ``_put`` and ``stored_size`` are written out here (one
+        call instead of four, ~0.5 us a send)."""
         status = result.status
         if status is not PutStatus.PUT_OK and not status.stored:  # `is` first: ~0.3 us less
             self.put_failures += 1
             return
-        self._put(message.topic, 1, self.stored_size(message))
+        topic = message.topic
+        topic_length = len(topic)
+        size = (
+            self._record_fixed_size
+            + (HOST_V6_SIZE if len(message.born_host) > HOST_V4_SIZE else HOST_V4_SIZE)
+            + (1 if topic_length <= MAX_V1_TOPIC_LENGTH else 2)
+            + topic_length
+            + len(message.body)
+            + len(message.properties)
+        )
+        row = self.puts.get(topic)
+        if row is None:
+            row = self.puts[topic] = [0, 0, 0]
+        row[0] += 1
+        row[1] += 1
+        row[2] += size
+        self._broker_puts[0] += 1
+        self.stored_messages += 1
+        self.stored_bytes += size
+        if self.message_sizes is not None:
+            self.message_sizes.add(topic, size, 1)
 
     def count_put_batch(self, messages: list[MessageToStore], result: PutResult) -> None:
         """A batch put (SEND_BATCH_MESSAGE): its messages in one call, as Java counts it."""

@@ -71,9 +71,16 @@ def host_address(packed: bytes) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
+# a host in a record: its address and port (IPv4 4 + 4 bytes, IPv6 16 + 4)
+HOST_V4_SIZE = 8
+HOST_V6_SIZE = 20
+
+
 def record_size(body: int, topic: int, properties: int, born_v6: bool, store_v6: bool) -> int:
     topic_length_size = 1 if topic <= MAX_V1_TOPIC_LENGTH else 2
-    hosts = (20 if born_v6 else 8) + (20 if store_v6 else 8)
+    hosts = (HOST_V6_SIZE if born_v6 else HOST_V4_SIZE) + (
+        HOST_V6_SIZE if store_v6 else HOST_V4_SIZE
+    )
     return FIXED_SIZE + hosts + body + topic_length_size + topic + properties
 
 

@@ -30,7 +30,7 @@ from rocketmq_core.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketmq_core.protocol.message import BatchItem, encode_batch, iter_records
+from rocketmq_core.protocol.message import BatchItem, encode_batch, iter_records, record_size
 from rocketmq_core.store.api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus
 
 from .wire import pull_request, send_request
@@ -102,6 +102,23 @@ def test_broker_totals_count_values_only_so_their_avgpt_is_zero():
     puts = stats.data(BROKER_PUT_NUMS, "DefaultCluster").stats_minute
     gets = stats.data(BROKER_GET_NUMS, "DefaultCluster").stats_minute
     assert (puts.sum, puts.avgpt, gets.sum, gets.avgpt) == (3, 0.0, 2, 0.0)
+
+
+@pytest.mark.parametrize("store_v6", [False, True])
+@pytest.mark.parametrize("born_v6", [False, True])
+@pytest.mark.parametrize("topic", ["T", "T" * 128])  # a topic length of 1 and of 2 bytes
+def test_a_put_counts_the_bytes_of_its_record(store_v6, born_v6, topic):
+    stats = BrokerStats("C")
+    stats.store_host_v6 = store_v6
+    assert stats.store_host_v6 is store_v6
+    sent = MessageToStore(
+        topic, 0, b"x" * 100, b"TAGS\x01a\x02", born_host=bytes(20 if born_v6 else 8)
+    )
+    expected = record_size(100, len(topic), len(sent.properties), born_v6, store_v6)
+    stats.count_put(sent, OK)
+    stats.count_put_batch([sent, sent], OK)
+    assert stats.puts[topic] == [3, 2, 3 * expected]
+    assert stats.stored_bytes == 3 * expected
 
 
 def test_a_refused_put_counts_as_a_failure_only():

@@ -118,7 +118,9 @@ class HAService:
         status = result.status
         if status is not PutStatus.PUT_OK and not status.stored:  # `is` first: ~0.3 us less
             return -1
-        self.appended()
+        master = self.master  # ``appended`` written out: every send runs this
+        if master is not None:
+            master.appended()
         if self.broker.config.broker_role != "SYNC_MASTER":
             return -1
         if property_value(properties, b"WAIT") == b"false":
