@@ -175,7 +175,7 @@ C_LOAD_CLIENT = Path(__file__).resolve().parent / "loadgen_c" / "rocketmq_load.c
 def build_c_load_client(scratch: Path) -> Path:
     """The C load client (loadgen_c/rocketmq_load.c), compiled into ``scratch``."""
     binary = scratch / "rocketmq_load"
-    subprocess.run(["cc", "-O2", "-o", str(binary), str(C_LOAD_CLIENT)], check=True)
+    subprocess.run(["cc", "-O2", "-o", str(binary), str(C_LOAD_CLIENT), "-lcrypto"], check=True)
     return binary
 
 

@@ -6,17 +6,24 @@ path by at most 5%), each measured against plain in the same run.
 ``rocketmq standalone`` runs in a child process pinned to one core (async flush, mmap
 store in a temp dir), started afresh for every measurement; the load runs here, pinned
 to the other core: SEND_MESSAGE_V2 requests of 1 KiB from loadgen.py's pipelined
-client, ``--inflight`` outstanding on one connection, straight to the broker. The same
-client serves every row; only what the row asks for changes:
+client, ``--inflight`` outstanding on one connection, straight to the broker. With
+``--client c`` the rows without TLS are sent by the C load client instead
+(loadgen_c/rocketmq_load.c, a few microseconds a send, signing as the C++ client does),
+as vs_nats.py measures: the broker's cost per message depends on how many requests each
+read brings, so a client that costs more per request (signing in Python) makes the
+broker's figures worse than its work. The same client serves every row; only what the
+row asks for changes:
 
 * plain: no ACL, no TLS, no metrics (the baseline);
 * metrics: ``metricsExporterType=PROM`` on a free ``metricsPromExporterPort``, and a
   scraper thread here GETting ``/metrics`` every ``--scrape-interval`` seconds (15 by
   default, a usual Prometheus scrape_interval; 1 shows what a harsh scraper costs too) and
   once after the load (it checks that the benchmark's topic is counted: the counting ran);
-* acl: ``aclEnable=true`` with an account allowed PUB on the topic only; the client
-  signs every request with ``acl.signing.sign``, as ``ClientConfig(credentials=...)``
-  does in the SDK;
+* acl: ``aclEnable=true`` with an account allowed PUB on the topic only; the requests
+  are signed with ``acl.signing.sign``, as ``ClientConfig(credentials=...)`` does in the
+  SDK. Every request has the same fields and body, so the Python client signs it once
+  and the broker checks the signature on each (the C client signs each send: its unique
+  key and queue change);
 * tls-permissive, tls-enforcing: ``tls.server.mode`` permissive or enforcing with a
   certificate from trustme; the client connects over TLS and verifies it;
 * acl+tls: both, enforcing.
@@ -37,6 +44,7 @@ A micro row times the broker's ACL check in this process: the guard's
 check, the resources the request needs), in microseconds per call.
 
     python benchmarks/send_features.py --rounds 3 --duration 4
+    python benchmarks/send_features.py --rows plain,acl --client c --rounds 5
     python benchmarks/send_features.py --rows plain,metrics --no-fast-path
 """
 
@@ -44,22 +52,34 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import resource
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import timeit
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import trustme
 from broker_send import start_standalone
-from loadgen import CpuMeter, machine, measure_pipelined, run_backend, write_results
+from loadgen import (
+    CpuMeter,
+    build_c_load_client,
+    machine,
+    measure_pipelined,
+    pinned,
+    run_backend,
+    write_results,
+)
 
 from rocketmq_core.acl.resources import needed_resources
 from rocketmq_core.acl.service import AclService
@@ -142,6 +162,15 @@ def signed_send_request() -> RemotingCommand:
     request = send_request()
     sign(request, ACCOUNT)
     return request
+
+
+SIGNED_SEND_FIELDS = signed_send_request().ext_fields
+
+
+def presigned_send_request() -> RemotingCommand:
+    """The acl rows' request: every send has the same fields and body, so its signature
+    is worked out once; the broker still checks it on every request."""
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, dict(SIGNED_SEND_FIELDS), BODY)
 
 
 class Certificates:
@@ -274,22 +303,66 @@ def broker_settings(
     return "\n".join(lines) + "\n"
 
 
-def measure(
-    setting: Setting,
-    certificates: Certificates,
-    server_core: int | None,
-    inflight: int,
-    warmup: float,
-    duration: float,
-    fast_path_on: bool,
-) -> dict:
-    """One fresh broker configured for ``setting``, and the load against it."""
-    make_request = signed_send_request if setting.acl else send_request
-    tls = certificates.client_options() if setting.tls_mode else None
+def row_client(
+    setting: Setting, certificates: Certificates
+) -> tuple[Callable[[], RemotingCommand], Callable[[RemotingCommand], None], TlsOptions | None]:
+    """What the row's client sends, how it checks each answer, and its TLS options."""
 
     def check(reply: RemotingCommand) -> None:
         if reply.code != ResponseCode.SUCCESS:
             raise SystemExit(f"{setting.name}: send failed: {reply.code} {reply.remark}")
+
+    make_request = presigned_send_request if setting.acl else send_request
+    return make_request, check, certificates.client_options() if setting.tls_mode else None
+
+
+def c_client_command(
+    setting: Setting, broker: str, binary: Path, args: argparse.Namespace
+) -> list[str]:
+    """The C load client (loadgen_c/rocketmq_load.c) for the row: the same sends, pipelined
+    at a few microseconds each; an acl row's signed with the row's account."""
+    if setting.tls_mode:
+        raise SystemExit(f"{setting.name}: the C client speaks plain TCP; use --client python")
+    command = [str(binary), "--addr", broker, "--mode", "single", "--topic", TOPIC]
+    command += ["--group", "PID-bench-send-features", "--inflight", str(args.inflight)]
+    command += ["--queues", "4", "--body", str(len(BODY))]
+    command += ["--seconds", str(args.duration), "--warmup", str(args.warmup)]
+    if setting.acl:
+        command += ["--access-key", ACCOUNT.access_key, "--secret-key", ACCOUNT.secret_key]
+    return command
+
+
+def c_client_result(setting: Setting, done: subprocess.CompletedProcess) -> dict:
+    """What the C client printed, as the Python client's figures are named."""
+    if done.returncode != 0:
+        raise SystemExit(f"{setting.name}: the C client failed: {done.stderr.strip()[-500:]}")
+    result = json.loads(done.stdout)
+    if result["failed"]:
+        raise SystemExit(
+            f"{setting.name}: {result['failed']} sends failed, the first with code"
+            f" {result['first_failure_code']}: {result['first_failure']}"
+        )
+    return {
+        "responses": result["responses"],
+        "responses_per_s": round(result["messages_per_s"]),
+        "p50_us": result["p50_us"],
+        "p99_us": result["p99_us"],
+    }
+
+
+def measure(
+    setting: Setting,
+    certificates: Certificates,
+    server_core: int | None,
+    client_core: int | None,
+    args: argparse.Namespace,
+    c_binary: Path | None,
+    fast_path_on: bool,
+) -> dict:
+    """One fresh broker configured for ``setting``, and the load against it (the C client
+    with ``c_binary``)."""
+    inflight, warmup, duration = args.inflight, args.warmup, args.duration
+    make_request, check, tls = row_client(setting, certificates)
 
     with tempfile.TemporaryDirectory(prefix="bench-send-features-") as scratch:
         directory = Path(scratch)
@@ -315,8 +388,29 @@ def measure(
                     )
 
             with scraper or contextlib.nullcontext():
-                run_backend(run, "asyncio", use_uvloop=True)
-                cpu = meter.stop(measured["responses"])
+                if c_binary is not None:
+                    command = pinned(c_client_command(setting, broker, c_binary, args), client_core)
+                    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    client = subprocess.Popen(
+                        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                    )
+                    time.sleep(warmup)  # the client counts from the end of its warm-up on
+                    meter.start()
+                    stdout, stderr = client.communicate(timeout=warmup + duration + 60)
+                    done = subprocess.CompletedProcess(command, client.returncode, stdout, stderr)
+                    measured.update(c_client_result(setting, done))
+                    cpu = meter.stop(measured["responses"])
+                    spent = resource.getrusage(resource.RUSAGE_CHILDREN)
+                    client_s = (
+                        spent.ru_utime + spent.ru_stime - children.ru_utime - children.ru_stime
+                    )
+                    cpu["client_cpu_us_per_msg"] = round(
+                        client_s * 1e6 / max(measured["responses"], 1), 1
+                    )
+                    cpu["client_cpu_pct"] = None
+                else:
+                    run_backend(run, "asyncio", use_uvloop=True)
+                    cpu = meter.stop(measured["responses"])
         finally:
             process.terminate()
             process.wait(20)
@@ -515,6 +609,13 @@ def main() -> int:
         action="store_true",
         help=f"start the brokers with {FAST_PATH_VARIABLE}=0: every send the general way",
     )
+    parser.add_argument(
+        "--client",
+        choices=("python", "c"),
+        default="python",
+        help="python: loadgen's pipelined client (every row); c: the C load client,"
+        " a few us a send (rows without TLS)",
+    )
     parser.add_argument("--output", default="benchmarks/results/send_features.json")
     parser.add_argument(
         "--scrape-interval", type=float, default=SCRAPE_INTERVAL, help="seconds, metrics row"
@@ -526,6 +627,8 @@ def main() -> int:
     unknown = [name for name in wanted if name not in known]
     if unknown:
         parser.error(f"unknown rows {unknown}; choose from {', '.join(known)}")
+    if args.client == "c" and any(known[name].tls_mode for name in wanted):
+        parser.error("the C client speaks plain TCP: TLS rows need --client python")
     server_core = None if args.server_core < 0 else args.server_core
     if args.no_fast_path:
         os.environ[FAST_PATH_VARIABLE] = "0"  # the brokers, child processes, inherit it
@@ -539,28 +642,34 @@ def main() -> int:
         certificates = Certificates(Path(scratch))
         if args.micro_calls > 0:
             micro = micro_row(Path(scratch), args.micro_calls)
+        client_core = None if args.client_core < 0 else args.client_core
+        c_binary = build_c_load_client(Path(scratch)) if args.client == "c" else None
         for round_number in range(1, args.rounds + 1):
-            for name in wanted:
-                result = measure(
+            results = [
+                measure(
                     known[name],
                     certificates,
                     server_core,
-                    args.inflight,
-                    args.warmup,
-                    args.duration,
+                    client_core,
+                    args,
+                    c_binary,
                     fast_path_on,
                 )
+                for name in wanted
+            ]
+            for result in results:
                 result["round"] = round_number
                 measured.append(result)
                 print(
-                    f"round {round_number} {name}: {result['messages_per_s']:,} msg/s,"
+                    f"round {round_number} {result['row']}: {result['messages_per_s']:,} msg/s,"
                     f" broker {result['server_cpu_us_per_msg']} us/msg",
                     file=sys.stderr,
                     flush=True,
                 )
     rows = summarise(measured)
     print(
-        f"send_features: pipelined SEND_MESSAGE_V2 client (core {args.client_core}) ->"
+        f"send_features: pipelined SEND_MESSAGE_V2 {args.client} client"
+        f" (core {args.client_core}) ->"
         f" rocketmq standalone (core {args.server_core}, mmap, async flush), 1 KiB,"
         f" {args.inflight} in flight; {args.rounds} interleaved rounds of"
         f" {args.duration:g} s after {args.warmup:g} s warm-up; medians;"
@@ -576,7 +685,11 @@ def main() -> int:
         "warmup_s": args.warmup,
         "server_core": args.server_core,
         "client_core": args.client_core,
-        "client": "loadgen.measure_pipelined, one connection; acl rows sign each request",
+        "client": (
+            "loadgen_c/rocketmq_load.c, one connection, 4 queues; acl rows sign each send"
+            if args.client == "c"
+            else "loadgen.measure_pipelined, one connection; acl rows send one signed request"
+        ),
         "targets": {
             "acl": f"messages_per_s >= {ACL_TARGET} x plain (issue 30)",
             "metrics": f"messages_per_s >= {METRICS_TARGET} x plain (issue 32)",

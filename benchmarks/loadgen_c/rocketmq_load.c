@@ -19,7 +19,12 @@
  * late count the messages started, scheduled and skipped in the counted window, whose
  * bounds window_from_ns and window_to_ns are on the stamps' clock.
  *
- *   cc -O2 -o rocketmq_load rocketmq_load.c
+ * With --access-key K --secret-key S every send is signed for an ACL broker as the C++
+ * client signs (docs/spec/acl.md): AccessKey and Signature added to its extFields, the
+ * Signature being the Base64 HMAC-SHA1 of the extFields' values in key order (the
+ * integers as their decimal text) followed by the body.
+ *
+ *   cc -O2 -o rocketmq_load rocketmq_load.c -lcrypto
  *   rocketmq_load --addr 127.0.0.1:10911 --mode single --inflight 64 --topic T
  *   rocketmq_load --addr 127.0.0.1:10911 --queues 1 --rate 20000 --stamp 1 --topic T
  */
@@ -28,6 +33,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+/* the low-level SHA-1 calls are deprecated in OpenSSL 3 in favour of EVP, whose per-call
+ * lookups cost more than hashing a 1 KiB message */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,12 +55,12 @@
 enum mode { SINGLE, BATCH, PULL };
 
 static struct {
-    const char *host, *port, *topic, *group;
+    const char *host, *port, *topic, *group, *access_key, *secret_key;
     enum mode mode;
     int inflight, queues, batch, body, stamp;
     double seconds, warmup, rate;
     long total;
-} opt = {"127.0.0.1", "10911", "BenchC", "bench-c", SINGLE, 64, 4, 32, 1024, 0, 5, 1, 0, 0};
+} opt = {"127.0.0.1", "10911", "BenchC", "bench-c", NULL, NULL, SINGLE, 64, 4, 32, 1024, 0, 5, 1, 0, 0};
 
 static double now_s(void) {
     struct timespec t;
@@ -134,37 +144,122 @@ static void end_frame(size_t start, size_t header_len) {
     out_len = end;
 }
 
-static void send_header(int code, int queue, uint32_t opaque) {
+/* --- signing (--access-key, --secret-key) ------------------------------------------- */
+
+/* what a send's signature covers, but for its body: its extFields' values in key order */
+static char signed_values[512];
+static size_t signed_length;
+
+static void sign_add(const char *text, size_t n) {
+    memcpy(signed_values + signed_length, text, n);
+    signed_length += n;
+}
+#define SIGN_ADD(literal) sign_add(literal, sizeof(literal) - 1)
+
+static void sign_add_u64(uint64_t v) {
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
+    sign_add(digits, (size_t)n);
+}
+
+/* HMAC-SHA1 with the secret: the inner and outer hash states after its padded key block,
+ * made once, so that a send hashes only its own bytes (OpenSSL's one-shot HMAC() looks
+ * the digest up and keys it anew each call: several microseconds a send) */
+static SHA_CTX keyed_inner, keyed_outer;
+
+static void prepare_key(void) {
+    unsigned char block[SHA_CBLOCK] = {0}, pad[SHA_CBLOCK];
+    size_t length = strlen(opt.secret_key);
+    if (length > SHA_CBLOCK)
+        SHA1((const unsigned char *)opt.secret_key, length, block);
+    else
+        memcpy(block, opt.secret_key, length);
+    for (int i = 0; i < SHA_CBLOCK; i++) pad[i] = block[i] ^ 0x36;
+    SHA1_Init(&keyed_inner);
+    SHA1_Update(&keyed_inner, pad, SHA_CBLOCK);
+    for (int i = 0; i < SHA_CBLOCK; i++) pad[i] = block[i] ^ 0x5c;
+    SHA1_Init(&keyed_outer);
+    SHA1_Update(&keyed_outer, pad, SHA_CBLOCK);
+}
+
+/* the Base64 HMAC-SHA1 of the values gathered and ``body`` into ``at`` (28 characters) */
+static void write_signature(char *at, const char *body_bytes, size_t body_len) {
+    unsigned char digest[SHA_DIGEST_LENGTH], text[32];
+    SHA_CTX hashing = keyed_inner;
+    SHA1_Update(&hashing, signed_values, signed_length);
+    SHA1_Update(&hashing, body_bytes, body_len);
+    SHA1_Final(digest, &hashing);
+    hashing = keyed_outer;
+    SHA1_Update(&hashing, digest, sizeof digest);
+    SHA1_Final(digest, &hashing);
+    EVP_EncodeBlock(text, digest, SHA_DIGEST_LENGTH);
+    memcpy(at, text, 28);
+}
+
+/* the header of a send; with signing, where its Signature's 28 characters go (else 0) */
+static size_t send_header(int code, int queue, uint32_t opaque) {
+    uint32_t unique = unique_counter++;
+    signed_length = 0;
+    if (opt.access_key) sign_add(opt.access_key, strlen(opt.access_key)); /* "AccessKey" < "a" */
     PUT("{\"code\":");
     put_u64((uint64_t)code);
     PUT(",\"extFields\":{\"a\":\"");
     put_str(opt.group);
+    sign_add(opt.group, strlen(opt.group));
     PUT("\",\"b\":\"");
     put_str(opt.topic);
+    sign_add(opt.topic, strlen(opt.topic));
     PUT("\",\"c\":\"TBW102\",\"d\":4,\"e\":");
+    SIGN_ADD("TBW102");
+    SIGN_ADD("4");
     put_u64((uint64_t)queue);
+    sign_add_u64((uint64_t)queue);
     PUT(",\"f\":0,\"g\":\"");
+    SIGN_ADD("0");
     put_str(born_ms);
+    sign_add(born_ms, strlen(born_ms));
+    SIGN_ADD("0"); /* h */
     if (code == 310) {
         PUT("\",\"h\":0,\"i\":\"KEYS\\u0001bench\\u0002TAGS\\u0001TagA\\u0002UNIQ_KEY\\u0001");
+        SIGN_ADD("KEYS\001bench\002TAGS\001TagA\002UNIQ_KEY\001");
         put(unique_prefix, 24);
-        hex8(out + out_len, unique_counter++);
+        sign_add(unique_prefix, 24);
+        hex8(out + out_len, unique);
+        sign_add(out + out_len, 8);
         out_len += 8;
-        PUT("\\u0002WAIT\\u0001true\\u0002\",\"j\":\"0\",\"k\":\"0\",\"m\":\"0\"}");
+        PUT("\\u0002WAIT\\u0001true\\u0002\",\"j\":\"0\",\"k\":\"0\",\"m\":\"0\"");
+        SIGN_ADD("\002WAIT\001true\002");
+        SIGN_ADD("0"); /* j */
+        SIGN_ADD("0"); /* k */
+        SIGN_ADD("0"); /* m */
     } else {
-        PUT("\",\"h\":0,\"i\":\"WAIT\\u0001true\\u0002\",\"j\":\"0\",\"k\":\"0\",\"m\":\"true\"}");
+        PUT("\",\"h\":0,\"i\":\"WAIT\\u0001true\\u0002\",\"j\":\"0\",\"k\":\"0\",\"m\":\"true\"");
+        SIGN_ADD("WAIT\001true\002");
+        SIGN_ADD("0"); /* j */
+        SIGN_ADD("0"); /* k */
+        SIGN_ADD("true"); /* m */
     }
-    PUT(",\"flag\":0,\"language\":\"CPP\",\"opaque\":");
+    size_t signature_at = 0;
+    if (opt.access_key) {
+        PUT(",\"AccessKey\":\"");
+        put_str(opt.access_key);
+        PUT("\",\"Signature\":\"");
+        signature_at = out_len;
+        PUT("............................\"");
+    }
+    PUT("},\"flag\":0,\"language\":\"CPP\",\"opaque\":");
     put_u64(opaque);
     PUT(",\"remark\":\"\",\"version\":63}");
+    return signature_at;
 }
 
 static void add_send(int queue) {
     uint32_t opaque = next_opaque++;
     size_t start = begin_frame();
-    send_header(opt.mode == SINGLE ? 310 : 320, queue, opaque);
+    size_t signature_at = send_header(opt.mode == SINGLE ? 310 : 320, queue, opaque);
     size_t header_len = out_len - start - 8;
     int64_t stamp = opt.stamp ? now_ns() : 0;
+    size_t body_at = out_len;
     if (opt.mode == SINGLE) {
         put(body, (size_t)opt.body);
         if (opt.stamp) stamp_be64(out + out_len - opt.body, stamp);
@@ -176,6 +271,7 @@ static void add_send(int queue) {
             if (opt.stamp) stamp_be64(records + i * batch_record_len + 20, stamp);
         }
     }
+    if (signature_at) write_signature(out + signature_at, out + body_at, out_len - body_at);
     end_frame(start, header_len);
     sent_at[opaque % SLOTS] = now_s();
 }
@@ -361,6 +457,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--group")) opt.group = v;
         else if (!strcmp(k, "--rate")) opt.rate = atof(v);
         else if (!strcmp(k, "--stamp")) opt.stamp = atoi(v) != 0;
+        else if (!strcmp(k, "--access-key")) opt.access_key = v;
+        else if (!strcmp(k, "--secret-key")) opt.secret_key = v;
         else {
             fprintf(stderr, "rocketmq_load: unknown option %s\n", k);
             return 2;
@@ -369,6 +467,10 @@ int main(int argc, char **argv) {
     if (opt.inflight < 1 || opt.inflight >= SLOTS / 2 || opt.queues < 1 ||
         opt.queues > MAX_QUEUES || (opt.mode == PULL && opt.total <= 0)) {
         fprintf(stderr, "rocketmq_load: bad --inflight/--queues, or pull without --total\n");
+        return 2;
+    }
+    if (!opt.access_key != !opt.secret_key || (opt.access_key && opt.mode == PULL)) {
+        fprintf(stderr, "rocketmq_load: --access-key and --secret-key go together, for sends\n");
         return 2;
     }
     if (opt.rate < 0 || (opt.mode == PULL && (opt.rate > 0 || opt.stamp)) ||
@@ -381,6 +483,7 @@ int main(int argc, char **argv) {
     if (opt.rate > 0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     build_bodies();
     refresh_born_ms();
+    if (opt.secret_key) prepare_key();
     size_t frame_max = 1024 + 8 + (opt.mode == BATCH ? batch_body_len : (size_t)opt.body);
     out_cap = frame_max * (size_t)opt.inflight;
     out = malloc(out_cap);
