@@ -157,6 +157,42 @@ async def test_test_mode_serves_a_certificate_made_at_start(pki):
         assert await refused(address, TlsOptions())
 
 
+@pytest.mark.parametrize("mode", [TlsMode.PERMISSIVE, TlsMode.ENFORCING])
+async def test_a_renewed_certificate_serves_the_next_handshake(tmp_path, caplog, mode):
+    old_authority, new_authority = trustme.CA(), trustme.CA()
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    old_ca, new_ca = str(tmp_path / "old-ca.pem"), str(tmp_path / "new-ca.pem")
+    old_authority.cert_pem.write_to_path(old_ca)
+    new_authority.cert_pem.write_to_path(new_ca)
+
+    def install(authority: trustme.CA, *, key_too: bool = True) -> None:
+        issued = authority.issue_cert("localhost", "127.0.0.1")
+        for blob, path in ((issued.cert_chain_pems[0], cert), (issued.private_key_pem, key)):
+            if path is key and not key_too:
+                continue
+            staged = path.with_suffix(".new")
+            blob.write_to_path(str(staged))
+            staged.replace(path)  # as a deployment tool renews: a new file, renamed over
+
+    install(old_authority)
+    tls = TlsOptions(cert_file=str(cert), key_file=str(key), mode=mode)
+    processors = ConformanceProcessors()
+    async with serving(TcpTransport(), processors.table(), tls=tls) as (_server, address):
+        assert await echo(address, TlsOptions(ca_file=old_ca)) == b"ping"
+        install(new_authority)
+        assert await echo(address, TlsOptions(ca_file=new_ca)) == b"ping"
+        assert await refused(address, TlsOptions(ca_file=old_ca))
+        # half a renewal: a certificate without its key, which no handshake could use
+        with caplog.at_level(logging.ERROR, "rocketmq.remoting"):
+            install(old_authority, key_too=False)
+            for _ in range(2):
+                assert await echo(address, TlsOptions(ca_file=new_ca)) == b"ping"
+        failures = [r for r in caplog.records if "cannot be used" in r.getMessage()]
+        assert len(failures) == 1 and str(cert) in failures[0].getMessage()
+        install(old_authority)  # the pair complete again
+        assert await echo(address, TlsOptions(ca_file=old_ca)) == b"ping"
+
+
 async def test_an_enforcing_port_refuses_a_plain_client(pki):
     processors = ConformanceProcessors()
     tls = listener(pki, TlsMode.ENFORCING)

@@ -7,6 +7,8 @@ otherwise report it later, deep in a handshake, or as a bare OpenSSL code.
 from __future__ import annotations
 
 import datetime
+import logging
+import os
 import ssl
 import tempfile
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.remoting.transport import ClientAuth, TlsOptions
 
+log = logging.getLogger("rocketmq.remoting")
 SELF_SIGNED_NAME = "rocketmq-py test mode"
 SELF_SIGNED_DAYS = 365
 _VERIFY_MODES = {
@@ -50,6 +53,52 @@ def server_context(tls: TlsOptions) -> ssl.SSLContext:
         except ssl.SSLError as exc:
             raise ConfigError(f"TLS CA file {tls.ca_file}: not a PEM certificate ({exc})") from None
     return context
+
+
+# a file's identity as far as a change goes: None when it cannot be looked at
+FileState = tuple[int, int, int] | None
+
+
+class ServerContexts:
+    """A TLS listener's context, made again when its certificate, key or CA file
+    changes, as Apache's brokers watch theirs: a renewed certificate serves the next
+    handshake without a restart. ``current`` looks at the files (a stat each) at every
+    handshake; files that changed but cannot be used (one of a pair written, a bad
+    password) keep the context in force, with one log line per such state of the files."""
+
+    def __init__(self, tls: TlsOptions) -> None:
+        self._tls = tls
+        self._paths = tuple(path for path in (tls.cert_file, tls.key_file, tls.ca_file) if path)
+        self._state = self._files_state()
+        self._context = server_context(tls)
+        self._failed_state: tuple[FileState, ...] | None = None
+
+    def current(self) -> ssl.SSLContext:
+        state = self._files_state()
+        if state == self._state or state == self._failed_state:
+            return self._context
+        try:
+            context = server_context(self._tls)
+        except ConfigError as exc:
+            log.error(
+                "TLS files changed but cannot be used; the certificate in force stays: %s", exc
+            )
+            self._failed_state = state
+            return self._context
+        self._context, self._state, self._failed_state = context, state, None
+        log.info("TLS certificate reloaded from %s", ", ".join(self._paths))
+        return context
+
+    def _files_state(self) -> tuple[FileState, ...]:
+        return tuple(_file_state(path) for path in self._paths)
+
+
+def _file_state(path: str) -> FileState:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size, status.st_ino
 
 
 def client_context(tls: TlsOptions) -> ssl.SSLContext:

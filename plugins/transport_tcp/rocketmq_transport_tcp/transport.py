@@ -30,7 +30,7 @@ from rocketmq_core.remoting.transport import (
     listener_members,
 )
 
-from .tls_contexts import client_context, server_context
+from .tls_contexts import ServerContexts, client_context
 
 TLS_HANDSHAKE_TIMEOUT = 10.0  # s; a client that never finishes one holds a descriptor
 # s; a client that sends nothing this long after connecting to a permissive port is closed
@@ -68,13 +68,13 @@ class TcpTransport:
         bound_host, bound_port = bound[:2]
 
         mode = TlsMode.DISABLED if tls is None else tls.mode
-        context = server_context(tls) if tls is not None and mode is not TlsMode.DISABLED else None
+        contexts = ServerContexts(tls) if tls is not None and mode is not TlsMode.DISABLED else None
 
         async def serve_stream(stream: ByteStream) -> None:
             _no_delay(stream)
             _read_on_demand(stream)
-            if context is not None:
-                encrypted = await _handshake(stream, context)
+            if contexts is not None:
+                encrypted = await _handshake(stream, contexts.current())
                 if encrypted is None:
                     return
                 stream = encrypted
@@ -82,7 +82,7 @@ class TcpTransport:
 
         async def serve_socket(client: socket.socket) -> None:
             """Permissive: TLS when the first byte opens a handshake, else plain."""
-            assert context is not None
+            assert contexts is not None
             first = await _peek_first_byte(client)
             if first is None:
                 client.close()
@@ -90,7 +90,7 @@ class TcpTransport:
             stream: ByteStream = await SocketStream.from_socket(client)
             _read_on_demand(stream)
             if first == TLS_HANDSHAKE_BYTE:
-                encrypted = await _handshake(stream, context)
+                encrypted = await _handshake(stream, contexts.current())
                 if encrypted is None:
                     return
                 stream = encrypted
