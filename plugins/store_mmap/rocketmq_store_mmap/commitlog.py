@@ -50,7 +50,9 @@ _V1_V4_OVERHEAD = record_size(0, 0, 0, False, False)  # a V1 record with IPv4 ho
 
 class CommitLog:
     def __init__(self, directory: Path, file_size: int, store_host: bytes) -> None:
-        self.files = MappedFileQueue(directory, file_size, reserve=True, read_written_ahead=True)
+        self.files = MappedFileQueue(
+            directory, file_size, reserve=True, read_written_ahead=True, huge_folios=True
+        )
         self.store_host = store_host
         self.store_v6 = host_is_v6(store_host)
         self.next_file: MappedFile | None = None  # made ahead of need, off the hot path
@@ -164,7 +166,11 @@ class CommitLog:
     def create_file(self, start: int) -> MappedFile:
         """Blocking: create and map a CommitLog file (call from a worker thread)."""
         return MappedFile(
-            self.files.directory / file_name(start), start, self.files.file_size, reserve=True
+            self.files.directory / file_name(start),
+            start,
+            self.files.file_size,
+            reserve=True,
+            huge_folios=True,
         )
 
     def offer_next_file(self, mapped: MappedFile) -> None:

@@ -255,21 +255,38 @@ async def test_a_thread_faults_the_commitlog_in_ahead_of_the_writer(tmp_path, pl
     assert not pre_touch_threads() - others  # stopped before the files were unmapped
 
 
-def read_ahead_by_range(path) -> list[tuple[int, int, bool]]:
-    """(start, end, read-ahead on) of each of this process's mappings of ``path``:
-    the kernel lists ``rr`` in VmFlags where MADV_RANDOM turned read-ahead off."""
+def flags_by_range(path) -> list[tuple[int, int, set[str]]]:
+    """(start, end, VmFlags) of each of this process's mappings of ``path``."""
     ranges = []
     current = None
     with open("/proc/self/smaps") as smaps:
         for line in smaps:
             if line.startswith("VmFlags:"):
                 if current is not None:
-                    ranges.append((*current, "rr" not in line.split()))
+                    ranges.append((*current, set(line.split()[1:])))
                 current = None
             elif "-" in line.split(" ", 1)[0] and line.rstrip().endswith(str(path)):
                 low, high = line.split(" ", 1)[0].split("-")
                 current = (int(low, 16), int(high, 16))
     return sorted(ranges)
+
+
+def read_ahead_by_range(path) -> list[tuple[int, int, bool]]:
+    """(start, end, read-ahead on) of each of this process's mappings of ``path``:
+    the kernel lists ``rr`` in VmFlags where MADV_RANDOM turned read-ahead off."""
+    return [(low, high, "rr" not in flags) for low, high, flags in flags_by_range(path)]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
+async def test_the_commitlog_writers_part_faults_in_huge_folios(tmp_path, plugin_host):
+    # one fault fills a 2 MiB folio: ~4x less per page than one page at a time
+    commitlog_file = tmp_path / "commitlog" / f"{0:020d}"
+    queue_file = tmp_path / "consumequeue" / "TopicTest" / "0" / f"{0:020d}"
+    async with opened(tmp_path, plugin_host) as store:
+        assert (await store.put(message(1))).ok
+        ((_, _, commitlog_flags),) = flags_by_range(commitlog_file)
+        assert {"rr", "hg"} <= commitlog_flags
+        assert all("hg" not in flags for *_, flags in flags_by_range(queue_file))
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
