@@ -2,9 +2,10 @@
 
 Each action takes ``-n/--namesrv`` (else NAMESRV_ADDR, else 127.0.0.1:9876), ``--tls-ca``
 (the CA that QUIC name servers and brokers are verified with), ``--access-key`` and
-``--secret-key`` (else ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY: every request is then
-signed for ACL) and ``--json``; it prints an aligned table, or one JSON document with
-``--json``. A failure prints one line to stderr saying what failed where, and exits 1.
+``--secret-key`` (else ROCKETMQ_ACCESS_KEY and ROCKETMQ_SECRET_KEY, else mqadmin's
+``$ROCKETMQ_HOME/conf/tools.yml``: every request is then signed for ACL) and ``--json``;
+it prints an aligned table, or one JSON document with ``--json``. A failure prints one
+line to stderr saying what failed where, and exits 1.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..acl.signing import Credentials
@@ -30,6 +32,8 @@ from .render import to_json
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 ACCESS_KEY_VARIABLE = "ROCKETMQ_ACCESS_KEY"
 SECRET_KEY_VARIABLE = "ROCKETMQ_SECRET_KEY"
+# mqadmin's credentials under ROCKETMQ_HOME (Apache's MixAll.ACL_CONF_TOOLS_FILE)
+TOOLS_CREDENTIALS_FILE = Path("conf") / "tools.yml"
 
 
 class CommandError(RocketMQError):
@@ -157,11 +161,12 @@ def run_action(args: argparse.Namespace, host: PluginHost, action: Action) -> in
 
 def credentials_of(args: argparse.Namespace) -> Credentials | None:
     """``--access-key``/``--secret-key``, each else its environment variable: both or
-    neither (ConfigError naming the missing one)."""
+    neither (ConfigError naming the missing one); with neither, mqadmin's
+    ``$ROCKETMQ_HOME/conf/tools.yml`` when it holds both."""
     access_key = getattr(args, "access_key", None) or os.environ.get(ACCESS_KEY_VARIABLE)
     secret_key = getattr(args, "secret_key", None) or os.environ.get(SECRET_KEY_VARIABLE)
     if not access_key and not secret_key:
-        return None
+        return tools_file_credentials()
     if not secret_key:
         raise ConfigError(
             f"an access key is given but no secret key: add --secret-key (or set"
@@ -173,6 +178,38 @@ def credentials_of(args: argparse.Namespace) -> Credentials | None:
             f" {ACCESS_KEY_VARIABLE})"
         )
     return Credentials(access_key, secret_key)
+
+
+def tools_file_credentials() -> Credentials | None:
+    """The keys of ``conf/tools.yml`` under ROCKETMQ_HOME (else the user's home, as the
+    servers look for their ACL files), which Apache's mqadmin signs with: None when the
+    file is absent or leaves a key blank (mqadmin then sends unsigned), a ConfigError
+    naming the file when it cannot be read."""
+    import yaml  # the admin commands alone read it: not on the servers' start-up path
+
+    from ..acl.rules import acl_home
+
+    path = acl_home(os.environ.get("ROCKETMQ_HOME", "")) / TOOLS_CREDENTIALS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the admin credentials {path}: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"{path} is not YAML ({exc.__class__.__name__}); write accessKey: and secretKey:"
+        ) from None
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold accessKey: and secretKey:, not {type(data).__name__}")
+    access_key, secret_key = data.get("accessKey"), data.get("secretKey")
+    if access_key is None or secret_key is None or not str(access_key) or not str(secret_key):
+        return None
+    return Credentials(str(access_key), str(secret_key))
 
 
 def _tcp_tls(args: argparse.Namespace) -> TlsOptions | None:

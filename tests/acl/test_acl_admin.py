@@ -351,6 +351,31 @@ def rocketmq(cluster, capsys):
     return run
 
 
+def test_the_cli_signs_with_mqadmins_tools_file(cluster, home, capsys, monkeypatch):
+    for variable in ("ROCKETMQ_ACCESS_KEY", "ROCKETMQ_SECRET_KEY"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("ROCKETMQ_HOME", str(home))
+    tools = home / "conf" / "tools.yml"
+    command = ["acl", "get", "-b", cluster.broker_address, "-n", cluster.namesrv_address]
+
+    tools.write_text(f"accessKey: {ADMIN.access_key}\nsecretKey: {ADMIN.secret_key}\n")
+    assert main(command) == 0
+    assert "ACCESS KEY" in capsys.readouterr().out
+    # a blank key: sent unsigned, as mqadmin does, and refused as anonymous
+    tools.write_text("accessKey:\nsecretKey: something\n")
+    assert main(command) == 1
+    assert "No accessKey is configured" in capsys.readouterr().err
+    # the options win over the file
+    tools.write_text("accessKey: not-an-account\nsecretKey: not-a-secret\n")
+    signed = ["--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key]
+    assert main([*command, *signed]) == 0
+    capsys.readouterr()
+    tools.write_text("accessKey: [unclosed\n")
+    assert main(command) == 2
+    error = capsys.readouterr().err
+    assert str(tools) in error and "not YAML" in error and "Traceback" not in error
+
+
 def test_cli_actions(cluster, rocketmq, home):
     address = cluster.broker_address
     code, text = rocketmq(
