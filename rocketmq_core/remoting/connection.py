@@ -130,6 +130,14 @@ class LaterAnswer:
             self.observer(response)
         self._connection._answer_later_done(self.request, response)
 
+    def withdraw(self) -> None:
+        """Nothing will answer through this after all (its processor raised before
+        anything could call ``answer``; the error is the answer): no longer in flight."""
+        if self.answered:
+            return
+        self.answered = True
+        self._connection._no_longer_in_flight()
+
 
 # what a broken stream raises on send (a TLS stream raises EndOfStream once the peer has
 # closed the session)
@@ -565,16 +573,21 @@ class Connection:
 
     def answer_later(self, request: RemotingCommand) -> LaterAnswer:
         """For a processor that answers ``request`` from a callback: return what this
-        gives, call its ``answer`` later. Counted as in flight until answered."""
+        gives, call its ``answer`` later. Counted as in flight until answered (or
+        withdrawn, when the processor raises after all)."""
         self._inflight += 1
         return LaterAnswer(self, request)
+
+    def _no_longer_in_flight(self) -> None:
+        """A later answer settled: answered, or withdrawn."""
+        self._inflight -= 1
+        if self._inflight == 0:
+            self._idle.set()
 
     def _answer_later_done(
         self, request: RemotingCommand, response: RemotingCommand | bytes
     ) -> None:
-        self._inflight -= 1
-        if self._inflight == 0:
-            self._idle.set()
+        self._no_longer_in_flight()
         if isinstance(response, bytes):
             self._respond_encoded(request, response)
         else:

@@ -501,6 +501,28 @@ async def test_a_client_closed_while_connecting_fails_that_request_with_connecti
     assert "closed while connecting" in str(outcome[0])
 
 
+async def test_a_later_answer_withdrawn_by_a_failing_processor_is_not_waited_for(tcp):
+    def fails_after_asking(ctx, req):  # as a SYNC_MASTER send whose wait cannot register
+        later = ctx.connection.answer_later(req)
+        try:
+            raise RuntimeError("the wait could not be registered")
+        except RuntimeError:
+            later.withdraw()
+            raise
+
+    table = ProcessorTable()
+    table.register(1, fails_after_asking)
+    async with serving(tcp, table) as (server, address), RemotingClient(tcp) as client:
+        answer = await client.invoke(address, request(1), timeout=5)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        assert "could not be registered" in answer.remark
+        (connection,) = server.connections
+        connection.drain()  # nothing in flight: it closes at once
+        with anyio.fail_after(2):
+            while server.connections:
+                await anyio.sleep(0.01)
+
+
 async def test_a_later_answer_leaves_when_answered_and_a_drain_waits_for_it(tcp):
     held: list[LaterAnswer] = []
 

@@ -177,7 +177,11 @@ def answer_when_replicated(
             response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         later.answer(response)
 
-    broker.ha.when_replicated(replica_end, replicated)
+    try:
+        broker.ha.when_replicated(replica_end, replicated)
+    except BaseException:
+        later.withdraw()  # the dispatch answers with the error instead
+        raise
     return later
 
 
