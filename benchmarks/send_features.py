@@ -332,6 +332,39 @@ def c_client_command(
     return command
 
 
+def run_c_client(
+    setting: Setting,
+    broker: str,
+    binary: Path,
+    args: argparse.Namespace,
+    client_core: int | None,
+    meter: CpuMeter,
+) -> tuple[dict, dict]:
+    """The C client's run against ``broker``: its figures, and the CPU the broker spent
+    per message in the counted window (``meter``). The client's own CPU is per message
+    it moved (warm-up included), and it is taken out of "others"."""
+    command = pinned(c_client_command(setting, broker, binary, args), client_core)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(args.warmup)  # the client counts from the end of its warm-up on
+        meter.start()
+        stdout, stderr = client.communicate(timeout=args.warmup + args.duration + 60)
+    except BaseException:
+        client.kill()
+        client.wait()
+        raise
+    done = subprocess.CompletedProcess(command, client.returncode, stdout, stderr)
+    measured = c_client_result(setting, done)
+    cpu = meter.stop(measured["responses"])
+    spent = resource.getrusage(resource.RUSAGE_CHILDREN)
+    client_s = spent.ru_utime + spent.ru_stime - children.ru_utime - children.ru_stime
+    cpu["client_cpu_us_per_msg"] = round(client_s * 1e6 / max(measured["moved"], 1), 1)
+    cpu["client_cpu_pct"] = None  # not sampled over the counted window alone
+    cpu["others_cpu_pct"] = None  # "others" would count the client
+    return measured, cpu
+
+
 def c_client_result(setting: Setting, done: subprocess.CompletedProcess) -> dict:
     """What the C client printed, as the Python client's figures are named."""
     if done.returncode != 0:
@@ -344,6 +377,7 @@ def c_client_result(setting: Setting, done: subprocess.CompletedProcess) -> dict
         )
     return {
         "responses": result["responses"],
+        "moved": result["messages_all"],
         "responses_per_s": round(result["messages_per_s"]),
         "p50_us": result["p50_us"],
         "p99_us": result["p99_us"],
@@ -389,25 +423,9 @@ def measure(
 
             with scraper or contextlib.nullcontext():
                 if c_binary is not None:
-                    command = pinned(c_client_command(setting, broker, c_binary, args), client_core)
-                    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    client = subprocess.Popen(
-                        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                    measured, cpu = run_c_client(
+                        setting, broker, c_binary, args, client_core, meter
                     )
-                    time.sleep(warmup)  # the client counts from the end of its warm-up on
-                    meter.start()
-                    stdout, stderr = client.communicate(timeout=warmup + duration + 60)
-                    done = subprocess.CompletedProcess(command, client.returncode, stdout, stderr)
-                    measured.update(c_client_result(setting, done))
-                    cpu = meter.stop(measured["responses"])
-                    spent = resource.getrusage(resource.RUSAGE_CHILDREN)
-                    client_s = (
-                        spent.ru_utime + spent.ru_stime - children.ru_utime - children.ru_stime
-                    )
-                    cpu["client_cpu_us_per_msg"] = round(
-                        client_s * 1e6 / max(measured["responses"], 1), 1
-                    )
-                    cpu["client_cpu_pct"] = None
                 else:
                     run_backend(run, "asyncio", use_uvloop=True)
                     cpu = meter.stop(measured["responses"])

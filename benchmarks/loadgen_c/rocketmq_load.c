@@ -146,11 +146,14 @@ static void end_frame(size_t start, size_t header_len) {
 
 /* --- signing (--access-key, --secret-key) ------------------------------------------- */
 
-/* what a send's signature covers, but for its body: its extFields' values in key order */
-static char signed_values[512];
-static size_t signed_length;
+/* what a send's signature covers, but for its body: its extFields' values in key order
+ * (sized at start for the key, group and topic given) */
+static char *signed_values;
+static size_t signed_length, signed_capacity;
 
 static void sign_add(const char *text, size_t n) {
+    if (!opt.access_key) return; /* unsigned sends gather nothing */
+    if (signed_length + n > signed_capacity) die("signed values larger than planned");
     memcpy(signed_values + signed_length, text, n);
     signed_length += n;
 }
@@ -484,7 +487,12 @@ int main(int argc, char **argv) {
     build_bodies();
     refresh_born_ms();
     if (opt.secret_key) prepare_key();
-    size_t frame_max = 1024 + 8 + (opt.mode == BATCH ? batch_body_len : (size_t)opt.body);
+    /* a header is ~400 bytes besides the names the options give */
+    size_t names = strlen(opt.group) + strlen(opt.topic) +
+                   (opt.access_key ? strlen(opt.access_key) : 0);
+    size_t frame_max = 1024 + names + 8 + (opt.mode == BATCH ? batch_body_len : (size_t)opt.body);
+    signed_capacity = 256 + names; /* the fixed values are ~130 bytes */
+    signed_values = malloc(signed_capacity);
     out_cap = frame_max * (size_t)opt.inflight;
     out = malloc(out_cap);
     size_t in_cap = 16 << 20, in_len = 0;

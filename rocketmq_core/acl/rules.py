@@ -29,7 +29,9 @@ log = logging.getLogger("rocketmq.acl")
 
 DEFAULT_FILE = Path("conf") / "plain_acl.yml"
 EXTRA_DIR = Path("conf") / "acl"
-TOOLS_FILE = EXTRA_DIR / "tools.yml"  # mqadmin's own credentials
+# a tools.yml among the rule files is a client's credentials, not rules (docs/spec/ACL.md);
+# mqadmin's own is conf/tools.yml, outside conf/acl (cli/base.py reads it)
+TOOLS_FILE = EXTRA_DIR / "tools.yml"
 SUFFIXES = (".yml", ".yaml")
 MIN_KEY_LENGTH = 7  # "longer than 6 characters"
 

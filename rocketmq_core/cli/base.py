@@ -185,17 +185,16 @@ def tools_file_credentials() -> Credentials | None:
     servers look for their ACL files), which Apache's mqadmin signs with: None when the
     file is absent or leaves a key blank (mqadmin then sends unsigned), a ConfigError
     naming the file when it cannot be read."""
-    import yaml  # the admin commands alone read it: not on the servers' start-up path
-
-    from ..acl.rules import acl_home
-
-    path = acl_home(os.environ.get("ROCKETMQ_HOME", "")) / TOOLS_CREDENTIALS_FILE
+    home = Path(os.environ.get("ROCKETMQ_HOME") or Path.home())
+    path = home / TOOLS_CREDENTIALS_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read the admin credentials {path}: {exc}") from None
+    import yaml  # only when the file is there: not on any other command's path
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -206,10 +205,19 @@ def tools_file_credentials() -> Credentials | None:
         return None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold accessKey: and secretKey:, not {type(data).__name__}")
-    access_key, secret_key = data.get("accessKey"), data.get("secretKey")
-    if access_key is None or secret_key is None or not str(access_key) or not str(secret_key):
+    access_key, secret_key = _yaml_text(data.get("accessKey")), _yaml_text(data.get("secretKey"))
+    if not access_key.strip() or not secret_key.strip():
         return None
-    return Credentials(str(access_key), str(secret_key))
+    return Credentials(access_key, secret_key)
+
+
+def _yaml_text(value: object) -> str:
+    """A YAML value as the text Java reads from it (``true``, not ``True``)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _tcp_tls(args: argparse.Namespace) -> TlsOptions | None:

@@ -362,9 +362,10 @@ def test_the_cli_signs_with_mqadmins_tools_file(cluster, home, capsys, monkeypat
     assert main(command) == 0
     assert "ACCESS KEY" in capsys.readouterr().out
     # a blank key: sent unsigned, as mqadmin does, and refused as anonymous
-    tools.write_text("accessKey:\nsecretKey: something\n")
-    assert main(command) == 1
-    assert "No accessKey is configured" in capsys.readouterr().err
+    for blank in ("accessKey:\nsecretKey: something\n", "accessKey: '  '\nsecretKey: x\n"):
+        tools.write_text(blank)
+        assert main(command) == 1
+        assert "No accessKey is configured" in capsys.readouterr().err
     # the options win over the file
     tools.write_text("accessKey: not-an-account\nsecretKey: not-a-secret\n")
     signed = ["--access-key", ADMIN.access_key, "--secret-key", ADMIN.secret_key]

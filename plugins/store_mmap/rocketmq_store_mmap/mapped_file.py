@@ -322,9 +322,12 @@ class MappedFile:
         first fault past a read-ahead window would read (zero) up to read_ahead_kb of
         pages in one call that nothing preempts (8 MiB and ~15 ms on this VM, every 8 MiB
         written, a stall for every put meanwhile). With ``huge_folios`` the part is also
-        advised MADV_HUGEPAGE: a fault then fills one 2 MiB folio, not one page, at ~1.3
-        instead of ~5.5 us a page here (MADV_POPULATE_WRITE in 256 KiB steps; the worst
-        step ~1 ms either way). Hints: a kernel that refuses them changes nothing else."""
+        advised MADV_HUGEPAGE: the kernel then fills the page cache 2 MiB around a fault
+        (read-ahead bounded to that, even with MADV_RANDOM), as one folio where the file
+        system has large folios (ext4 from Linux 6.16): ~1.3 instead of ~5.5 us a page
+        here (MADV_POPULATE_WRITE in 256 KiB steps; the worst step ~1 ms either way).
+        Hints: a kernel that refuses them (no transparent huge pages) changes nothing
+        else; a file once full keeps the 2 MiB read-around for readers catching up."""
         start = position & ~(mmap.PAGESIZE - 1)
         if start < self.read_ahead_from:
             # through ctypes: the GIL is released while the kernel waits for the

@@ -52,6 +52,8 @@ def server_context(tls: TlsOptions) -> ssl.SSLContext:
             context.load_verify_locations(cafile=tls.ca_file)
         except ssl.SSLError as exc:
             raise ConfigError(f"TLS CA file {tls.ca_file}: not a PEM certificate ({exc})") from None
+        except OSError as exc:  # gone or unreadable since it was looked at
+            raise ConfigError(f"TLS CA file {tls.ca_file}: {exc.strerror}") from None
     return context
 
 
@@ -79,7 +81,7 @@ class ServerContexts:
             return self._context
         try:
             context = server_context(self._tls)
-        except ConfigError as exc:
+        except (ConfigError, OSError, ssl.SSLError, ValueError) as exc:  # never the listener's
             log.error(
                 "TLS files changed but cannot be used; the certificate in force stays: %s", exc
             )
