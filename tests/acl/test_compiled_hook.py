@@ -40,6 +40,13 @@ def with_helper(monkeypatch):
     monkeypatch.setattr(signing, "COMPILED", compiled_helper())
 
 
+def plain_acl_file(tmp_path: Path) -> Path:
+    """Where a server whose home is under ``tmp_path`` reads its rules (not yet written)."""
+    conf = tmp_path / "home" / "conf"
+    conf.mkdir(parents=True)
+    return conf / "plain_acl.yml"
+
+
 def context() -> RequestContext:
     return RequestContext(connection=None, peer_address=PEER_ADDRESS, local_address="x:1")
 
@@ -244,9 +251,8 @@ def test_requests_of_unusual_types_go_to_the_python_check(warmed):
 
 
 def test_the_guard_takes_each_new_set_of_rules(tmp_path):
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    acl_file = home / "conf" / "plain_acl.yml"
+    acl_file = plain_acl_file(tmp_path)
+    home = acl_file.parent.parent
     granted = (
         "accounts:\n  - accessKey: plain-key\n    secretKey: plain-secret\n"
         "    defaultTopicPerm: DENY\n    topicPerms: [Orders=PUB]\n"
@@ -275,9 +281,8 @@ def test_without_the_helper_the_guard_checks_in_python(monkeypatch, tmp_path):
 
 
 def test_a_reload_never_keeps_the_old_rules_hook(tmp_path):
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    acl_file = home / "conf" / "plain_acl.yml"
+    acl_file = plain_acl_file(tmp_path)
+    home = acl_file.parent.parent
     acl_file.write_text(
         "accounts:\n  - accessKey: plain-key\n    secretKey: plain-secret\n"
         "    defaultTopicPerm: PUB\n"
@@ -296,22 +301,18 @@ def test_a_reload_never_keeps_the_old_rules_hook(tmp_path):
 
 
 def test_a_secret_no_request_can_carry_is_refused_by_name(tmp_path):
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    (home / "conf" / "plain_acl.yml").write_text(
-        'accounts:\n  - accessKey: plain-key\n    secretKey: "bad-secret\\ud800"\n'
-    )
-    service = AclService.for_broker(home)
+    acl_file = plain_acl_file(tmp_path)
+    acl_file.write_text('accounts:\n  - accessKey: plain-key\n    secretKey: "bad-secret\\ud800"\n')
+    service = AclService.for_broker(acl_file.parent.parent)
     with pytest.raises(AclConfigError, match=r"accessKey plain-key.*secretKey holds text"):
         service.load()
 
 
 def test_the_name_server_guard_stays_in_python(tmp_path):
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    (home / "conf" / "plain_acl.yml").write_text(
+    acl_file = plain_acl_file(tmp_path)
+    acl_file.write_text(
         "accounts:\n  - accessKey: plain-key\n    secretKey: plain-secret\n    admin: true\n"
     )
-    service = AclService.for_namesrv(home)
+    service = AclService.for_namesrv(acl_file.parent.parent)
     service.load()
     assert service.guard.before_request == service.guard.check
