@@ -308,15 +308,15 @@ static int known(PyObject *signing_keys, PyObject *deciding_fields, PyObject *ve
         PyErr_Clear();
         goto done;
     }
-    /* every key and value an exact str, or the Python check's */
-    if (!sorted_fields(fields, version_number <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY,
-                       &sorted))
-        goto done;
-    names = PyDict_GetItemWithError(deciding_fields, code);
+    names = PyDict_GetItemWithError(deciding_fields, code); /* not a busy code: Python's */
     if (names == NULL) goto checked_lookup;
     if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2 ||
         !PyUnicode_CheckExact(PyTuple_GET_ITEM(names, 0)) ||
         !PyUnicode_CheckExact(PyTuple_GET_ITEM(names, 1)))
+        goto done;
+    /* every key and value an exact str, or the Python check's */
+    if (!sorted_fields(fields, version_number <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY,
+                       &sorted))
         goto done;
     access_key = PyDict_GetItemWithError(fields, access_key_name);
     if (access_key == NULL) goto checked_lookup;
