@@ -91,15 +91,19 @@ static void put(const void *bytes, size_t n) {
 #define PUT(literal) put(literal, sizeof(literal) - 1)
 static void put_str(const char *s) { put(s, strlen(s)); }
 
-static void put_u64(uint64_t v) {
+/* ``v`` in decimal into ``text`` (20 bytes at most); its length */
+static size_t decimal(uint64_t v, char *text) {
     char digits[24];
-    int n = 0;
+    size_t n = 0, length = 0;
     do {
         digits[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    while (n) out[out_len++] = digits[--n];
+    while (n) text[length++] = digits[--n];
+    return length;
 }
+
+static void put_u64(uint64_t v) { out_len += decimal(v, out + out_len); }
 
 static void put_be32(uint32_t v) {
     out[out_len++] = (char)(v >> 24);
@@ -161,8 +165,7 @@ static void sign_add(const char *text, size_t n) {
 
 static void sign_add_u64(uint64_t v) {
     char digits[24];
-    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v);
-    sign_add(digits, (size_t)n);
+    sign_add(digits, decimal(v, digits));
 }
 
 /* HMAC-SHA1 with the secret: the inner and outer hash states after its padded key block,

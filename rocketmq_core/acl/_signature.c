@@ -225,15 +225,21 @@ PyDoc_STRVAR(signature_doc,
 "The Base64 HMAC-SHA1 signature of a request with these extFields and body, ``keyed``\n"
 "being what keyed(secret) gave; None when signing.request_signature must work it out.");
 
+/* The signature of (ext_fields, body, skip_unique_key, keyed) as the entry points take
+ * them, into ``made``: as request_signature answers. */
+static int signature_of_arguments(PyObject *const *args, char *made) {
+    int skip_unique_key = PyObject_IsTrue(args[2]);
+    if (skip_unique_key < 0) return -1;
+    return request_signature(args[0], args[1], skip_unique_key, args[3], made);
+}
+
 static PyObject *signature(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4) {
         PyErr_SetString(PyExc_TypeError, "signature(ext_fields, body, skip_unique_key, keyed)");
         return NULL;
     }
-    int skip_unique_key = PyObject_IsTrue(args[2]);
-    if (skip_unique_key < 0) return NULL;
     char made[SIGNATURE_LENGTH];
-    int outcome = request_signature(args[0], args[1], skip_unique_key, args[3], made);
+    int outcome = signature_of_arguments(args, made);
     if (outcome < 0) return NULL;
     if (outcome == 0) Py_RETURN_NONE;
     return PyUnicode_FromStringAndSize(made, SIGNATURE_LENGTH);
@@ -250,10 +256,8 @@ static PyObject *matches(PyObject *module, PyObject *const *args, Py_ssize_t nar
                         "matches(ext_fields, body, skip_unique_key, keyed, received)");
         return NULL;
     }
-    int skip_unique_key = PyObject_IsTrue(args[2]);
-    if (skip_unique_key < 0) return NULL;
     char made[SIGNATURE_LENGTH];
-    int outcome = request_signature(args[0], args[1], skip_unique_key, args[3], made);
+    int outcome = signature_of_arguments(args, made);
     if (outcome < 0) return NULL;
     if (outcome == 0) Py_RETURN_NONE;
     PyObject *received = args[4];

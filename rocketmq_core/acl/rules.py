@@ -23,6 +23,7 @@ import yaml
 from ..errors import ConfigError
 from ..persist import SECRET_FILE_MODE, atomic_write
 from .addresses import AddressPattern, AddressPatternError
+from .home import acl_home as acl_home  # where the servers read it from
 from .permissions import Grants, parse_perm, retry_topic
 
 log = logging.getLogger("rocketmq.acl")
@@ -38,12 +39,6 @@ MIN_KEY_LENGTH = 7  # "longer than 6 characters"
 
 class AclConfigError(ConfigError):
     """An ACL file that cannot be used; the message names the file, account and key."""
-
-
-def acl_home(rocketmq_home: str) -> Path:
-    """Where conf/plain_acl.yml is looked for: rocketmqHome (ROCKETMQ_HOME by default),
-    else the user's home, where the servers keep their other files (~/store, ~/namesrv)."""
-    return Path(rocketmq_home) if rocketmq_home else Path.home()
 
 
 def acl_files(home: Path) -> list[Path]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..acl.home import acl_home
 from ..acl.signing import Credentials
 from ..client.admin import Admin
 from ..client.config import TRUST_CERT_PATH_VARIABLE, ClientConfig
@@ -185,8 +186,7 @@ def tools_file_credentials() -> Credentials | None:
     servers look for their ACL files), which Apache's mqadmin signs with: None when the
     file is absent or leaves a key blank (mqadmin then sends unsigned), a ConfigError
     naming the file when it cannot be read."""
-    home = Path(os.environ.get("ROCKETMQ_HOME") or Path.home())
-    path = home / TOOLS_CREDENTIALS_FILE
+    path = acl_home(os.environ.get("ROCKETMQ_HOME", "")) / TOOLS_CREDENTIALS_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
