@@ -14,6 +14,19 @@ from typing import Any
 
 _instances = itertools.count()
 
+# The C++ client runs its first route update on a timer thread ~10 ms after start. A
+# send racing it can miss the lock on the new broker connection (the client's log:
+# "GetTransport of:... get timed_mutex timeout") and fail at once with "No route info
+# of this topic", whatever the broker would answer. Letting that update pass first
+# keeps a test's first send from depending on the client's thread timing.
+STARTUP_SETTLE_S = 0.1
+
+
+def start_producer(instance: Any) -> None:
+    """Start a C++ producer and let its first timer tasks run (STARTUP_SETTLE_S)."""
+    instance.start()
+    time.sleep(STARTUP_SETTLE_S)
+
 
 @dataclass(frozen=True)
 class Received:
@@ -34,7 +47,7 @@ class Received:
 def producer(client, namesrv: str, group: str = "PID-interop") -> Iterator[Any]:
     instance = client.Producer(group)
     instance.set_namesrv_addr(namesrv)
-    instance.start()
+    start_producer(instance)
     try:
         yield instance
     finally:

@@ -28,7 +28,7 @@ from rocketmq_core.persist import atomic_write
 from rocketmq_core.testing.cluster import EmbeddedCluster
 from tests.cpp_client import load_cpp_client
 
-from .cpp import CollectingConsumer, message, wait_until
+from .cpp import CollectingConsumer, message, start_producer, wait_until
 
 ADMIN = ("RocketMQ", "12345678")
 NORMAL = ("rocketmq2", "12345678")
@@ -158,7 +158,7 @@ def producer(
     instance.set_namesrv_addr(cluster.namesrv_address)
     if credentials is not None:
         instance.set_session_credentials(*credentials, CHANNEL)
-    instance.start()
+    start_producer(instance)
     try:
         yield instance
     finally:

@@ -21,6 +21,8 @@ from rocketmq_core.testing.namesrv import namesrv_config, register_broker_reques
 from rocketmq_core.testing.transport import serving
 from tests.cpp_client import load_cpp_client
 
+from .cpp import start_producer
+
 # The C++ client runs its own threads; one event-loop backend is enough to prove the
 # route it parses (the processors are tested on both backends elsewhere).
 pytestmark = pytest.mark.parametrize("anyio_backend", ["asyncio"])
@@ -61,7 +63,7 @@ class RecordingBroker:
 def produce_one(client, namesrv_addr: str, topic: str):
     producer = client.Producer("PID-interop")
     producer.set_namesrv_addr(namesrv_addr)
-    producer.start()
+    start_producer(producer)
     try:
         message = client.Message(topic)
         message.set_tags("TagA")
