@@ -17,10 +17,14 @@ from rocketmq_core.testing.cluster import EmbeddedCluster
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_the_broker_serves_grpc_on_its_grpc_server_port(tmp_path, backend):
-    """grpc.aio needs asyncio: beside a broker on trio the proxy has a loop of its own."""
+    """grpc.aio needs asyncio: a broker on asyncio serves gRPC from its own loop, beside
+    a broker on trio the proxy has a loop of its own."""
     with EmbeddedCluster(tmp_path, backend=backend, grpc_server_port=0) as cluster:
         cluster.create_topic("LocalGrpc")
-        port = cluster.broker.services["grpc_proxy"].port
+        service = cluster.broker.services["grpc_proxy"]
+        assert service.serving
+        assert (service.thread is not None) == (backend == "trio")
+        port = service.port
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = service_pb2_grpc.MessagingServiceStub(channel)
             answer = stub.QueryRoute(
@@ -41,6 +45,6 @@ def test_a_taken_grpc_port_leaves_the_broker_serving(tmp_path, caplog):
             EmbeddedCluster(tmp_path, grpc_server_port=taken) as cluster,
         ):
             assert cluster.broker.ready
-            assert cluster.broker.services["grpc_proxy"].thread is None
+            assert not cluster.broker.services["grpc_proxy"].serving
     assert f"0.0.0.0:{taken}" in caplog.text
     assert "no gRPC proxy beside this broker" in caplog.text
