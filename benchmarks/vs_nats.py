@@ -501,10 +501,10 @@ def print_table(results: list[dict], memory: dict, checks: list[dict], nats_note
             print(f"  [anonymous {anon} MB; the rest is mapped store files]", end="")
         print()
     if "nats_idle" in memory:
-        print(
-            f"nats-server RSS: idle {memory['nats_idle']['rss_mb']} MB,"
-            f" single row {memory['nats_under_load']['rss_mb']} MB"
-        )
+        print(f"nats-server RSS: idle {memory['nats_idle']['rss_mb']} MB", end="")
+        if "nats_under_load" in memory:  # measured in the single row only
+            print(f", single row {memory['nats_under_load']['rss_mb']} MB", end="")
+        print()
     for check in checks:
         state = "yes" if check["equal"] else "NO"
         print(

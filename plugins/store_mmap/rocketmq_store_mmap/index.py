@@ -21,6 +21,13 @@ from rocketmq_core.store.rules import is_rollback
 
 from .mapped_file import MappedFile
 
+try:  # the compiled IndexFile.put (setup.py builds it with the append kernel)
+    from . import _append
+except ImportError:
+    compiled_index_keys = None
+else:  # None from a build older than it: the Python put serves
+    compiled_index_keys = getattr(_append, "index_keys", None)
+
 # bytes of entries given disk blocks ahead of the writer: one fallocate per 3,276 keys
 ENTRIES_AHEAD = 64 * 1024
 # fewer keys' room than this left after a put: more is allocated at once, so that the
@@ -179,6 +186,15 @@ class IndexFile:
         self.dirty = True
         return len(hashes)
 
+    def wrote_compiled(self, keys: int) -> None:
+        """``keys`` entries written by compiled code into ``allocated_view``: the room
+        they took, and disk blocks for the next puts' keys before those come."""
+        if keys:
+            self.dirty = True
+            self.room -= keys
+            if self.room < INDEX_LOW_WATER:
+                self.top_up()
+
     def query(self, hash_value: int, begin: int, end: int, limit: int) -> list[int]:
         """CommitLog offsets of entries with ``hash_value`` stored in [begin, end], newest first."""
         found: list[int] = []
@@ -248,16 +264,33 @@ class IndexService:
         return newest.end_timestamp, newest.end_phy_offset
 
     def put(self, request: DispatchRequest) -> None:
+        """Index a record a dispatcher was told of (a replica's, or recovery's replay);
+        compiled when its keys fit where the newest file has disk blocks."""
         if is_rollback(request.sys_flag) or request.commit_log_offset < self.indexed_below:
             return  # rollbacks are not indexed; below the mark: indexed before a replay
         keys, uniq_key = request.keys, request.uniq_key
-        if keys or uniq_key:
-            hashes = key_hashes(
-                topic_prefix_crc(request.topic),
-                keys.encode() if keys else None,
-                uniq_key.encode() if uniq_key else None,
+        if not (keys or uniq_key):
+            return
+        topic_crc = topic_prefix_crc(request.topic)
+        encoded_keys = keys.encode() if keys else None
+        encoded_uniq_key = uniq_key.encode() if uniq_key else None
+        phys, stamp = request.commit_log_offset, request.store_timestamp
+        newest = self.files[-1] if self.files else None
+        if compiled_index_keys is not None and newest is not None:
+            written = compiled_index_keys(
+                newest.allocated_view,
+                newest.slot_num,
+                newest.index_num,
+                topic_crc,
+                encoded_keys,
+                encoded_uniq_key,
+                phys,
+                stamp,
             )
-            self.add(hashes, request.commit_log_offset, request.store_timestamp)
+            if written >= 0:
+                newest.wrote_compiled(written)
+                return
+        self.add(key_hashes(topic_crc, encoded_keys, encoded_uniq_key), phys, stamp)
 
     def reserve(self, count: int) -> None:
         """Room with disk blocks for ``count`` more keys, made before their record is
