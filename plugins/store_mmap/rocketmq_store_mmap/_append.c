@@ -1248,10 +1248,76 @@ static PyObject *crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs
     return PyLong_FromUnsignedLong(crc);
 }
 
+PyDoc_STRVAR(index_keys_doc,
+"index_keys(view, slot_num, index_num, topic_crc, keys, uniq_key, phys, store_timestamp)\n"
+"--\n\n"
+"IndexFile.put for one record whose keys (``keys`` split on spaces, and ``uniq_key``;\n"
+"bytes or None) hash from ``topic_crc``: how many entries it wrote, or -1 when they do\n"
+"not all fit in ``view``, the part of the file with disk blocks (nothing written then:\n"
+"the Python path allocates more first). What a replica's dispatch indexes with.");
+
+static PyObject *index_keys(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "index_keys() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    int64_t slot_num = PyLong_AsLongLong(args[1]), index_num = PyLong_AsLongLong(args[2]);
+    uint32_t topic_crc = (uint32_t)PyLong_AsUnsignedLongMask(args[3]);
+    int64_t phys = PyLong_AsLongLong(args[6]), store_time = PyLong_AsLongLong(args[7]);
+    if (PyErr_Occurred()) return NULL;
+    Message message;
+    memset(&message, 0, sizeof message);
+    PyObject *keys = args[4], *uniq = args[5];
+    if (keys != Py_None) {
+        if (!PyBytes_Check(keys)) return PyErr_Format(PyExc_TypeError, "keys must be bytes or None");
+        message.keys = PyBytes_GET_SIZE(keys) ? (const uint8_t *)PyBytes_AS_STRING(keys) : NULL;
+        message.keys_length = PyBytes_GET_SIZE(keys);
+    }
+    if (uniq != Py_None) {
+        if (!PyBytes_Check(uniq))
+            return PyErr_Format(PyExc_TypeError, "uniq_key must be bytes or None");
+        message.uniq = PyBytes_GET_SIZE(uniq) ? (const uint8_t *)PyBytes_AS_STRING(uniq) : NULL;
+        message.uniq_length = PyBytes_GET_SIZE(uniq);
+    }
+    Py_ssize_t count = key_count(&message);
+    if (count == 0) return PyLong_FromLong(0);
+    int32_t small_hashes[SMALL_KEYS], *hashes = small_hashes;
+    int64_t small_slot_ats[SMALL_KEYS], *slot_ats = small_slot_ats;
+    if (count > SMALL_KEYS) {
+        hashes = PyMem_Malloc((size_t)count * sizeof *hashes);
+        slot_ats = PyMem_Malloc((size_t)count * sizeof *slot_ats);
+        if (hashes == NULL || slot_ats == NULL) {
+            PyMem_Free(hashes);
+            PyMem_Free(slot_ats);
+            return PyErr_NoMemory();
+        }
+    }
+    Py_buffer view;
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) != 0) goto done;
+    Index index;
+    if (open_index(&index, &view, slot_num, index_num, count)) {
+        key_hashes(&message, topic_crc, hashes);
+        index_record(&index, hashes, count, phys, store_time, slot_ats);
+        result = PyLong_FromSsize_t(count);
+    } else {
+        result = PyLong_FromLong(-1);
+    }
+    PyBuffer_Release(&view);
+done:
+    if (hashes != small_hashes) {
+        PyMem_Free(hashes);
+        PyMem_Free(slot_ats);
+    }
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"append", (PyCFunction)(void (*)(void))append, METH_FASTCALL, append_doc},
     {"append_one", (PyCFunction)(void (*)(void))append_one, METH_FASTCALL, append_one_doc},
     {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
+    {"index_keys", (PyCFunction)(void (*)(void))index_keys, METH_FASTCALL, index_keys_doc},
     {"dispatch_request", (PyCFunction)(void (*)(void))dispatch_request, METH_FASTCALL,
      dispatch_request_doc},
     {NULL, NULL, 0, NULL},

@@ -627,11 +627,8 @@ class MmapStore:
         queue.next_offset = queue_offset + len(messages)
         if entries is not None:
             entries.wrote = entry_position + len(messages) * ENTRY_SIZE
-        if keys and index_file is not None:
-            index_file.dirty = True
-            index_file.room -= keys
-            if index_file.room < INDEX_LOW_WATER:
-                index_file.top_up()  # blocks for the next puts' keys, before they come
+        if index_file is not None:
+            index_file.wrote_compiled(keys)
         end = mapped.start + position
         if self._other_dispatchers and self._others_want(topic, first.queue_id):
             ends = [*offsets[1:], end]

@@ -3,7 +3,10 @@ every byte written into the mapping, up to the instruction the process died at).
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from rocketmq_store_mmap import index as index_module
 from rocketmq_store_mmap.index import HEADER_SIZE, INT, IndexService
 
 from rocketmq_core.errors import ConfigError
@@ -13,8 +16,8 @@ TOPIC = "IndexTopic"
 STAMP = 1_700_000_000_000
 
 
-def request(phys: int, keys: str) -> DispatchRequest:
-    return DispatchRequest(TOPIC, 0, phys, 100, 0, STAMP + phys, phys // 100, keys, None, 0, 0)
+def request(phys: int, keys: str, uniq_key: str | None = None) -> DispatchRequest:
+    return DispatchRequest(TOPIC, 0, phys, 100, 0, STAMP + phys, phys // 100, keys, uniq_key, 0, 0)
 
 
 def reopened(service: IndexService) -> IndexService:
@@ -84,3 +87,43 @@ def test_keys_of_one_record_in_one_slot_chain_through_each_other(tmp_path):
         assert all(found(index_service, key) == [100] for key in "abc")
         assert found(index_service, "old") == [0]
     assert again.files[-1].slot_count == 1
+
+
+def test_the_compiled_put_writes_what_the_python_put_writes(tmp_path, monkeypatch):
+    """A replica's dispatch and recovery index through the compiled put when the keys fit
+    where the newest file has disk blocks; byte for byte what the Python put writes, over
+    keys that share slots, records with more keys than the compiled put holds on its
+    stack, uniq keys alone, and records that fill files."""
+    assert index_module.compiled_index_keys is not None, "the store's C extension is not built"
+    rng = random.Random(31)
+    tokens = [f"k{n}" for n in range(40)]
+    records = []
+    for number in range(400):
+        keys = " ".join(rng.choice(tokens) for _ in range(rng.choice((0, 1, 2, 3, 20))))
+        if rng.random() < 0.1:
+            keys = f"  {keys}  {rng.choice(tokens)} "  # empty tokens are no keys
+        uniq_key = f"U{number:05d}" if rng.random() < 0.7 else None
+        records.append(request(number * 100, keys, uniq_key))
+
+    def indexed(directory: str) -> list[bytes]:
+        service = IndexService(tmp_path / directory, 8, 300)  # few slots, small files
+        service.load()
+        for record in records:
+            service.put(record)
+        return [bytes(file.buffer) for file in service.files]
+
+    calls = 0
+    compiled = index_module.compiled_index_keys
+
+    def counted(*args):
+        nonlocal calls
+        calls += 1
+        return compiled(*args)
+
+    monkeypatch.setattr(index_module, "compiled_index_keys", counted)
+    by_compiled = indexed("compiled")
+    monkeypatch.setattr(index_module, "compiled_index_keys", None)
+    by_python = indexed("python")
+    assert len(by_python) > 3  # records filled files: the Python put started the next ones
+    assert calls > len(records) // 2
+    assert by_compiled == by_python
