@@ -40,6 +40,7 @@ from .bad_requests import BadRequestLog
 from .budgets import MemoryBudget
 from .correlation import PendingRequests
 from .processor import ProcessorRoute, ProcessorTable, RequestContext, RpcHook
+from .socket_io import socket_io
 from .transport import format_address
 
 log = logging.getLogger("rocketmq.remoting")
@@ -166,6 +167,7 @@ class Connection:
         before_send: Callable[[RemotingCommand], object] | None = None,
     ) -> None:
         self._stream = stream
+        self._io = socket_io(stream)  # receive and send, direct on asyncio's sockets
         self._processors = processors
         # a server's hooks run around the requests it receives (an ACL check), a client's
         # around those it sends: neither around the other direction (Java's server does not
@@ -243,6 +245,7 @@ class Connection:
                 task_status.started(self)
                 with self._read_scope:
                     await self._read_loop(task_group)
+                self._io.hold()  # nothing more is read: the kernel holds what comes
                 if self._draining:
                     await self._wait_until_answered()
                 task_group.cancel_scope.cancel()
@@ -324,7 +327,7 @@ class Connection:
 
     async def _read_loop(self, task_group: TaskGroup) -> None:
         decoder = FrameDecoder(self._max_frame_length)
-        receive = self._stream.receive
+        receive = self._io.receive
         budget = self._budget
         high_water = budget.limits.write_high_water if budget is not None else None
         while True:
@@ -382,6 +385,7 @@ class Connection:
         """Read nothing more from a peer that does not read its answers (Netty's channel
         turning unwritable stops auto-read in Java), until they drain to low water."""
         assert self._budget is not None  # reading is held only under a budget's high water
+        self._io.hold()
         low_water = self._budget.limits.write_low_water
         while self._out_bytes + self._sending_bytes > low_water and not self._closed:
             self._writable = anyio.Event()
@@ -411,6 +415,9 @@ class Connection:
                 budget.incomplete,
                 limit,
             )
+            # its bytes leave the budget now: the other connections' next checks must not
+            # count them (they run before this one's close has finished)
+            self.abort()
             return False
         return True
 
@@ -457,7 +464,7 @@ class Connection:
     async def _send_queued(self) -> None:
         """Send until nothing is queued, all that is queued at once each time (whoever
         calls holds ``_sending``)."""
-        send = self._stream.send
+        send = self._io.send
         while self._out:
             data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
             self._out.clear()

@@ -164,7 +164,8 @@ async def test_a_slave_keeps_the_masters_timer_progress_and_resumes_from_it_as_m
                 progress
             ).is_done(2)
 
-        await until(slave_has_the_masters_progress)
+        # 10 s: a loaded CI machine once took longer than 5 for the synchronizer's rounds
+        await until(slave_has_the_masters_progress, timeout=10)
         await until(lambda: slave.store.max_offset("Orders", 0) == 3)
         await until(lambda: slave.store.max_offset(TIMER_TOPIC, 0) == 4)
         over_the_wire = await client.invoke(

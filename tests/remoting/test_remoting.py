@@ -16,10 +16,12 @@ from rocketmq_core.errors import (
 from rocketmq_core.protocol.codec import MAX_FRAME_LENGTH, encode_command
 from rocketmq_core.protocol.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
+from rocketmq_core.remoting import connection as connection_module
 from rocketmq_core.remoting.budgets import MemoryReturner, ServerLimits
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.connection import FRAMES_PER_TURN, LaterAnswer
 from rocketmq_core.remoting.processor import ProcessorTable
+from rocketmq_core.remoting.socket_io import socket_io
 from rocketmq_core.remoting.transport import Endpoint, parse_address, parse_endpoint
 from rocketmq_core.testing.transport import closed_by_peer, read_commands, serving
 
@@ -327,30 +329,25 @@ async def test_hooks_run_on_one_direction_only_a_servers_on_requests_in_a_client
 
 
 async def test_a_burst_is_answered_in_writes_of_a_turn_each_the_first_before_the_last_is_handled(
-    tcp,
+    tcp, monkeypatch
 ):
     burst = 3 * FRAMES_PER_TURN + 4
     handled = 0
     sends = []  # (responses in the write, requests handled when it was made)
 
-    class CountingTransport:
-        name = "counting"
+    def counted_io(stream):
+        """The connection's writes, counted (on asyncio they bypass stream.send)."""
+        io = socket_io(stream)
+        original = io.send
 
-        async def listen(self, host, port, handler, *, tls=None, task_status):
-            async def counted(stream):
-                original = stream.send
+        async def send(data):
+            sends.append((data.count(b'"flag":1'), handled))
+            await original(data)
 
-                async def send(data):
-                    sends.append((data.count(b'"flag":1'), handled))
-                    await original(data)
+        io.send = send
+        return io
 
-                stream.send = send
-                await handler(stream)
-
-            await tcp.listen(host, port, counted, tls=tls, task_status=task_status)
-
-        async def connect(self, host, port, *, tls=None):
-            return await tcp.connect(host, port, tls=tls)
+    monkeypatch.setattr(connection_module, "socket_io", counted_io)
 
     def echo(ctx, req):
         nonlocal handled
@@ -359,7 +356,7 @@ async def test_a_burst_is_answered_in_writes_of_a_turn_each_the_first_before_the
 
     table = ProcessorTable()
     table.register(1, echo)
-    async with serving(CountingTransport(), table) as (_server, address):
+    async with serving(tcp, table) as (_server, address):
         stream = await tcp.connect(*parse_address(address))
         async with stream:
             frames = []

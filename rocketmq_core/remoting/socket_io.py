@@ -1,0 +1,152 @@
+"""Receive and send for a connection's byte stream, with less work per call on asyncio.
+
+anyio's socket stream on asyncio pauses the transport after every ``receive`` and
+resumes it before the next (two epoll changes per request when a client sends one at a
+time), and every ``send`` ends with a cancel-shielded checkpoint (a cancel scope and one
+more turn of the event loop). For a peer that sends one request at a time that is most
+of what a request costs: the broker's CPU per request fell by a third when they went
+(docs/perf.md). ``socket_io`` gives the connection an object that talks to that stream's
+transport and protocol directly:
+
+* ``receive`` keeps the transport reading between calls while requests come one at a
+  time: after a long chunk (``BULK``), or when more waits in the protocol than it
+  returns (the peer sends faster than it is read), it pauses the transport until the
+  next call, so what waits in this process stays bounded and the kernel's buffers hold
+  the rest, as with anyio's own ``receive``; the connection pauses
+  it too (``hold``) while it reads nothing on purpose (a peer that leaves its answers
+  unread, a connection that is ending). When data was there already it yields once, so
+  that a busy peer does not starve the rest of the event loop;
+* ``send`` writes at once and waits only while the transport's buffer is over its limit.
+
+Any other stream (trio, TLS, QUIC, a test's memory stream) keeps anyio's calls, and so
+does every stream with ROCKETMQ_DIRECT_SOCKET_IO=0 (to compare)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from typing import Any, Protocol
+
+from anyio import BrokenResourceError, ClosedResourceError, EndOfStream
+from anyio.abc import ByteStream
+
+DIRECT = os.environ.get("ROCKETMQ_DIRECT_SOCKET_IO", "1") != "0"
+# a chunk at least this long comes from a peer that streams (a batch, a pipeline, a big
+# frame): the transport pauses until the next receive, as anyio's does after every one
+BULK = 32 * 1024
+
+
+class SocketIO(Protocol):
+    async def receive(self, max_bytes: int) -> bytes: ...
+
+    async def send(self, data: bytes) -> None: ...
+
+    def hold(self) -> None:
+        """Read nothing from the peer until the next ``receive``."""
+
+
+class StreamIO:
+    """anyio's own calls: for every stream without a direct path."""
+
+    def __init__(self, stream: ByteStream) -> None:
+        self.receive = stream.receive
+        self.send = stream.send
+
+    def hold(self) -> None:
+        pass  # anyio reads only inside receive()
+
+
+class AsyncioSocketIO:
+    """The transport and protocol under anyio's asyncio socket stream, used directly."""
+
+    def __init__(self, stream: Any, transport: Any, protocol: Any) -> None:
+        self._stream = stream
+        self._transport = transport
+        self._protocol = protocol
+        self._queue: deque[bytes] = protocol.read_queue
+        # anyio pauses a connected transport, an accepted one may be reading already
+        self._reading = bool(transport.is_reading())
+
+    async def receive(self, max_bytes: int) -> bytes:
+        protocol, queue = self._protocol, self._queue
+        if queue:
+            await asyncio.sleep(0)  # a turn for the others: this peer keeps us busy
+        elif not (protocol.read_event.is_set() or protocol.is_at_eof):
+            if self._transport.is_closing():
+                raise self._ended()
+            if not self._reading:
+                self._transport.resume_reading()
+                self._reading = True
+            await protocol.read_event.wait()
+        if not queue:
+            raise self._ended()
+        chunk = queue.popleft()
+        if len(chunk) > max_bytes:
+            queue.appendleft(chunk[max_bytes:])
+            chunk = chunk[:max_bytes]
+        if queue:
+            self.hold()  # behind the peer: the kernel holds the rest until we catch up
+        else:
+            protocol.read_event.clear()
+            if len(chunk) >= BULK:
+                self.hold()  # a stream, not a request: read more when this is done
+        return chunk
+
+    def hold(self) -> None:
+        if self._reading and not self._transport.is_closing():
+            self._transport.pause_reading()
+        self._reading = False
+
+    async def send(self, data: bytes) -> None:
+        protocol = self._protocol
+        if not protocol.write_event.is_set():  # over the buffer's limit: wait for room
+            await protocol.write_event.wait()
+        self._check_writable()
+        try:
+            self._transport.write(data)
+        except RuntimeError as exc:  # written to a transport that is closing
+            raise BrokenResourceError from exc
+        if not protocol.write_event.is_set():
+            await protocol.write_event.wait()  # anyio's limit is 0: until the kernel took it
+            self._check_writable()
+
+    def _check_writable(self) -> None:
+        if self._stream._closed:
+            raise ClosedResourceError
+        if self._protocol.exception is not None:
+            raise BrokenResourceError from self._protocol.exception
+
+    def _ended(self) -> Exception:
+        """Why nothing more can be read: closed here, broken, or the peer's end."""
+        if self._stream._closed:
+            return ClosedResourceError()
+        if self._protocol.exception is not None:
+            error = BrokenResourceError()
+            error.__cause__ = self._protocol.exception
+            return error
+        return EndOfStream()
+
+
+def socket_io(stream: ByteStream) -> SocketIO:
+    """The direct path for anyio's asyncio socket stream (as anyio 4 builds it: a
+    transport, and a protocol with ``read_queue``, ``read_event``, ``write_event``,
+    ``exception`` and ``is_at_eof``); anyio's calls for any other stream."""
+    transport = getattr(stream, "_transport", None)
+    protocol = getattr(stream, "_protocol", None)
+    if (
+        DIRECT
+        and type(stream).__module__ == "anyio._backends._asyncio"
+        and all(  # asyncio's or uvloop's (which is no asyncio.Transport subclass)
+            callable(getattr(transport, name, None))
+            for name in ("write", "pause_reading", "resume_reading", "is_reading", "is_closing")
+        )
+        and isinstance(getattr(protocol, "read_queue", None), deque)
+        and all(
+            hasattr(protocol, name)
+            for name in ("read_event", "write_event", "exception", "is_at_eof")
+        )
+        and isinstance(getattr(stream, "_closed", None), bool)
+    ):
+        return AsyncioSocketIO(stream, transport, protocol)
+    return StreamIO(stream)
