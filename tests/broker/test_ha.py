@@ -339,3 +339,38 @@ async def test_a_slave_reports_at_once_then_every_interval_and_drops_a_bad_strea
                         await first.receive()
             async with await accept() as second:  # it came back, and reports again
                 assert await second.receive(8) == encode_offset_report(0)
+
+
+async def test_a_slave_that_reports_nothing_for_the_housekeeping_interval_is_closed(
+    tmp_path, namesrv, plugin_host, caplog
+):
+    """haHousekeepingInterval: a master closes a slave silent that long (and no sooner,
+    though it keeps sending to it)."""
+    config = master_config(tmp_path, namesrv, ha_housekeeping_interval=1000)
+    async with serving(config, plugin_host) as master:
+        stream = await anyio.connect_tcp("127.0.0.1", master.config.ha_listen_port)
+        async with stream:
+            await stream.send(encode_offset_report(0))
+            began = anyio.current_time()
+            with anyio.fail_after(5):
+                try:
+                    while True:
+                        await stream.receive()  # heartbeats, until the master closes
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    pass
+            silent_for = anyio.current_time() - began
+    assert 0.95 <= silent_for < 3
+    assert "sent nothing for 1 s: closing" in caplog.text
+
+
+async def test_a_slave_that_reports_within_the_housekeeping_interval_stays(
+    tmp_path, namesrv, plugin_host
+):
+    config = master_config(tmp_path, namesrv, ha_housekeeping_interval=1000)
+    async with serving(config, plugin_host) as master:
+        stream = await anyio.connect_tcp("127.0.0.1", master.config.ha_listen_port)
+        async with stream:
+            for _ in range(8):  # 2.4 s in all, more than twice the interval
+                await stream.send(encode_offset_report(0))
+                await anyio.sleep(0.3)
+            assert master.ha.progress.connections == 1

@@ -16,10 +16,12 @@ from anyio.abc import SocketAttribute, SocketStream, TaskStatus
 
 from ...errors import ConfigError
 from ...protocol.ha import OffsetReportReader, encode_transfer_header
+from ...remoting.socket_io import socket_io
 from ...remoting.transport import listen_error
 from ...store.api import ReplicationSource
 from . import CONNECTION_LOST
 from .progress import ReplicaProgress
+from .silence import SilenceLimit
 
 log = logging.getLogger("rocketmq.broker.ha")
 
@@ -124,6 +126,7 @@ class SlaveConnection:
     def __init__(self, master: HAMaster, stream: SocketStream) -> None:
         self.master = master
         self.stream = stream
+        self.io = socket_io(stream)
         remote = stream.extra(SocketAttribute.remote_address)  # a TCP stream's: (host, port)
         self.host = str(remote[0]) if isinstance(remote, tuple) else str(remote)
         self.peer = f"{remote[0]}:{remote[1]}" if isinstance(remote, tuple) else self.host
@@ -149,29 +152,30 @@ class SlaveConnection:
 
     async def _read_reports(self) -> None:
         reader = OffsetReportReader()
-        silence = self.master.settings.housekeeping_interval
+        silence = SilenceLimit(self.master.settings.housekeeping_interval)
         progress = self.master.progress
-        while True:
-            with anyio.move_on_after(silence) as timer:
-                data = await self.stream.receive(RECEIVE_SIZE)
-            if timer.cancelled_caught:
-                log.warning("slave %s sent nothing for %.0f s: closing", self.peer, silence)
-                return
-            offset = reader.feed(data)
-            if offset is None:
-                continue
-            if self._ahead:  # refused at its last report: closed at this one, as Java does
-                return
-            if offset > self.master.source.max_commit_log_offset:
-                self._refuse_ahead(offset)
-                if self.requested is not None:  # Java closes at once after the first report
+        receive = self.io.receive
+        with silence.scope:
+            while True:
+                data = await receive(RECEIVE_SIZE)
+                silence.heard()
+                offset = reader.feed(data)
+                if offset is None:
+                    continue
+                if self._ahead:  # refused at its last report: closed at this one, as Java
                     return
-                continue
-            if self.requested is None:
-                self.requested = offset
-                self._first_report.set()
-            self.acked = offset
-            progress.ack(offset)
+                if offset > self.master.source.max_commit_log_offset:
+                    self._refuse_ahead(offset)
+                    if self.requested is not None:  # Java closes at once after the first
+                        return
+                    continue
+                if self.requested is None:
+                    self.requested = offset
+                    self._first_report.set()
+                self.acked = offset
+                progress.ack(offset)
+        if silence.reached:
+            log.warning("slave %s sent nothing for %.0f s: closing", self.peer, silence.seconds)
 
     def _refuse_ahead(self, offset: int) -> None:
         """A report past this master's end (HA.md §2.2, a slave ahead of the master).
@@ -220,11 +224,11 @@ class SlaveConnection:
                 offset += len(body)
                 size += len(body)
             if frames:
-                await self.stream.send(b"".join(frames))
+                await self.io.send(b"".join(frames))
                 last_write = anyio.current_time()
                 continue
             if anyio.current_time() - last_write > settings.heartbeat_interval:
-                await self.stream.send(encode_transfer_header(offset, 0))
+                await self.io.send(encode_transfer_header(offset, 0))
                 last_write = anyio.current_time()
                 continue  # an append during that send woke no one: look again first
             await master.wait_appended(POLL_INTERVAL)

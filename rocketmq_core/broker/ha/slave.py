@@ -10,7 +10,7 @@ means the two logs disagree: close, reconnect, and report again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 
@@ -18,10 +18,12 @@ import anyio
 from anyio.abc import SocketStream
 
 from ...errors import ConfigError, RemoteProtocolError
-from ...protocol.ha import TransferReader, encode_offset_report
+from ...protocol.ha import Transfer, TransferReader, encode_offset_report
+from ...remoting.socket_io import SocketIO, socket_io
 from ...remoting.transport import parse_address
 from ...store.api import ReplicationError, ReplicationTarget
 from . import CONNECTION_LOST
+from .silence import SilenceLimit
 
 log = logging.getLogger("rocketmq.broker.ha")
 
@@ -117,53 +119,58 @@ class HAClient:
                 finally:
                     both.cancel_scope.cancel()
 
-            both.start_soon(part, partial(self._report, stream))
-            both.start_soon(part, partial(self._read_frames, stream, address))
+            io = socket_io(stream)
+            both.start_soon(part, partial(self._report, io))
+            both.start_soon(part, partial(self._read_frames, io, address))
         if ended:
             raise ended[0]
 
     def _end(self) -> int:
         return self.target.max_commit_log_offset
 
-    async def _report(self, stream: SocketStream) -> None:
+    async def _report(self, io: SocketIO) -> None:
         """The local end at once, then whenever a heartbeat interval passed without a
         report (the reader reports after each append itself: no hand-over to this task)."""
         interval = self.settings.heartbeat_interval
-        await self._send_report(stream)
+        await self._send_report(io)
         while True:
             await anyio.sleep(max(self._reported_at + interval - anyio.current_time(), 0))
             if anyio.current_time() - self._reported_at >= interval:
-                await self._send_report(stream)
+                await self._send_report(io)
 
-    async def _send_report(self, stream: SocketStream) -> None:
+    async def _send_report(self, io: SocketIO) -> None:
         async with self._sending:  # the reader and the heartbeat share the stream
             offset = self._end()
-            await stream.send(encode_offset_report(offset))
+            await io.send(encode_offset_report(offset))
             self.reported = offset
             self._reported_at = anyio.current_time()
 
-    async def _read_frames(self, stream: SocketStream, address: str) -> None:
+    async def _read_frames(self, io: SocketIO, address: str) -> None:
         reader = TransferReader()
-        silence = self.settings.housekeeping_interval
-        while True:
-            with anyio.move_on_after(silence) as timer:
-                data = await stream.receive(RECEIVE_SIZE)
-            if timer.cancelled_caught:
-                log.warning("master %s sent nothing for %.0f s: reconnecting", address, silence)
-                return
-            appended = False
-            for transfer in reader.feed(data):
-                end = self._end()
-                if end != 0 and end != transfer.offset:
-                    raise OffsetMismatch(
-                        f"master {address} sent offset {transfer.offset}, this slave's end is {end}"
-                    )
-                if not transfer.body:
-                    continue  # the master's heartbeat
-                try:
-                    self.target.append_replicated(transfer.offset, transfer.body)
-                except ReplicationError as exc:
-                    raise OffsetMismatch(f"master {address}: {exc}") from exc
-                appended = True
-            if appended:
-                await self._send_report(stream)
+        silence = SilenceLimit(self.settings.housekeeping_interval)
+        with silence.scope:
+            while True:
+                data = await io.receive(RECEIVE_SIZE)
+                silence.heard()
+                if self._append(reader.feed(data), address):
+                    await self._send_report(io)
+        if silence.reached:
+            log.warning("master %s sent nothing for %.0f s: reconnecting", address, silence.seconds)
+
+    def _append(self, transfers: Iterable[Transfer], address: str) -> bool:
+        """Append what the master sent; whether any of it was CommitLog bytes."""
+        appended = False
+        for transfer in transfers:
+            end = self._end()
+            if end != 0 and end != transfer.offset:
+                raise OffsetMismatch(
+                    f"master {address} sent offset {transfer.offset}, this slave's end is {end}"
+                )
+            if not transfer.body:
+                continue  # the master's heartbeat
+            try:
+                self.target.append_replicated(transfer.offset, transfer.body)
+            except ReplicationError as exc:
+                raise OffsetMismatch(f"master {address}: {exc}") from exc
+            appended = True
+        return appended
