@@ -245,7 +245,7 @@ class Connection:
                 task_status.started(self)
                 with self._read_scope:
                     await self._read_loop(task_group)
-                self._io.hold()  # nothing more is read: the kernel holds what comes
+                self._io.pause_reading()  # nothing more is read: the kernel holds what comes
                 if self._draining:
                     await self._wait_until_answered()
                 task_group.cancel_scope.cancel()
@@ -385,7 +385,7 @@ class Connection:
         """Read nothing more from a peer that does not read its answers (Netty's channel
         turning unwritable stops auto-read in Java), until they drain to low water."""
         assert self._budget is not None  # reading is held only under a budget's high water
-        self._io.hold()
+        self._io.pause_reading()
         low_water = self._budget.limits.write_low_water
         while self._out_bytes + self._sending_bytes > low_water and not self._closed:
             self._writable = anyio.Event()

@@ -9,13 +9,15 @@ of what a request costs: the broker's CPU per request fell by a third when they 
 transport and protocol directly:
 
 * ``receive`` keeps the transport reading between calls while requests come one at a
-  time: after a long chunk (``BULK``), or when more waits in the protocol than it
-  returns (the peer sends faster than it is read), it pauses the transport until the
-  next call, so what waits in this process stays bounded and the kernel's buffers hold
-  the rest, as with anyio's own ``receive``; the connection pauses
-  it too (``hold``) while it reads nothing on purpose (a peer that leaves its answers
-  unread, a connection that is ending). When data was there already it yields once, so
-  that a busy peer does not starve the rest of the event loop;
+  time: after a long chunk (``STREAMING_CHUNK``), or when more waits in the protocol
+  than it returns (the peer sends faster than it is read), it pauses the transport until
+  the next call, and the protocol pauses it itself once ``MAX_QUEUED_CHUNKS`` wait
+  unread (the connection busy elsewhere), so what waits in this process stays bounded
+  and the kernel's buffers hold the rest, as with anyio's own ``receive``; the
+  connection pauses it too (``pause_reading``) while it reads nothing on purpose (a peer
+  that leaves its answers unread, a connection that is ending). When data was there
+  already it yields once, so that a busy peer does not starve the rest of the event
+  loop;
 * ``send`` writes at once and waits only while the transport's buffer is over its limit.
 
 Any other stream (trio, TLS, QUIC, a test's memory stream) keeps anyio's calls, and so
@@ -34,7 +36,9 @@ from anyio.abc import ByteStream
 DIRECT = os.environ.get("ROCKETMQ_DIRECT_SOCKET_IO", "1") != "0"
 # a chunk at least this long comes from a peer that streams (a batch, a pipeline, a big
 # frame): the transport pauses until the next receive, as anyio's does after every one
-BULK = 32 * 1024
+STREAMING_CHUNK = 32 * 1024
+# chunks (of up to 256 KiB) the protocol may hold unread before the transport pauses
+MAX_QUEUED_CHUNKS = 8
 
 
 class SocketIO(Protocol):
@@ -42,7 +46,7 @@ class SocketIO(Protocol):
 
     async def send(self, data: bytes) -> None: ...
 
-    def hold(self) -> None:
+    def pause_reading(self) -> None:
         """Read nothing from the peer until the next ``receive``."""
 
 
@@ -53,7 +57,7 @@ class StreamIO:
         self.receive = stream.receive
         self.send = stream.send
 
-    def hold(self) -> None:
+    def pause_reading(self) -> None:
         pass  # anyio reads only inside receive()
 
 
@@ -64,20 +68,30 @@ class AsyncioSocketIO:
         self._stream = stream
         self._transport = transport
         self._protocol = protocol
-        self._queue: deque[bytes] = protocol.read_queue
-        # anyio pauses a connected transport, an accepted one may be reading already
-        self._reading = bool(transport.is_reading())
+        queue: deque[bytes] = protocol.read_queue
+        self._queue = queue
+        taken_in = protocol.data_received
+
+        def data_received(data: bytes) -> None:
+            taken_in(data)
+            if len(queue) >= MAX_QUEUED_CHUNKS:  # nobody reads: the kernel holds the rest
+                transport.pause_reading()
+
+        # the cap holds whatever the connection is busy with (a send waiting for a peer
+        # that reads nothing, a refusal, a drain); set_protocol makes uvloop, which keeps
+        # the protocol's bound method, take the new one
+        protocol.data_received = data_received
+        transport.set_protocol(protocol)
 
     async def receive(self, max_bytes: int) -> bytes:
-        protocol, queue = self._protocol, self._queue
+        protocol, queue, transport = self._protocol, self._queue, self._transport
         if queue:
             await asyncio.sleep(0)  # a turn for the others: this peer keeps us busy
         elif not (protocol.read_event.is_set() or protocol.is_at_eof):
-            if self._transport.is_closing():
+            if transport.is_closing():
                 raise self._ended()
-            if not self._reading:
-                self._transport.resume_reading()
-                self._reading = True
+            if not transport.is_reading():
+                transport.resume_reading()
             await protocol.read_event.wait()
         if not queue:
             raise self._ended()
@@ -86,46 +100,48 @@ class AsyncioSocketIO:
             queue.appendleft(chunk[max_bytes:])
             chunk = chunk[:max_bytes]
         if queue:
-            self.hold()  # behind the peer: the kernel holds the rest until we catch up
+            self.pause_reading()  # behind the peer: the kernel holds the rest meanwhile
         else:
             protocol.read_event.clear()
-            if len(chunk) >= BULK:
-                self.hold()  # a stream, not a request: read more when this is done
+            if len(chunk) >= STREAMING_CHUNK:
+                self.pause_reading()  # a stream, not a request: read on at the next call
         return chunk
 
-    def hold(self) -> None:
-        if self._reading and not self._transport.is_closing():
-            self._transport.pause_reading()
-        self._reading = False
+    def pause_reading(self) -> None:
+        transport = self._transport
+        if transport.is_reading() and not transport.is_closing():
+            transport.pause_reading()
 
     async def send(self, data: bytes) -> None:
         protocol = self._protocol
         if not protocol.write_event.is_set():  # over the buffer's limit: wait for room
             await protocol.write_event.wait()
-        self._check_writable()
+        self._check_open()
         try:
             self._transport.write(data)
         except RuntimeError as exc:  # written to a transport that is closing
             raise BrokenResourceError from exc
         if not protocol.write_event.is_set():
             await protocol.write_event.wait()  # anyio's limit is 0: until the kernel took it
-            self._check_writable()
+            self._check_open()
 
-    def _check_writable(self) -> None:
-        if self._stream._closed:
-            raise ClosedResourceError
-        if self._protocol.exception is not None:
-            raise BrokenResourceError from self._protocol.exception
+    def _check_open(self) -> None:
+        error = self._closed_or_broken()
+        if error is not None:
+            raise error
 
-    def _ended(self) -> Exception:
-        """Why nothing more can be read: closed here, broken, or the peer's end."""
+    def _closed_or_broken(self) -> Exception | None:
         if self._stream._closed:
             return ClosedResourceError()
         if self._protocol.exception is not None:
             error = BrokenResourceError()
             error.__cause__ = self._protocol.exception
             return error
-        return EndOfStream()
+        return None
+
+    def _ended(self) -> Exception:
+        """Why nothing more can be read: closed here, broken, or the peer's end."""
+        return self._closed_or_broken() or EndOfStream()
 
 
 def socket_io(stream: ByteStream) -> SocketIO:
@@ -139,12 +155,19 @@ def socket_io(stream: ByteStream) -> SocketIO:
         and type(stream).__module__ == "anyio._backends._asyncio"
         and all(  # asyncio's or uvloop's (which is no asyncio.Transport subclass)
             callable(getattr(transport, name, None))
-            for name in ("write", "pause_reading", "resume_reading", "is_reading", "is_closing")
+            for name in (
+                "write",
+                "pause_reading",
+                "resume_reading",
+                "is_reading",
+                "is_closing",
+                "set_protocol",
+            )
         )
         and isinstance(getattr(protocol, "read_queue", None), deque)
         and all(
             hasattr(protocol, name)
-            for name in ("read_event", "write_event", "exception", "is_at_eof")
+            for name in ("read_event", "write_event", "exception", "is_at_eof", "data_received")
         )
         and isinstance(getattr(stream, "_closed", None), bool)
     ):

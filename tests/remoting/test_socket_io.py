@@ -12,7 +12,12 @@ import pytest
 from anyio.abc import SocketAttribute, SocketStream
 from anyio.streams.stapled import StapledByteStream
 
-from rocketmq_core.remoting.socket_io import AsyncioSocketIO, StreamIO, socket_io
+from rocketmq_core.remoting.socket_io import (
+    MAX_QUEUED_CHUNKS,
+    AsyncioSocketIO,
+    StreamIO,
+    socket_io,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -88,13 +93,13 @@ async def test_a_stream_closed_here_neither_receives_nor_sends(anyio_backend):
 
 
 @pytest.mark.parametrize("anyio_backend", ASYNCIO_LOOPS)
-async def test_a_held_stream_reads_nothing_until_the_next_receive(anyio_backend):
+async def test_a_paused_stream_reads_nothing_until_the_next_receive(anyio_backend):
     async with socket_pair() as (ours, peer):
         io = socket_io(ours)
         assert isinstance(io, AsyncioSocketIO)
         await peer.send(b"one")
         assert await io.receive(1024) == b"one"
-        io.hold()
+        io.pause_reading()
         await peer.send(b"two")
         await anyio.sleep(0.1)
         assert not ours._protocol.read_queue  # type: ignore[attr-defined]  # in the kernel
@@ -166,3 +171,25 @@ async def test_what_a_fast_peer_sends_waits_in_the_kernel_not_here(anyio_backend
         # at most what one wakeup of the loop reads in, as with anyio's own receive
         # (uvloop's libuv reads up to 32 x 256 KiB at once; asyncio 256 KiB)
         assert waiting_here <= 9 << 20
+
+
+@pytest.mark.parametrize("anyio_backend", ASYNCIO_LOOPS)
+async def test_a_reader_busy_elsewhere_holds_a_few_chunks_here_at_most(anyio_backend):
+    """A connection waiting to send to a peer that reads nothing calls no receive while
+    that peer may keep sending: the protocol stops taking data in after a few chunks."""
+    size = 64 << 20
+    async with socket_pair() as (ours, peer):
+        io = socket_io(ours)
+        await peer.send(b"request")
+        first = await io.receive(1024)  # a small request: reading from here on...
+        async with anyio.create_task_group() as group:
+            group.start_soon(peer.send, b"r" * size)
+            await anyio.sleep(0.5)  # ...while busy with something else
+            queue = ours._protocol.read_queue  # type: ignore[attr-defined]
+            assert len(queue) <= MAX_QUEUED_CHUNKS
+            assert sum(map(len, queue)) <= MAX_QUEUED_CHUNKS * (256 << 10)
+            assert first == b"request"
+            received = 0
+            while received < size:
+                received += len(await io.receive(1 << 20))
+        assert received == size

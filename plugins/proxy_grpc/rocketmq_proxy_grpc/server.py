@@ -6,6 +6,7 @@ may run on trio)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from typing import Any
@@ -129,9 +130,14 @@ class ProxyThread:
             await self._stop.wait()
             group.cancel_scope.cancel()
 
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
+            # RuntimeError: it closed meanwhile, the proxy stopped on its own
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             self._thread.join(STOP_GRACE + 5)
 
@@ -148,8 +154,12 @@ class LocalProxyService:
     def __init__(self, broker: Any, port: int) -> None:
         self.broker = broker
         self.port = port
-        self.serving = False  # False when the port could not be bound
+        self._serving = False  # False when the port could not be bound, or after a failure
         self.thread: ProxyThread | None = None
+
+    @property
+    def serving(self) -> bool:
+        return self._serving and (self.thread is None or self.thread.alive())
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         config = self.broker.config
@@ -173,15 +183,29 @@ class LocalProxyService:
     async def _serve_in_this_loop(self, proxy: GrpcProxy, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as group:
             try:
-                self.port = await group.start(proxy.serve)
+                self.port = await group.start(self._serve_until_it_fails, proxy)
             except Exception as exc:
                 cause = _the_one_error(exc)
                 if not isinstance(cause, ConfigError):
                     raise
                 self._unavailable(cause)
             else:
-                self.serving = True
+                self._serving = True
             task_status.started()
+
+    async def _serve_until_it_fails(
+        self, proxy: GrpcProxy, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """``proxy.serve``; once it serves, a failure is logged and ends gRPC alone, as
+        the proxy's thread does: the broker goes on serving remoting."""
+        started = _Started(task_status)
+        try:
+            await proxy.serve(task_status=started)
+        except Exception as exc:
+            if not started.done:
+                raise  # why it could not start: run() decides
+            self._serving = False
+            log.error("the gRPC proxy stopped", exc_info=exc)
 
     async def _serve_in_a_thread(self, proxy: GrpcProxy, task_status: TaskStatus[None]) -> None:
         self.thread = ProxyThread(proxy)
@@ -192,7 +216,7 @@ class LocalProxyService:
             self.thread = None
             task_status.started()
             return
-        self.serving = True
+        self._serving = True
         task_status.started()
         try:
             await anyio.sleep_forever()
@@ -205,6 +229,18 @@ class LocalProxyService:
         # gRPC is an addition to the broker: another broker of this machine may hold
         # the port (8081 by default), and this one still serves remoting
         log.warning("no gRPC proxy beside this broker: %s (grpcServerPort)", exc)
+
+
+class _Started:
+    """A task status that remembers whether the task reported it started."""
+
+    def __init__(self, task_status: TaskStatus[int]) -> None:
+        self._task_status = task_status
+        self.done = False
+
+    def started(self, value: Any = None) -> None:
+        self.done = True
+        self._task_status.started(value)
 
 
 def _the_one_error(error: BaseException) -> BaseException:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 
+import anyio
 import grpc
 import pytest
 from grpc_requests import access_point, metadata, resource
+from rocketmq_proxy_grpc.renewals import Renewals
 from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
 from rocketmq_proxy_grpc.v2 import service_pb2 as spb
 from rocketmq_proxy_grpc.v2 import service_pb2_grpc
@@ -48,3 +51,27 @@ def test_a_taken_grpc_port_leaves_the_broker_serving(tmp_path, caplog):
             assert not cluster.broker.services["grpc_proxy"].serving
     assert f"0.0.0.0:{taken}" in caplog.text
     assert "no gRPC proxy beside this broker" in caplog.text
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_grpc_failure_after_it_started_leaves_the_broker_serving(
+    tmp_path, backend, caplog, monkeypatch
+):
+    async def broken(self):
+        await anyio.sleep(0.2)
+        raise RuntimeError("renewals broke")
+
+    monkeypatch.setattr(Renewals, "run", broken)
+    with (
+        caplog.at_level(logging.ERROR, "rocketmq.proxy"),
+        EmbeddedCluster(tmp_path, backend=backend, grpc_server_port=0) as cluster,
+    ):
+        service = cluster.broker.services["grpc_proxy"]
+        deadline = time.monotonic() + 5
+        while "the gRPC proxy stopped" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.create_topic("AfterGrpc")  # remoting still serves
+        assert cluster.broker.ready
+    assert "the gRPC proxy stopped" in caplog.text
+    assert "renewals broke" in caplog.text
+    assert not service.serving

@@ -1262,10 +1262,16 @@ static PyObject *index_keys(PyObject *module, PyObject *const *args, Py_ssize_t 
         PyErr_Format(PyExc_TypeError, "index_keys() takes 8 arguments (%zd given)", nargs);
         return NULL;
     }
-    int64_t slot_num = PyLong_AsLongLong(args[1]), index_num = PyLong_AsLongLong(args[2]);
+    int64_t slot_num = PyLong_AsLongLong(args[1]);
+    if (slot_num == -1 && PyErr_Occurred()) return NULL;
+    int64_t index_num = PyLong_AsLongLong(args[2]);
+    if (index_num == -1 && PyErr_Occurred()) return NULL;
     uint32_t topic_crc = (uint32_t)PyLong_AsUnsignedLongMask(args[3]);
-    int64_t phys = PyLong_AsLongLong(args[6]), store_time = PyLong_AsLongLong(args[7]);
-    if (PyErr_Occurred()) return NULL;
+    if (topic_crc == (uint32_t)-1 && PyErr_Occurred()) return NULL;
+    int64_t phys = PyLong_AsLongLong(args[6]);
+    if (phys == -1 && PyErr_Occurred()) return NULL;
+    int64_t store_time = PyLong_AsLongLong(args[7]);
+    if (store_time == -1 && PyErr_Occurred()) return NULL;
     Message message;
     memset(&message, 0, sizeof message);
     PyObject *keys = args[4], *uniq = args[5];
@@ -1297,7 +1303,10 @@ static PyObject *index_keys(PyObject *module, PyObject *const *args, Py_ssize_t 
     PyObject *result = NULL;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) != 0) goto done;
     Index index;
-    if (open_index(&index, &view, slot_num, index_num, count)) {
+    /* slots past the view (or a slot count whose table size overflows) fit nothing */
+    int fits = slot_num > 0 && slot_num <= (view.len - INDEX_HEADER) / INDEX_SLOT &&
+               open_index(&index, &view, slot_num, index_num, count);
+    if (fits) {
         key_hashes(&message, topic_crc, hashes);
         index_record(&index, hashes, count, phys, store_time, slot_ats);
         result = PyLong_FromSsize_t(count);

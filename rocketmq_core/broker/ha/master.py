@@ -158,7 +158,7 @@ class SlaveConnection:
         with silence.scope:
             while True:
                 data = await receive(RECEIVE_SIZE)
-                silence.heard()
+                silence.mark_activity()
                 offset = reader.feed(data)
                 if offset is None:
                     continue
@@ -174,7 +174,7 @@ class SlaveConnection:
                     self._first_report.set()
                 self.acked = offset
                 progress.ack(offset)
-        if silence.reached:
+        if silence.timed_out:
             log.warning("slave %s sent nothing for %.0f s: closing", self.peer, silence.seconds)
 
     def _refuse_ahead(self, offset: int) -> None:
@@ -226,6 +226,9 @@ class SlaveConnection:
             if frames:
                 await self.io.send(b"".join(frames))
                 last_write = anyio.current_time()
+                # the direct send does not yield when the kernel takes it all: a slave
+                # catching up must leave the broker's other work its turns
+                await anyio.lowlevel.checkpoint()
                 continue
             if anyio.current_time() - last_write > settings.heartbeat_interval:
                 await self.io.send(encode_transfer_header(offset, 0))

@@ -151,11 +151,15 @@ class HAClient:
         with silence.scope:
             while True:
                 data = await io.receive(RECEIVE_SIZE)
-                silence.heard()
+                silence.mark_activity()
                 if self._append(reader.feed(data), address):
                     await self._send_report(io)
-        if silence.reached:
-            log.warning("master %s sent nothing for %.0f s: reconnecting", address, silence.seconds)
+        if silence.timed_out:  # the scope covers the reports too
+            log.warning(
+                "master %s sent nothing (or took no report) for %.0f s: reconnecting",
+                address,
+                silence.seconds,
+            )
 
     def _append(self, transfers: Iterable[Transfer], address: str) -> bool:
         """Append what the master sent; whether any of it was CommitLog bytes."""
