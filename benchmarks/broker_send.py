@@ -47,10 +47,14 @@ ROWS = ("sync", "async", "batch32", "raw1", "raw64", "e2e", "sync-null", "batch3
 
 
 def start_standalone(
-    directory: Path, core: int | None, store: str = "mmap", settings: str = ""
+    directory: Path,
+    core: int | None,
+    store: str = "mmap",
+    settings: str = "",
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, str, str]:
     """``rocketmq standalone`` in a child process (any free ports), once it is ready;
-    ``settings``: more broker.conf lines."""
+    ``settings``: more broker.conf lines; ``env``: its environment (default: ours)."""
     config = directory / "broker.conf"
     # grpcServerPort=-1: no gRPC proxy (standalone's default binds 8081 and runs its thread
     # in the broker's process); the benchmarks speak remoting only
@@ -68,7 +72,7 @@ def start_standalone(
         "--namesrv-listen",
         "127.0.0.1:0",
     ]
-    process = subprocess.Popen(pinned(command, core), stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(pinned(command, core), stderr=subprocess.PIPE, text=True, env=env)
     assert process.stderr is not None
     for line in process.stderr:
         found = READY.search(line)

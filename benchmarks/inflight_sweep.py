@@ -37,15 +37,8 @@ PATHS = {"direct": "1", "anyio": "0"}  # ROCKETMQ_DIRECT_SOCKET_IO of each broke
 def standalone(scratch: Path, path: str, core: int, c_binary: Path, checks: list):
     directory = scratch / path
     directory.mkdir()
-    before = os.environ.get("ROCKETMQ_DIRECT_SOCKET_IO")
-    os.environ["ROCKETMQ_DIRECT_SOCKET_IO"] = PATHS[path]  # the child's environment
-    try:
-        process, namesrv, broker = start_standalone(directory, core)
-    finally:
-        if before is None:
-            os.environ.pop("ROCKETMQ_DIRECT_SOCKET_IO")
-        else:
-            os.environ["ROCKETMQ_DIRECT_SOCKET_IO"] = before
+    env = {**os.environ, "ROCKETMQ_DIRECT_SOCKET_IO": PATHS[path]}
+    process, namesrv, broker = start_standalone(directory, core, env=env)
     try:
         yield Ours(c_binary, broker, namesrv, process.pid, core, checks)
     finally:

@@ -181,31 +181,26 @@ class LocalProxyService:
             await self._serve_in_a_thread(proxy, task_status)
 
     async def _serve_in_this_loop(self, proxy: GrpcProxy, task_status: TaskStatus[None]) -> None:
-        async with anyio.create_task_group() as group:
-            try:
-                self.port = await group.start(self._serve_until_it_fails, proxy)
-            except Exception as exc:
-                cause = _the_one_error(exc)
-                if not isinstance(cause, ConfigError):
-                    raise
-                self._unavailable(cause)
-            else:
-                self._serving = True
-            task_status.started()
-
-    async def _serve_until_it_fails(
-        self, proxy: GrpcProxy, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        """``proxy.serve``; once it serves, a failure is logged and ends gRPC alone, as
-        the proxy's thread does: the broker goes on serving remoting."""
-        started = _Started(task_status)
         try:
-            await proxy.serve(task_status=started)
+            async with anyio.create_task_group() as group:
+                try:
+                    self.port = await group.start(proxy.serve)
+                except Exception as exc:
+                    cause = _the_one_error(exc)
+                    if not isinstance(cause, ConfigError):
+                        raise
+                    self._unavailable(cause)
+                    task_status.started()
+                    return
+                self._serving = True
+                task_status.started()
         except Exception as exc:
-            if not started.done:
-                raise  # why it could not start: run() decides
+            if not self._serving:
+                raise  # why it could not start
+            # once it served, a failure ends gRPC alone, as in the proxy's thread: the
+            # broker goes on serving remoting
             self._serving = False
-            log.error("the gRPC proxy stopped", exc_info=exc)
+            log.error("the gRPC proxy stopped", exc_info=_the_one_error(exc))
 
     async def _serve_in_a_thread(self, proxy: GrpcProxy, task_status: TaskStatus[None]) -> None:
         self.thread = ProxyThread(proxy)
@@ -229,18 +224,6 @@ class LocalProxyService:
         # gRPC is an addition to the broker: another broker of this machine may hold
         # the port (8081 by default), and this one still serves remoting
         log.warning("no gRPC proxy beside this broker: %s (grpcServerPort)", exc)
-
-
-class _Started:
-    """A task status that remembers whether the task reported it started."""
-
-    def __init__(self, task_status: TaskStatus[int]) -> None:
-        self._task_status = task_status
-        self.done = False
-
-    def started(self, value: Any = None) -> None:
-        self.done = True
-        self._task_status.started(value)
 
 
 def _the_one_error(error: BaseException) -> BaseException:
