@@ -98,6 +98,8 @@ class DelayLevelService:
             raise BodyError(
                 f"the master's delay offsets are not a delay offset table: {exc}"
             ) from None
+        if offsets == self.table.offsets:
+            return  # as at the last sync (what this slave holds on disk): nothing to write
         await anyio.to_thread.run_sync(write_config_file, self.table.path, text)
         self.table.offsets = offsets
 

@@ -112,7 +112,12 @@ PRE_TOUCH_AHEAD = 32 << 20  # keep this much of the CommitLog faulted in ahead o
 # small steps: a first touch stalls the whole vCPU (2-60 us per page here, docs/perf.md), and
 # a broker pinned to one core runs its event loop there too
 PRE_TOUCH_STEP = 1 << 20
-PREPARE_INTERVAL = 0.01  # the writer can go through ~1 MiB in this time
+# the next CommitLog file is made once the writer is half-way through the last one; it
+# looks as far ahead as a writer at WRITE_RATE_AT_MOST could get meanwhile, within these
+# bounds: an idle broker wakes for it about once a second, not a hundred times
+PREPARE_INTERVAL = 0.01
+PREPARE_INTERVAL_AT_MOST = 1.0
+WRITE_RATE_AT_MOST = 1 << 30  # bytes per second (several times what a send path reaches)
 _BLANK_SIZE = 0x7FFFFFFF
 QUEUE_ENDS = "queue_ends"  # the summary a clean stop leaves in the store root (queue_ends.py)
 
@@ -941,8 +946,11 @@ class MmapStore:
 
     async def _prepare_next_file(self) -> None:
         """Create the next CommitLog file before the writer needs it."""
+        last = None
         while True:
-            await anyio.sleep(PREPARE_INTERVAL)
+            wrote = last.wrote if last is not None else 0  # none yet: the first is empty
+            ready = self.commitlog.next_file is not None
+            await anyio.sleep(_prepare_pause(self.commitlog.files.file_size, wrote, ready))
             last = self.commitlog.files.last
             if last is None or self.commitlog.next_file is not None or last.wrote * 2 < last.size:
                 continue
@@ -1093,3 +1101,11 @@ def _key_count(message: MessageToStore) -> int:
         return 0
     _, keys, uniq_key = raw_dispatch_fields(message)
     return (1 if uniq_key else 0) + (sum(1 for key in keys.split(b" ") if key) if keys else 0)
+
+
+def _prepare_pause(file_size: int, wrote: int, next_ready: bool) -> float:
+    """How long the next-file preparer may sleep: until a writer at ``wrote`` in the newest
+    file could, at the fastest, reach the middle of the file after it when that one is
+    ready, else the middle of its own."""
+    room = file_size // 2 - wrote + (file_size if next_ready else 0)
+    return min(max(room / WRITE_RATE_AT_MOST, PREPARE_INTERVAL), PREPARE_INTERVAL_AT_MOST)

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import pytest
+from rocketmq_store_mmap.store import PREPARE_INTERVAL, PREPARE_INTERVAL_AT_MOST, _prepare_pause
 
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.message import (
@@ -137,6 +138,28 @@ async def test_full_disk_refuses_writes_with_a_clear_error_then_recovers(tmp_pat
         store.config.disk_space_warning_level_ratio = 100
         await store.delete_expired()
         assert (await store.put(message(2))).ok
+
+
+async def test_the_next_commitlog_file_is_made_once_the_writer_is_half_way(tmp_path, plugin_host):
+    async with opened(tmp_path, plugin_host) as store:
+        assert (await store.put(message(0))).ok  # ~1 KiB of a 16 KiB file
+        await anyio.sleep(0.1)
+        assert store.commitlog.next_file is None
+        for number in range(1, 9):  # past the middle, short of the end
+            assert (await store.put(message(number))).ok
+        with anyio.fail_after(5):
+            while store.commitlog.next_file is None:
+                await anyio.sleep(0.01)
+        assert len(store.commitlog.files.files) == 1  # made ahead, not yet written to
+
+
+def test_an_idle_store_looks_for_its_next_file_about_once_a_second():
+    gib = 1 << 30
+    assert _prepare_pause(gib, 0, next_ready=False) == 0.5  # a fresh 1 GiB file
+    assert _prepare_pause(gib, 0, next_ready=True) == PREPARE_INTERVAL_AT_MOST
+    assert _prepare_pause(gib, gib // 2 - (1 << 20), next_ready=False) == PREPARE_INTERVAL
+    assert _prepare_pause(gib, gib, next_ready=True) == 0.5
+    assert _prepare_pause(FILE_SIZE, 0, next_ready=False) == PREPARE_INTERVAL  # small files
 
 
 async def test_no_space_for_the_next_file_stores_nothing(tmp_path, plugin_host, monkeypatch):
