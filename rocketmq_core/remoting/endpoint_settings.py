@@ -131,6 +131,11 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
         metavar="ADDRESS",
         help="serve this address too, like quic://0.0.0.0:10911 (repeatable): extraListeners",
     )
+    add_tls_options(parser)
+
+
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """The command-line options of a server's TLS (of broker.conf's tls.* keys)."""
     parser.add_argument("--tls-cert", metavar="FILE", help="tls.server.certPath (PEM)")
     parser.add_argument("--tls-key", metavar="FILE", help="tls.server.keyPath (PEM)")
     parser.add_argument(
@@ -143,6 +148,10 @@ def add_endpoint_options(parser: argparse.ArgumentParser) -> None:
 def apply_endpoint_options(args: argparse.Namespace, settings: EndpointSettings) -> None:
     if args.extra_listener:
         settings.extra_listeners = ";".join(args.extra_listener)
+    apply_tls_options(args, settings)
+
+
+def apply_tls_options(args: argparse.Namespace, settings: TlsSettings) -> None:
     if args.tls_cert:
         settings.tls_server_cert_path = args.tls_cert
     if args.tls_key:

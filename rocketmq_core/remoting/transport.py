@@ -67,6 +67,7 @@ class TlsOptions:
     mode: TlsMode = TlsMode.ENFORCING  # servers
     client_auth: ClientAuth = ClientAuth.NONE  # servers
     self_signed: bool = False  # servers without cert_file
+    alpn_protocols: tuple[str, ...] = ()  # servers: the ALPN protocols offered (gRPC: h2)
 
     def check_client_files(self) -> None:
         """A ConfigError naming the file when the CA, certificate or key file cannot be

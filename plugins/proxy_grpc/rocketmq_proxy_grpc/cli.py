@@ -15,6 +15,9 @@ from rocketmq_core.acl.service import AclService
 from rocketmq_core.acl.signing import Credentials
 from rocketmq_core.client.config import ClientConfig
 from rocketmq_core.errors import ConfigError
+from rocketmq_core.remoting.endpoint_settings import add_tls_options, apply_tls_options
+from rocketmq_core.remoting.tls_settings import TlsSettings
+from rocketmq_core.remoting.transport import TlsOptions
 
 from .local import DEFAULT_GRPC_PORT
 
@@ -53,6 +56,8 @@ class ProxyCommand:
             help="the host clients are told to reach when they do not say (default: this"
             " machine's IP)",
         )
+        # as Apache's proxy: tls.server.mode (and /etc/rocketmq/tls.properties) covers gRPC
+        add_tls_options(parser)
 
     def run(self, args: argparse.Namespace, host: object) -> int:
         if not 0 <= args.grpc_port <= 65535:
@@ -62,6 +67,11 @@ class ProxyCommand:
             print("rocketmq proxy: pass --access-key and --secret-key together", file=sys.stderr)
             return 2
         credentials = Credentials(args.access_key, args.secret_key) if args.access_key else None
+        try:
+            tls = _listener_tls(args)
+        except ConfigError as exc:
+            print(f"rocketmq proxy: {exc}", file=sys.stderr)
+            return 2
         from .server import GrpcProxy  # grpc loads only for this command
 
         runtime.configure_logging()
@@ -76,6 +86,8 @@ class ProxyCommand:
                 credentials=credentials,
             ),
             acl=AclService.for_broker(acl_home(args.acl_home)) if args.acl_home else None,
+            tls=tls,
+            transport=host.registry.transports.get("tcp") if tls is not None else None,  # type: ignore[attr-defined]
         )
         try:
             runtime.run(_serve_until_signal, proxy)
@@ -86,6 +98,16 @@ class ProxyCommand:
             print(f"rocketmq proxy: {refusal}", file=sys.stderr)
             return 2
         return 0
+
+
+def _listener_tls(args: argparse.Namespace) -> TlsOptions | None:
+    """How the gRPC port serves TLS (None: plain), from the --tls-* options."""
+    settings = TlsSettings()
+    apply_tls_options(args, settings)
+    if bool(settings.tls_server_cert_path) != bool(settings.tls_server_key_path):
+        raise ConfigError("--tls-cert and --tls-key go together: pass both")
+    settings.validate_tls()
+    return settings.resolved_tls().listener_tls()
 
 
 def _sole_config_error(error: BaseException) -> ConfigError | None:

@@ -20,11 +20,13 @@ from rocketmq_core.acl.service import AclService
 from rocketmq_core.client.config import ClientConfig, local_ip
 from rocketmq_core.client.instance import ClientInstance
 from rocketmq_core.errors import ConfigError
+from rocketmq_core.remoting.transport import TlsOptions, Transport, parse_address
 
 from .acl import GrpcAclVerifier
 from .local import DEFAULT_GRPC_PORT
 from .routes import endpoints_of
 from .service import MessagingService
+from .tls_front import BACKEND_HOST, TlsFront, serves_tls
 from .v2 import service_pb2_grpc
 
 log = logging.getLogger("rocketmq.proxy")
@@ -35,7 +37,8 @@ STOP_GRACE = 3.0
 
 class GrpcProxy:
     """Serves ``apache.rocketmq.v2.MessagingService`` on ``host:port`` (0: any free
-    port) for the brokers that ``namesrv_addr`` knows."""
+    port) for the brokers that ``namesrv_addr`` knows; with ``tls`` (its mode not
+    disabled) through a TlsFront on ``transport`` (TCP)."""
 
     def __init__(
         self,
@@ -46,7 +49,13 @@ class GrpcProxy:
         advertised_host: str | None = None,
         client_config: ClientConfig | None = None,
         acl: AclService | None = None,
+        tls: TlsOptions | None = None,
+        transport: Transport | None = None,
     ) -> None:
+        if serves_tls(tls) and transport is None:
+            raise ValueError("TLS on the gRPC port needs the TCP transport to serve it")
+        self.tls = tls
+        self.transport = transport
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or local_ip()
@@ -55,10 +64,17 @@ class GrpcProxy:
         )
         self.acl = acl  # ACL on: the rules that signed metadata is checked against
         self.service: MessagingService | None = None
+        self.backend_port: int | None = None  # behind a TLS front: grpc.aio's loopback port
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound port."""
-        async with ClientInstance(self.client_config) as instance:
+        front = None
+        if self.tls is not None and serves_tls(self.tls) and self.transport is not None:
+            front = TlsFront(self.transport, self.tls)
+        async with (
+            ClientInstance(self.client_config) as instance,
+            anyio.create_task_group() as tasks,
+        ):
             server = grpc.aio.server(
                 options=[
                     ("grpc.max_receive_message_length", MAX_INBOUND_MESSAGE_SIZE),
@@ -66,28 +82,42 @@ class GrpcProxy:
                     ("grpc.so_reuseport", 0),
                 ]
             )
-            try:
-                bound = server.add_insecure_port(f"{self.host}:{self.port}")
-            except RuntimeError as exc:
-                raise ConfigError(
-                    f"the gRPC port {self.host}:{self.port} cannot be bound ({exc}):"
-                    " free it or pass another --grpc-port"
-                ) from None
-            self.port = bound
+            # behind a TLS front gRPC listens on loopback only, at any free port
+            bound = self._bind(server, f"{BACKEND_HOST}:0" if front else f"{self.host}:{self.port}")
             acl = self.acl
             verifier = GrpcAclVerifier(lambda: acl.rules) if acl is not None else None
             self.service = MessagingService(
-                instance, endpoints_of(self.advertised_host, bound), verifier
+                instance,
+                endpoints_of(self.advertised_host, bound),
+                verifier,
+                peer_of=front.client_of if front else None,
             )
             service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)
             await server.start()
-            log.info("gRPC proxy serving on %s:%d", self.host, bound)
-            task_status.started(bound)
             try:
+                if front is not None:
+                    self.backend_port = bound
+                    public = await tasks.start(front.serve, self.host, self.port, bound)
+                    bound = parse_address(public)[1]
+                    self.service.endpoints = endpoints_of(self.advertised_host, bound)
+                self.port = bound
+                tls = f" (TLS {front.tls.mode})" if front else ""
+                log.info("gRPC proxy serving on %s:%d%s", self.host, bound, tls)
+                task_status.started(bound)
                 await self.service.consuming.renewals.run()
             finally:
+                tasks.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
                     await server.stop(STOP_GRACE)
+
+    def _bind(self, server: grpc.aio.Server, address: str) -> int:
+        try:
+            return server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise ConfigError(
+                f"the gRPC port {self.host}:{self.port} cannot be bound ({exc}):"
+                " free it or pass another --grpc-port"
+            ) from None
 
 
 class ProxyThread:
@@ -174,6 +204,9 @@ class LocalProxyService:
                 credentials=config.inner_client_credentials(),
             ),
             acl=self.broker.acl,  # the broker's rules, which its watcher keeps current
+            # tls.server.mode serves the gRPC port too, as in Apache's proxy
+            tls=config.tls_for("tcp"),
+            transport=self.broker.host.registry.transports.get("tcp"),
         )
         if sniffio.current_async_library() == "asyncio":
             await self._serve_in_this_loop(proxy, task_status)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -61,8 +61,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         instance: ClientInstance,
         endpoints: pb.Endpoints,
         verifier: GrpcAclVerifier | None = None,
+        peer_of: Callable[[str], str] | None = None,
     ) -> None:
         self.instance = instance
+        # gRPC's peer of a call -> the client's host:port (a TLS front knows it)
+        self.peer_of = peer_of or _peer_host
         self.endpoints = endpoints  # where clients reach this proxy when they do not say
         self.clients = ClientRegistry()
         self.transactions = TransactionTable()
@@ -78,8 +81,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         meta = RequestMetadata.of(context)
         if not meta.client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "the request has no x-mq-client-id")
+        peer = self.peer_of(context.peer())  # a TLS front refuses calls it did not relay
         if self.verifier is not None:
-            self.verifier.verify(meta, _peer_host(context.peer()), needed or {})
+            self.verifier.verify(meta, peer, needed or {})
         return meta
 
     # --- routes --------------------------------------------------------------------
@@ -263,7 +267,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             meta = self.metadata(context, {m.topic.name: PUB for m in request.messages})
             if not request.messages:
                 raise ProxyError(Code.MESSAGE_CORRUPTED, "the request carries no message")
-            peer = _peer_host(context.peer())
+            peer = self.peer_of(context.peer())
             entries = [await self._send_one(outgoing(m, peer), meta) for m in request.messages]
         except Exception as exc:
             return spb.SendMessageResponse(status=status_of(exc))

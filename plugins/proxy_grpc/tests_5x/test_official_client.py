@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+import trustme
 from rocketmq import (
     ClientConfiguration,
     ConsumeResult,
@@ -227,6 +228,61 @@ def test_simple_consumer_receives_acks_and_changes_invisible_duration(standalone
     finally:
         consumer.shutdown()
         producer.shutdown()
+
+
+def test_tls_clients_on_a_permissive_port(tmp_path, monkeypatch):
+    """tls_enable=True, as the Java 5.x client's default enableSsl: the broker's
+    tls.server.mode covers its gRPC port, plain clients still welcome."""
+    authority = trustme.CA()
+    server = authority.issue_cert("127.0.0.1", "localhost")
+    cert, key, ca = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    server.cert_chain_pems[0].write_to_path(str(cert))
+    server.private_key_pem.write_to_path(str(key))
+    authority.cert_pem.write_to_path(str(ca))
+    # the 5.x client verifies with gRPC's default roots: this test's CA
+    monkeypatch.setenv("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", str(ca))
+    home = tmp_path / "home"
+    home.mkdir()
+    server_process = Standalone(
+        home,
+        "tls.server.mode=permissive",
+        f"tls.server.certPath={cert}",
+        f"tls.server.keyPath={key}",
+    )
+    server_process.start()
+    try:
+        namesrv, grpc_port = server_process.namesrv, server_process.grpc_port
+        topic, group = create_topic(namesrv, "T5tls"), fresh("GID5tls")
+        producer = Producer(configuration(grpc_port), (topic,), tls_enable=True)
+        producer.startup()
+        consumer = SimpleConsumer(
+            configuration(grpc_port),
+            group,
+            {topic: FilterExpression()},
+            await_duration=5,
+            tls_enable=True,
+        )
+        consumer.startup()
+        try:
+            sent = producer.send(new_message(topic, b"over TLS")).message_id
+            received = []
+            deadline = time.monotonic() + 30
+            while not received and time.monotonic() < deadline:
+                received.extend(consumer.receive(16, 15))
+            assert [(m.message_id, m.body) for m in received] == [(sent, b"over TLS")]
+            consumer.ack(received[0])
+        finally:
+            consumer.shutdown()
+            producer.shutdown()
+        plain = Producer(configuration(grpc_port), (topic,))
+        plain.startup()
+        try:
+            assert plain.send(new_message(topic, b"plain")).message_id
+        finally:
+            plain.shutdown()
+        assert sorted(m.body for m in read_back(namesrv, topic, 2)) == [b"over TLS", b"plain"]
+    finally:
+        server_process.stop()
 
 
 def test_tag_filter(standalone):

@@ -41,6 +41,8 @@ def server_context(tls: TlsOptions) -> ssl.SSLContext:
         _load_self_signed(context)
     else:
         raise ConfigError("TLS on a listener needs both a certificate file and a key file")
+    if tls.alpn_protocols:
+        context.set_alpn_protocols(list(tls.alpn_protocols))
     context.verify_mode = _VERIFY_MODES[tls.client_auth]
     if tls.client_auth is not ClientAuth.NONE:
         if not tls.ca_file:

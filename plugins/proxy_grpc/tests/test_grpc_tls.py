@@ -1,0 +1,236 @@
+"""TLS on the gRPC port: tls.server.mode serves it as it serves the remoting ports."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import anyio
+import grpc
+import pytest
+import trustme
+from grpc_requests import access_point, message, metadata, resource
+from rocketmq_proxy_grpc.server import GrpcProxy, ProxyThread
+from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
+from rocketmq_proxy_grpc.v2 import service_pb2 as spb
+from rocketmq_proxy_grpc.v2 import service_pb2_grpc
+from rocketmq_transport_tcp import TcpTransport
+
+from rocketmq_core.cli import main
+from rocketmq_core.client.pull_consumer import PullConsumer
+from rocketmq_core.remoting.transport import ClientAuth, TlsMode, TlsOptions
+from rocketmq_core.testing.cluster import EmbeddedCluster
+
+TOPIC = "GrpcTls"
+
+
+class Pki:
+    """A CA, the server's certificate for 127.0.0.1 and a client certificate, as PEM."""
+
+    def __init__(self, folder) -> None:
+        authority = trustme.CA()
+        self.ca_pem = authority.cert_pem.bytes()
+        self.ca = str(folder / "ca.pem")
+        authority.cert_pem.write_to_path(self.ca)
+        server = authority.issue_cert("127.0.0.1", "localhost")
+        self.cert, self.key = str(folder / "cert.pem"), str(folder / "key.pem")
+        server.cert_chain_pems[0].write_to_path(self.cert)
+        server.private_key_pem.write_to_path(self.key)
+        client = authority.issue_cert("client@example.com")
+        self.client_cert = client.cert_chain_pems[0].bytes()
+        self.client_key = client.private_key_pem.bytes()
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return Pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with EmbeddedCluster(tmp_path_factory.mktemp("cluster")) as running:
+        running.create_topic(TOPIC)
+        yield running
+
+
+def serving(cluster, tls: TlsOptions) -> ProxyThread:
+    proxy = GrpcProxy(
+        cluster.namesrv_address,
+        host="127.0.0.1",
+        port=0,
+        advertised_host="127.0.0.1",
+        tls=tls,
+        transport=TcpTransport(),
+    )
+    runner = ProxyThread(proxy)
+    runner.start()
+    return runner
+
+
+def tls_channel(port: int, pki: Pki, *, with_certificate: bool = False) -> grpc.Channel:
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=pki.ca_pem,
+        private_key=pki.client_key if with_certificate else None,
+        certificate_chain=pki.client_cert if with_certificate else None,
+    )
+    return grpc.secure_channel(f"127.0.0.1:{port}", credentials)
+
+
+def query_route(channel: grpc.Channel, port: int, timeout: float = 10) -> spb.QueryRouteResponse:
+    stub = service_pb2_grpc.MessagingServiceStub(channel)
+    request = spb.QueryRouteRequest(topic=resource(TOPIC), endpoints=access_point(port))
+    return stub.QueryRoute(request, metadata=metadata(), timeout=timeout)
+
+
+def test_a_permissive_grpc_port_serves_tls_and_plain_clients(cluster, pki):
+    runner = serving(
+        cluster, TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=TlsMode.PERMISSIVE)
+    )
+    port = runner.proxy.port
+    try:
+        with tls_channel(port, pki) as channel:
+            assert query_route(channel, port).status.code == pb.OK
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            sent = stub.SendMessage(
+                spb.SendMessageRequest(messages=[message(TOPIC, b"over TLS")]),
+                metadata=metadata(),
+                timeout=10,
+            )
+            assert sent.status.code == pb.OK, sent.status
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            assert query_route(channel, port).status.code == pb.OK
+        # the route a TLS client is given points at the port it dialled, not the relay's
+        with tls_channel(port, pki) as channel:
+            route = query_route(channel, port)
+            assert {a.port for q in route.message_queues for a in q.broker.endpoints.addresses} == {
+                port
+            }
+    finally:
+        runner.stop()
+    stored = anyio.run(pull_all, cluster.namesrv_address)
+    assert [m.body for m in stored] == [b"over TLS"]
+    # the client's own address, not the loopback relay's: the service knows who called
+    assert stored[0].born_host.startswith("127.0.0.1:")
+    assert stored[0].born_host != f"127.0.0.1:{runner.proxy.backend_port}"
+
+
+async def pull_all(namesrv: str) -> list:
+    async with PullConsumer("GrpcTlsReader", namesrv) as consumer:
+        return [
+            m
+            for queue in await consumer.queues(TOPIC)
+            for m in (await consumer.pull(queue, 0, max_nums=16)).messages
+        ]
+
+
+def test_an_enforcing_grpc_port_refuses_plain_clients(cluster, pki):
+    runner = serving(
+        cluster, TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=TlsMode.ENFORCING)
+    )
+    port = runner.proxy.port
+    try:
+        with tls_channel(port, pki) as channel:
+            assert query_route(channel, port).status.code == pb.OK
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            with pytest.raises(grpc.RpcError) as refused:
+                query_route(channel, port, timeout=3)
+        assert refused.value.code() in (
+            grpc.StatusCode.UNAVAILABLE,
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+        )
+    finally:
+        runner.stop()
+
+
+def test_mutual_tls_on_the_grpc_port_wants_a_certificate_the_ca_issued(cluster, pki):
+    tls = TlsOptions(
+        cert_file=pki.cert,
+        key_file=pki.key,
+        ca_file=pki.ca,
+        mode=TlsMode.ENFORCING,
+        client_auth=ClientAuth.REQUIRE,
+    )
+    runner = serving(cluster, tls)
+    port = runner.proxy.port
+    try:
+        with tls_channel(port, pki, with_certificate=True) as channel:
+            assert query_route(channel, port).status.code == pb.OK
+        with tls_channel(port, pki) as channel:
+            with pytest.raises(grpc.RpcError):
+                query_route(channel, port, timeout=3)
+    finally:
+        runner.stop()
+
+
+def test_a_call_around_the_tls_front_is_refused(cluster, pki):
+    """gRPC listens on loopback behind the front: a local program dialling it directly
+    would skip TLS and client authentication."""
+    runner = serving(
+        cluster, TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=TlsMode.ENFORCING)
+    )
+    try:
+        relay = runner.proxy.backend_port  # where grpc.aio listens, on loopback
+        with grpc.insecure_channel(f"127.0.0.1:{relay}") as channel:
+            answer = query_route(channel, runner.proxy.port)
+        assert answer.status.code == pb.FORBIDDEN
+        assert "gRPC port" in answer.status.message
+    finally:
+        runner.stop()
+
+
+def test_a_broker_with_tls_on_serves_its_grpc_port_with_tls_too(tmp_path, pki):
+    """Local mode: tls.server.mode of broker.conf covers grpcServerPort, as in Apache's
+    proxy."""
+    tls = {
+        "tls_server_mode": "permissive",
+        "tls_server_cert_path": pki.cert,
+        "tls_server_key_path": pki.key,
+    }
+    with EmbeddedCluster(tmp_path, grpc_server_port=0, **tls) as local:
+        local.create_topic(TOPIC)
+        port = local.broker.services["grpc_proxy"].port
+        with tls_channel(port, pki) as channel:
+            answer = query_route(channel, port)
+    assert answer.status.code == pb.OK
+    assert len(answer.message_queues) == 4
+
+
+def test_the_proxy_command_serves_tls_as_its_options_say(cluster, pki, tmp_path):
+    port = free_port()
+    command = [
+        *(sys.executable, "-m", "rocketmq_core.cli", "proxy", "-n", cluster.namesrv_address),
+        *("--host", "127.0.0.1", "--grpc-port", str(port), "--advertised-host", "127.0.0.1"),
+        *("--tls-mode", "enforcing", "--tls-cert", pki.cert, "--tls-key", pki.key),
+    ]
+    log = tmp_path / "proxy.log"
+    with open(log, "wb") as err:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 30
+        while b"ready: gRPC proxy" not in log.read_bytes():
+            assert process.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        with tls_channel(port, pki) as channel:
+            assert query_route(channel, port).status.code == pb.OK
+    finally:
+        process.terminate()
+        assert process.wait(20) == 0, log.read_text()
+
+
+def test_the_proxy_command_refuses_half_a_certificate(capsys, pki):
+    assert (
+        main(["proxy", "-n", "127.0.0.1:9876", "--tls-mode", "enforcing", "--tls-cert", pki.cert])
+        == 2
+    )
+    error = capsys.readouterr().err
+    assert "--tls-cert and --tls-key go together" in error
+    assert "Traceback" not in error
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
