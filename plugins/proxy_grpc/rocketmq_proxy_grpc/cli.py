@@ -69,6 +69,8 @@ class ProxyCommand:
         credentials = Credentials(args.access_key, args.secret_key) if args.access_key else None
         try:
             tls = _listener_tls(args)
+            # the TLS listener is the tcp transport's (a ConfigError when not installed)
+            tcp = host.registry.transports.get("tcp") if tls else None  # type: ignore[attr-defined]
         except ConfigError as exc:
             print(f"rocketmq proxy: {exc}", file=sys.stderr)
             return 2
@@ -87,7 +89,7 @@ class ProxyCommand:
             ),
             acl=AclService.for_broker(acl_home(args.acl_home)) if args.acl_home else None,
             tls=tls,
-            transport=host.registry.transports.get("tcp") if tls is not None else None,  # type: ignore[attr-defined]
+            transport=tcp,
         )
         try:
             runtime.run(_serve_until_signal, proxy)

@@ -52,10 +52,12 @@ class GrpcProxy:
         tls: TlsOptions | None = None,
         transport: Transport | None = None,
     ) -> None:
-        if serves_tls(tls) and transport is None:
-            raise ValueError("TLS on the gRPC port needs the TCP transport to serve it")
-        self.tls = tls
-        self.transport = transport
+        # behind a TLS front grpc.aio listens on loopback only (tls_front.py)
+        self.front: TlsFront | None = None
+        if tls is not None and serves_tls(tls):
+            if transport is None:
+                raise ConfigError("TLS on the gRPC port needs the tcp transport plugin")
+            self.front = TlsFront(transport, tls)
         self.host = host
         self.port = port
         self.advertised_host = advertised_host or local_ip()
@@ -68,12 +70,10 @@ class GrpcProxy:
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound port."""
-        front = None
-        if self.tls is not None and serves_tls(self.tls) and self.transport is not None:
-            front = TlsFront(self.transport, self.tls)
+        front = self.front
         async with (
             ClientInstance(self.client_config) as instance,
-            anyio.create_task_group() as tasks,
+            anyio.create_task_group() as relays,
         ):
             server = grpc.aio.server(
                 options=[
@@ -82,8 +82,7 @@ class GrpcProxy:
                     ("grpc.so_reuseport", 0),
                 ]
             )
-            # behind a TLS front gRPC listens on loopback only, at any free port
-            bound = self._bind(server, f"{BACKEND_HOST}:0" if front else f"{self.host}:{self.port}")
+            bound = self._bind(server, front)
             acl = self.acl
             verifier = GrpcAclVerifier(lambda: acl.rules) if acl is not None else None
             self.service = MessagingService(
@@ -97,7 +96,7 @@ class GrpcProxy:
             try:
                 if front is not None:
                     self.backend_port = bound
-                    public = await tasks.start(front.serve, self.host, self.port, bound)
+                    public = await relays.start(front.serve, self.host, self.port, bound, relays)
                     bound = parse_address(public)[1]
                     self.service.endpoints = endpoints_of(self.advertised_host, bound)
                 self.port = bound
@@ -106,13 +105,21 @@ class GrpcProxy:
                 task_status.started(bound)
                 await self.service.consuming.renewals.run()
             finally:
-                tasks.cancel_scope.cancel()
+                if front is not None:
+                    front.stop_accepting()
                 with anyio.CancelScope(shield=True):
+                    # the calls in flight end within the grace, relayed ones too
                     await server.stop(STOP_GRACE)
+                relays.cancel_scope.cancel()
 
-    def _bind(self, server: grpc.aio.Server, address: str) -> int:
+    def _bind(self, server: grpc.aio.Server, front: TlsFront | None) -> int:
+        if front is not None:  # any free loopback port: the front binds the public one
+            try:
+                return server.add_insecure_port(f"{BACKEND_HOST}:0")
+            except RuntimeError as exc:
+                raise ConfigError(f"no loopback port for the gRPC server ({exc})") from None
         try:
-            return server.add_insecure_port(address)
+            return server.add_insecure_port(f"{self.host}:{self.port}")
         except RuntimeError as exc:
             raise ConfigError(
                 f"the gRPC port {self.host}:{self.port} cannot be bound ({exc}):"
@@ -193,6 +200,7 @@ class LocalProxyService:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         config = self.broker.config
+        tls = config.tls_for("tcp")
         proxy = GrpcProxy(
             config.namesrv_addr,
             port=self.port,
@@ -205,8 +213,8 @@ class LocalProxyService:
             ),
             acl=self.broker.acl,  # the broker's rules, which its watcher keeps current
             # tls.server.mode serves the gRPC port too, as in Apache's proxy
-            tls=config.tls_for("tcp"),
-            transport=self.broker.host.registry.transports.get("tcp"),
+            tls=tls,
+            transport=self.broker.host.registry.transports.get("tcp") if serves_tls(tls) else None,
         )
         if sniffio.current_async_library() == "asyncio":
             await self._serve_in_this_loop(proxy, task_status)

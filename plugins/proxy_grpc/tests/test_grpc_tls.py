@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -107,6 +108,9 @@ def test_a_permissive_grpc_port_serves_tls_and_plain_clients(cluster, pki):
                 timeout=10,
             )
             assert sent.status.code == pb.OK, sent.status
+            assert proxy.front is not None
+            # the one relayed connection: from a loopback port of its own, for the client
+            ((relay_port, client),) = proxy.front.relayed.items()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             assert query_route(channel, port).status.code == pb.OK
         # the route a TLS client is given points at the port it dialled, not the relay's
@@ -117,7 +121,8 @@ def test_a_permissive_grpc_port_serves_tls_and_plain_clients(cluster, pki):
             }
     stored = anyio.run(pull_all, cluster.namesrv_address)
     assert [m.body for m in stored] == [b"over TLS"]
-    assert stored[0].born_host.startswith("127.0.0.1:")
+    # born where the client is (the 5.x property), not at the relay's loopback end
+    assert stored[0].properties["__BORNHOST"] == client != f"127.0.0.1:{relay_port}"
 
 
 async def pull_all(namesrv: str) -> list:
@@ -218,3 +223,23 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_a_taken_tls_grpc_port_leaves_the_broker_serving(tmp_path, pki, caplog):
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        tls = {
+            "tls_server_mode": "permissive",
+            "tls_server_cert_path": pki.cert,
+            "tls_server_key_path": pki.key,
+        }
+        with (
+            caplog.at_level(logging.WARNING, "rocketmq.proxy"),
+            EmbeddedCluster(tmp_path, grpc_server_port=taken, **tls) as local,
+        ):
+            assert local.broker.ready
+            assert not local.broker.services["grpc_proxy"].serving
+    assert f"0.0.0.0:{taken}" in caplog.text
+    assert "no gRPC proxy beside this broker" in caplog.text
