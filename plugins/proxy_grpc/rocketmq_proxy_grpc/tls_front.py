@@ -2,10 +2,13 @@
 
 grpcio serves a port either plain or encrypted, while Apache's proxy serves both on one
 port (permissive, its default mode) and the 5.x clients connect with TLS unless told not
-to (Java's ``enableSsl`` is on by default). So with TLS on, the gRPC port is a remoting
-TCP listener (the same handshakes, certificates, client authentication and certificate
-reloading as the remoting ports, plus ALPN ``h2``, which gRPC clients insist on), and
-each of its connections, decrypted, is relayed to grpc.aio listening on loopback only.
+to (Java's ``enableSsl`` is on by default). So with TLS on, the gRPC port is the TCP
+transport's listener (``listen_sockets``: the remoting ports' certificates, client
+authentication, reloading and permissive first-byte test, plus ALPN ``h2``, which gRPC
+clients insist on), and each of its connections, decrypted by the event loop's own TLS
+layer (compiled with uvloop), is relayed to grpc.aio listening on loopback only. The
+relay is a pair of asyncio protocols that write what one side reads to the other: no
+task, no copy in Python per chunk beyond the call.
 
 The relay notes the loopback port each relayed connection comes from, so the service
 still knows the client's own address (for ACL white lists and born hosts); a call over
@@ -15,12 +18,17 @@ itself, around TLS) is refused.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import socket
+import ssl
+from typing import Any, Protocol
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, TaskGroup, TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
+from rocketmq_core.errors import ConfigError
 from rocketmq_core.rate_limited_log import RateLimitedLog
 from rocketmq_core.remoting.transport import TlsMode, TlsOptions, Transport, format_address
 
@@ -30,14 +38,19 @@ log = logging.getLogger("rocketmq.proxy")
 _relay_log = RateLimitedLog(log)
 
 BACKEND_HOST = "127.0.0.1"
-RELAY_CHUNK = 65_536
-# a side of a relayed connection ended: by the peer, a reset, a failed TLS record (an
-# ssl.SSLError is an OSError)
-_ENDED = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+TLS_HANDSHAKE_TIMEOUT = 10.0  # s, as the remoting ports allow
 
 
 def serves_tls(tls: TlsOptions | None) -> bool:
     return tls is not None and tls.mode is not TlsMode.DISABLED
+
+
+class SocketListening(Protocol):
+    """What a TlsFront needs of a transport (the TCP transport's ``listen_sockets``)."""
+
+    async def listen_sockets(
+        self, host: str, port: int, handler: Any, *, tls: TlsOptions | None, task_status: Any
+    ) -> None: ...
 
 
 class TlsFront:
@@ -47,7 +60,9 @@ class TlsFront:
     listener can stop first while gRPC drains the calls in flight through them."""
 
     def __init__(self, transport: Transport, tls: TlsOptions) -> None:
-        self.transport = transport
+        if not hasattr(transport, "listen_sockets"):
+            raise ConfigError(f"TLS on the gRPC port needs the tcp transport, not {transport.name}")
+        self.transport: SocketListening = transport  # type: ignore[assignment]
         # gRPC clients (C core, Java's Netty) fail a handshake that settles no ALPN h2
         self.tls = dataclasses.replace(tls, alpn_protocols=("h2",))
         self._clients: dict[int, str] = {}  # a relayed connection's loopback port -> client
@@ -64,11 +79,11 @@ class TlsFront:
     ) -> None:
         """Accept until ``stop_accepting``; reports the bound ``host:port``."""
 
-        async def hand_over(client: ByteStream) -> None:
-            relays.start_soon(self._relay, backend_port, client)
+        async def hand_over(client: socket.socket, context: ssl.SSLContext | None) -> None:
+            relays.start_soon(self._relay, backend_port, client, context)
 
         with anyio.CancelScope() as self._listening:
-            await self.transport.listen(
+            await self.transport.listen_sockets(
                 host, port, hand_over, tls=self.tls, task_status=task_status
             )
 
@@ -92,38 +107,123 @@ class TlsFront:
         """The open relays: loopback port -> client address."""
         return dict(self._clients)
 
-    async def _relay(self, backend_port: int, client: ByteStream) -> None:
-        remote = client.extra(SocketAttribute.remote_address, None)
-        address = format_address(*remote[:2]) if isinstance(remote, tuple) else str(remote)
+    async def _relay(
+        self, backend_port: int, client: socket.socket, context: ssl.SSLContext | None
+    ) -> None:
         try:
-            backend = await anyio.connect_tcp(BACKEND_HOST, backend_port)
-        except OSError as exc:
-            _relay_log.warning(
-                "cannot relay %s to the gRPC server on port %d: %s", address, backend_port, exc
-            )
-            await anyio.aclose_forcefully(client)
+            address = format_address(*client.getpeername()[:2])
+        except OSError:  # gone already
+            client.close()
             return
-        relayed_from = backend.extra(SocketAttribute.local_port)
-        self._clients[relayed_from] = address
+        loop = asyncio.get_running_loop()
+        relay = _Relay()
         try:
-            async with anyio.create_task_group() as both:
-                both.start_soon(_copy, client, backend, both.cancel_scope)
-                both.start_soon(_copy, backend, client, both.cancel_scope)
+            try:
+                await loop.connect_accepted_socket(
+                    relay.client_side,
+                    client,
+                    ssl=context,
+                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if context else None,
+                )
+            except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+                _relay_log.warning("closing %s: its TLS handshake failed: %r", address, exc)
+                client.close()
+                return
+            try:
+                await loop.create_connection(relay.backend_side, BACKEND_HOST, backend_port)
+            except OSError as exc:
+                _relay_log.warning(
+                    "cannot relay %s to the gRPC server on port %d: %s", address, backend_port, exc
+                )
+                relay.end(abort=True)
+                return
+            relayed_from = relay.backend_port()
+            self._clients[relayed_from] = address  # before a byte reaches grpc.aio
+            try:
+                relay.join()
+                await relay.ended.wait()
+            finally:
+                del self._clients[relayed_from]
         except Exception:  # one connection's failure, never the port's
             log.exception("relaying %s to the gRPC server failed", address)
         finally:
-            del self._clients[relayed_from]
-            await anyio.aclose_forcefully(backend)
-            await anyio.aclose_forcefully(client)
+            if not relay.ended.is_set():  # cancelled: the proxy stops, after its grace
+                relay.end(abort=True)
 
 
-async def _copy(source: ByteStream, sink: ByteStream, both: anyio.CancelScope) -> None:
-    """``source`` into ``sink`` until either ends; then both directions end (HTTP/2 has
-    no use for a half-closed connection)."""
-    try:
-        while True:
-            await sink.send(await source.receive(RELAY_CHUNK))
-    except _ENDED:
-        pass
-    finally:
-        both.cancel()
+class _Relay:
+    """A client connection and its loopback twin, each writing what the other reads."""
+
+    def __init__(self) -> None:
+        self.client = _Side(self)
+        self.backend = _Side(self)
+        self.ended = asyncio.Event()
+
+    def client_side(self) -> _Side:
+        return self.client
+
+    def backend_side(self) -> _Side:
+        return self.backend
+
+    def backend_port(self) -> int:
+        assert self.backend.transport is not None
+        return int(self.backend.transport.get_extra_info("sockname")[1])
+
+    def join(self) -> None:
+        """Start relaying: what either side read meanwhile goes over first."""
+        self.client.attach(self.backend)
+        self.backend.attach(self.client)
+
+    def end(self, *, abort: bool = False) -> None:
+        """Close both sides: with what they hold written out first, unless ``abort``."""
+        for side in (self.client, self.backend):
+            transport = side.transport
+            if transport is None:
+                continue
+            if abort:
+                transport.abort()
+            elif not transport.is_closing():
+                transport.close()
+        self.ended.set()
+
+
+class _Side(asyncio.Protocol):
+    """One connection of a relay; its peer is the other."""
+
+    def __init__(self, relay: _Relay) -> None:
+        self.relay = relay
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Side | None = None
+        self._early: list[bytes] = []  # read before the relay was joined
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def attach(self, peer: _Side) -> None:
+        self.peer = peer
+        if self._early and peer.transport is not None:
+            peer.transport.write(b"".join(self._early))
+        self._early.clear()
+
+    def data_received(self, data: bytes) -> None:
+        peer = self.peer
+        if peer is None or peer.transport is None:
+            self._early.append(data)
+        else:
+            peer.transport.write(data)
+
+    def eof_received(self) -> bool:
+        self.relay.end()  # HTTP/2 has no use for a half-closed connection
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.relay.end()
+
+    # the peer reads no faster than this side's socket takes what it wrote
+    def pause_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.resume_reading()

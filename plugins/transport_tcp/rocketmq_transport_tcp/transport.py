@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import cast
 
 import anyio
 from anyio.abc import (
     ByteStream,
     IPSockAddrType,
+    Listener,
     SocketAttribute,
     SocketListener,
     SocketStream,
@@ -39,6 +41,9 @@ FIRST_BYTE_TIMEOUT = TLS_HANDSHAKE_TIMEOUT
 # frame starts with its length, big-endian and at most 16 MiB, so with 0x00
 TLS_HANDSHAKE_BYTE = 0x16
 
+# a connection's socket and the SSL context to serve it with (None: plain)
+SocketHandler = Callable[[socket.socket, ssl.SSLContext | None], Awaitable[None]]
+
 log = logging.getLogger("rocketmq.remoting")
 _handshake_log = RateLimitedLog(log)
 
@@ -57,16 +62,7 @@ class TcpTransport:
         tls: TlsOptions | None = None,
         task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        try:
-            listener = await anyio.create_tcp_listener(
-                local_host=host, local_port=port, reuse_port=False
-            )
-        except OSError as exc:
-            raise listen_error(host, port, exc) from None
-        # an IP socket's address: (host, port) or (host, port, flowinfo, scope id)
-        bound = cast("IPSockAddrType", listener.extra(SocketAttribute.local_address))
-        bound_host, bound_port = bound[:2]
-
+        listener, address = await _bind(host, port)
         mode = TlsMode.DISABLED if tls is None else tls.mode
         contexts = ServerContexts(tls) if tls is not None and mode is not TlsMode.DISABLED else None
 
@@ -97,7 +93,7 @@ class TcpTransport:
             await handler(stream)
 
         async with listener:
-            task_status.started(format_address(bound_host, bound_port))
+            task_status.started(address)
             if mode is TlsMode.PERMISSIVE:
                 # sockets are taken before any stream reads them: the first byte, only
                 # peeked at, stays in the kernel for whichever stream reads next
@@ -106,6 +102,43 @@ class TcpTransport:
             else:
                 # enforcing: a plain client's first bytes fail the handshake, which closes it
                 await accept_forever(listener, serve_stream)
+
+    async def listen_sockets(
+        self,
+        host: str,
+        port: int,
+        handler: SocketHandler,
+        *,
+        tls: TlsOptions | None = None,
+        task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """As ``listen``, but each connection is handed over as its socket (non-blocking,
+        TCP_NODELAY, nothing read) with the SSL context to serve it with: None for plain
+        (tls disabled, or a permissive port's client whose first byte opens no TLS
+        handshake). For asyncio servers that run connections on the event loop's own
+        transports (``loop.connect_accepted_socket``), whose TLS is compiled with uvloop;
+        the certificates reload as ``listen``'s do."""
+        listener, address = await _bind(host, port)
+        mode = TlsMode.DISABLED if tls is None else tls.mode
+        contexts = ServerContexts(tls) if tls is not None and mode is not TlsMode.DISABLED else None
+
+        async def classify(client: socket.socket) -> None:
+            context = None
+            if contexts is not None:
+                if mode is TlsMode.PERMISSIVE:
+                    first = await _peek_first_byte(client)
+                    if first is None:
+                        client.close()
+                        return
+                    if first == TLS_HANDSHAKE_BYTE:
+                        context = contexts.current()
+                else:
+                    context = contexts.current()
+            await handler(client, context)
+
+        async with listener:
+            task_status.started(address)
+            await accept_each([_SocketAcceptor(m) for m in listener_members(listener)], classify)
 
     async def connect(self, host: str, port: int, *, tls: TlsOptions | None = None) -> ByteStream:
         if tls is not None:
@@ -124,6 +157,19 @@ class TcpTransport:
         except BaseException:
             await anyio.aclose_forcefully(stream)
             raise
+
+
+async def _bind(host: str, port: int) -> tuple[Listener[SocketStream], str]:
+    """A listener on ``host:port`` and its bound ``host:port``; ConfigError when taken."""
+    try:
+        listener = await anyio.create_tcp_listener(
+            local_host=host, local_port=port, reuse_port=False
+        )
+    except OSError as exc:
+        raise listen_error(host, port, exc) from None
+    # an IP socket's address: (host, port) or (host, port, flowinfo, scope id)
+    bound = cast("IPSockAddrType", listener.extra(SocketAttribute.local_address))
+    return listener, format_address(*bound[:2])
 
 
 async def _handshake(stream: ByteStream, context: ssl.SSLContext) -> TLSStream | None:
