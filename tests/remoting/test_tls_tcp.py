@@ -4,7 +4,10 @@ registers with a name server that speaks only TLS."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import ssl
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -191,6 +194,43 @@ async def test_a_renewed_certificate_serves_the_next_handshake(tmp_path, caplog,
         assert len(failures) == 1 and str(cert) in failures[0].getMessage()
         install(old_authority)  # the pair complete again
         assert await echo(address, TlsOptions(ca_file=old_ca)) == b"ping"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # asyncio's transports serve them
+async def test_listen_sockets_hands_over_each_socket_with_the_context_to_serve_it(pki):
+    """A permissive port: a plain client's socket comes without a context, a TLS client's
+    with the listener's, which the event loop's own TLS layer then serves."""
+    seen: list[bool] = []
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport):
+            self.transport = transport
+
+        def data_received(self, data):
+            self.transport.write(data)
+
+    async def serve(client, context):
+        seen.append(context is not None)
+        loop = asyncio.get_running_loop()
+        await loop.connect_accepted_socket(Echo, client, ssl=context)
+
+    async with anyio.create_task_group() as group:
+        address = await group.start(
+            partial(TcpTransport().listen_sockets, tls=listener(pki, TlsMode.PERMISSIVE)),
+            "127.0.0.1",
+            0,
+            serve,
+        )
+        host, port = address.rsplit(":", 1)
+        async with await anyio.connect_tcp(host, int(port)) as plain:
+            await plain.send(b"\x00plain")
+            assert await plain.receive() == b"\x00plain"
+        context = ssl.create_default_context(cafile=pki.ca)
+        async with await anyio.connect_tcp(host, int(port), ssl_context=context) as encrypted:
+            await encrypted.send(b"encrypted")
+            assert await encrypted.receive() == b"encrypted"
+        group.cancel_scope.cancel()
+    assert seen == [False, True]
 
 
 async def test_an_enforcing_port_refuses_a_plain_client(pki):
