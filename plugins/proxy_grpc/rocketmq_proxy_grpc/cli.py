@@ -58,6 +58,12 @@ class ProxyCommand:
         )
         # as Apache's proxy: tls.server.mode (and /etc/rocketmq/tls.properties) covers gRPC
         add_tls_options(parser)
+        parser.add_argument(
+            "--tls-enable",
+            choices=["true", "false"],
+            help="tls.enable: the proxy's own connections to name servers and brokers use"
+            " TLS (default: when --tls-mode is enforcing)",
+        )
 
     def run(self, args: argparse.Namespace, host: object) -> int:
         if not 0 <= args.grpc_port <= 65535:
@@ -68,7 +74,7 @@ class ProxyCommand:
             return 2
         credentials = Credentials(args.access_key, args.secret_key) if args.access_key else None
         try:
-            tls = _listener_tls(args)
+            tls, outbound = _tls_of(args)
             # the TLS listener is the tcp transport's (a ConfigError when not installed)
             tcp = host.registry.transports.get("tcp") if tls else None  # type: ignore[attr-defined]
         except ConfigError as exc:
@@ -86,6 +92,7 @@ class ProxyCommand:
                 namesrv_addr=args.namesrv_addr,
                 instance_name="rocketmq-grpc-proxy",
                 credentials=credentials,
+                tls=outbound,
             ),
             acl=AclService.for_broker(acl_home(args.acl_home)) if args.acl_home else None,
             tls=tls,
@@ -102,14 +109,19 @@ class ProxyCommand:
         return 0
 
 
-def _listener_tls(args: argparse.Namespace) -> TlsOptions | None:
-    """How the gRPC port serves TLS (None: plain), from the --tls-* options."""
+def _tls_of(args: argparse.Namespace) -> tuple[TlsOptions | None, TlsOptions | None]:
+    """How the gRPC port serves TLS and how the proxy's own connections to name servers
+    and brokers use it (None: plain), from the --tls-* options and tls.properties; as
+    Apache's, its own connections use TLS when the mode is enforcing."""
     settings = TlsSettings()
     apply_tls_options(args, settings)
+    if args.tls_enable:
+        settings.tls_enable = args.tls_enable
     if bool(settings.tls_server_cert_path) != bool(settings.tls_server_key_path):
         raise ConfigError("--tls-cert and --tls-key go together: pass both")
     settings.validate_tls()
-    return settings.resolved_tls().listener_tls()
+    resolved = settings.resolved_tls()
+    return resolved.listener_tls(), resolved.outbound_tls()
 
 
 def _sole_config_error(error: BaseException) -> ConfigError | None:

@@ -210,6 +210,7 @@ class LocalProxyService:
                 namesrv_addr=config.namesrv_addr,
                 instance_name="rocketmq-grpc-proxy",
                 credentials=config.inner_client_credentials(),
+                tls=config.client_tls(),  # as the broker's own connections (tls.enable)
             ),
             acl=self.broker.acl,  # the broker's rules, which its watcher keeps current
             # tls.server.mode serves the gRPC port too, as in Apache's proxy

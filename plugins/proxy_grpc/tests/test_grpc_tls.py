@@ -192,6 +192,7 @@ def test_the_proxy_command_serves_tls_as_its_options_say(cluster, pki, tmp_path)
         *(sys.executable, "-m", "rocketmq_core.cli", "proxy", "-n", cluster.namesrv_address),
         *("--host", "127.0.0.1", "--grpc-port", str(port), "--advertised-host", "127.0.0.1"),
         *("--tls-mode", "enforcing", "--tls-cert", pki.cert, "--tls-key", pki.key),
+        *("--tls-enable", "false"),  # the cluster serves plain
     ]
     log = tmp_path / "proxy.log"
     with open(log, "wb") as err:
@@ -243,3 +244,26 @@ def test_a_taken_tls_grpc_port_leaves_the_broker_serving(tmp_path, pki, caplog):
             assert not local.broker.services["grpc_proxy"].serving
     assert f"0.0.0.0:{taken}" in caplog.text
     assert "no gRPC proxy beside this broker" in caplog.text
+
+
+def test_beside_a_broker_that_enforces_tls_the_proxy_reaches_it_over_tls(tmp_path, pki):
+    """Enforcing: every TCP port takes TLS only, so the proxy's own connections to the
+    name server and the broker use TLS as the broker's do (tls.enable follows the mode)."""
+    tls = {
+        "tls_config_file": "",
+        "tls_server_mode": "enforcing",
+        "tls_server_cert_path": pki.cert,
+        "tls_server_key_path": pki.key,
+    }
+    with EmbeddedCluster(tmp_path, namesrv_overrides=tls, grpc_server_port=0, **tls) as local:
+        local.create_topic(TOPIC)
+        port = local.broker.services["grpc_proxy"].port
+        with tls_channel(port, pki) as channel:
+            assert query_route(channel, port).status.code == pb.OK
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            sent = stub.SendMessage(
+                spb.SendMessageRequest(messages=[message(TOPIC, b"TLS all the way")]),
+                metadata=metadata(),
+                timeout=10,
+            )
+    assert sent.status.code == pb.OK, sent.status
