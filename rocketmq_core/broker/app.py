@@ -93,7 +93,9 @@ class Broker:
         self.topics = TopicConfigManager(config, str(root / "config" / "topics.json"))
         self.offsets = ConsumerOffsetManager(str(root / "config" / "consumerOffset.json"))
         self.groups = SubscriptionGroupManager(
-            str(root / "config" / "subscriptionGroup.json"), config.auto_create_subscription_group
+            str(root / "config" / "subscriptionGroup.json"),
+            config.auto_create_subscription_group,
+            mirrors_master=config.is_slave,
         )
         self.consumers = ConsumerManager()
         self.producers = ProducerManager()

@@ -22,10 +22,17 @@ log = logging.getLogger("rocketmq.broker")
 
 class SubscriptionGroupManager(VersionedConfigFile):
     def __init__(
-        self, path: str, auto_create: bool = True, clock: Callable[[], float] = time.time
+        self,
+        path: str,
+        auto_create: bool = True,
+        clock: Callable[[], float] = time.time,
+        *,
+        mirrors_master: bool = False,
     ) -> None:
         super().__init__(path, clock)
         self.auto_create = auto_create
+        # a slave's table is its master's copy, replaced whenever the versions differ
+        self.mirrors_master = mirrors_master
         self.table: dict[str, SubscriptionGroupConfig] = {}
 
     def load(self) -> None:
@@ -38,6 +45,12 @@ class SubscriptionGroupManager(VersionedConfigFile):
         config = self.table.get(group)
         if config is None and self.auto_create:
             config = self.table[group] = SubscriptionGroupConfig(group)
+            if self.mirrors_master:
+                # in memory, at the master's version: a new version would make every sync
+                # replace the table (dropping the group) and write the file, the next
+                # pull make it again, and so on, each slaveSyncInterval
+                log.info("subscription group %s created on first use on this slave", group)
+                return config
             self._bump()
             log.info("subscription group %s created on first use", group)
         return config

@@ -93,6 +93,27 @@ async def test_a_group_created_on_the_master_appears_on_the_slave(tmp_path, name
         assert slave.groups.data_version == master.groups.data_version
 
 
+async def test_a_group_a_slave_makes_for_a_pull_leaves_its_copy_in_step(
+    tmp_path, namesrv, plugin_host
+):
+    """A group made on first use on a slave keeps the master's version: the sync neither
+    replaces the table nor writes the file each interval for it."""
+    async with (
+        serving(master_config(tmp_path, namesrv), plugin_host) as master,
+        serving(fast_slave_config(tmp_path, namesrv), plugin_host) as slave,
+    ):
+        master.groups.update(SubscriptionGroupConfig("Billing"))
+        await until(lambda: "Billing" in slave.groups.table)
+        assert slave.groups.find("ReaderOnSlave") is not None
+        assert slave.groups.data_version == master.groups.data_version
+        path = tmp_path / "slave/config/subscriptionGroup.json"
+        written = path.stat().st_mtime_ns
+        rounds = slave.services["slave_sync"].rounds
+        await until(lambda: slave.services["slave_sync"].rounds >= rounds + 3)
+        assert "ReaderOnSlave" in slave.groups.table
+        assert path.stat().st_mtime_ns == written
+
+
 async def test_the_masters_delay_offsets_are_kept_verbatim_on_the_slave(
     tmp_path, namesrv, plugin_host
 ):
