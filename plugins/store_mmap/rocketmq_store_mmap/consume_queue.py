@@ -172,7 +172,9 @@ class ConsumeQueue:
             self.files.append(mapped)
         position = mapped.wrote
         view = mapped.view()
-        mapped.allocate(position + ENTRY_SIZE)
+        # blocks ahead: a slave's and recovery's entries all come this way, one at a time,
+        # and a fallocate per page of entries was 4% of a slave's time
+        mapped.allocate_ahead(position + ENTRY_SIZE)
         view[position : position + ENTRY_SIZE] = entry
         mapped.wrote = position + ENTRY_SIZE
 
