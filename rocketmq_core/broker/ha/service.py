@@ -28,7 +28,7 @@ from ...store.api import (
     ReplicationTarget,
     replication_refusal,
 )
-from .master import HAMaster, MasterSettings
+from .master import ASYNC_GATHER_WINDOW, HAMaster, MasterSettings
 from .progress import ReplicaProgress
 from .slave import HAClient, SlaveSettings
 
@@ -85,6 +85,9 @@ class HAService:
                         transfer_batch_size=config.ha_transfer_batch_size,
                         heartbeat_interval=config.ha_send_heartbeat_interval / 1000,
                         housekeeping_interval=config.ha_housekeeping_interval / 1000,
+                        gather_window=(
+                            0.0 if config.broker_role == "SYNC_MASTER" else ASYNC_GATHER_WINDOW
+                        ),
                     ),
                 )
                 group.start_soon(self._expire_waits)
