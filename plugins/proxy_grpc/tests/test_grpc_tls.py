@@ -96,17 +96,28 @@ def query_route(channel: grpc.Channel, port: int, timeout: float = 10) -> spb.Qu
     return stub.QueryRoute(request, metadata=metadata(), timeout=timeout)
 
 
+def send_one(channel: grpc.Channel, body: bytes) -> spb.SendMessageResponse:
+    stub = service_pb2_grpc.MessagingServiceStub(channel)
+    request = spb.SendMessageRequest(messages=[message(TOPIC, body)])
+    return stub.SendMessage(request, metadata=metadata(), timeout=10)
+
+
+def broker_tls(pki: Pki, mode: str) -> dict[str, str]:
+    """broker.conf's TLS keys (as config fields) for ``mode`` with the test certificate."""
+    return {
+        "tls_config_file": "",
+        "tls_server_mode": mode,
+        "tls_server_cert_path": pki.cert,
+        "tls_server_key_path": pki.key,
+    }
+
+
 def test_a_permissive_grpc_port_serves_tls_and_plain_clients(cluster, pki):
     with serving(cluster, server_tls(pki, TlsMode.PERMISSIVE)) as proxy:
         port = proxy.port
         with tls_channel(port, pki) as channel:
             assert query_route(channel, port).status.code == pb.OK
-            stub = service_pb2_grpc.MessagingServiceStub(channel)
-            sent = stub.SendMessage(
-                spb.SendMessageRequest(messages=[message(TOPIC, b"over TLS")]),
-                metadata=metadata(),
-                timeout=10,
-            )
+            sent = send_one(channel, b"over TLS")
             assert sent.status.code == pb.OK, sent.status
             assert proxy.front is not None
             # the one relayed connection: from a loopback port of its own, for the client
@@ -172,12 +183,7 @@ def test_a_call_around_the_tls_front_is_refused(cluster, pki):
 def test_a_broker_with_tls_on_serves_its_grpc_port_with_tls_too(tmp_path, pki):
     """Local mode: tls.server.mode of broker.conf covers grpcServerPort, as in Apache's
     proxy."""
-    tls = {
-        "tls_server_mode": "permissive",
-        "tls_server_cert_path": pki.cert,
-        "tls_server_key_path": pki.key,
-    }
-    with EmbeddedCluster(tmp_path, grpc_server_port=0, **tls) as local:
+    with EmbeddedCluster(tmp_path, grpc_server_port=0, **broker_tls(pki, "permissive")) as local:
         local.create_topic(TOPIC)
         port = local.broker.services["grpc_proxy"].port
         with tls_channel(port, pki) as channel:
@@ -231,14 +237,11 @@ def test_a_taken_tls_grpc_port_leaves_the_broker_serving(tmp_path, pki, caplog):
         holder.bind(("0.0.0.0", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        tls = {
-            "tls_server_mode": "permissive",
-            "tls_server_cert_path": pki.cert,
-            "tls_server_key_path": pki.key,
-        }
         with (
             caplog.at_level(logging.WARNING, "rocketmq.proxy"),
-            EmbeddedCluster(tmp_path, grpc_server_port=taken, **tls) as local,
+            EmbeddedCluster(
+                tmp_path, grpc_server_port=taken, **broker_tls(pki, "permissive")
+            ) as local,
         ):
             assert local.broker.ready
             assert not local.broker.services["grpc_proxy"].serving
@@ -249,21 +252,11 @@ def test_a_taken_tls_grpc_port_leaves_the_broker_serving(tmp_path, pki, caplog):
 def test_beside_a_broker_that_enforces_tls_the_proxy_reaches_it_over_tls(tmp_path, pki):
     """Enforcing: every TCP port takes TLS only, so the proxy's own connections to the
     name server and the broker use TLS as the broker's do (tls.enable follows the mode)."""
-    tls = {
-        "tls_config_file": "",
-        "tls_server_mode": "enforcing",
-        "tls_server_cert_path": pki.cert,
-        "tls_server_key_path": pki.key,
-    }
+    tls = broker_tls(pki, "enforcing")
     with EmbeddedCluster(tmp_path, namesrv_overrides=tls, grpc_server_port=0, **tls) as local:
         local.create_topic(TOPIC)
         port = local.broker.services["grpc_proxy"].port
         with tls_channel(port, pki) as channel:
             assert query_route(channel, port).status.code == pb.OK
-            stub = service_pb2_grpc.MessagingServiceStub(channel)
-            sent = stub.SendMessage(
-                spb.SendMessageRequest(messages=[message(TOPIC, b"TLS all the way")]),
-                metadata=metadata(),
-                timeout=10,
-            )
+            sent = send_one(channel, b"TLS all the way")
     assert sent.status.code == pb.OK, sent.status
