@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import socket
 import subprocess
 import sys
@@ -230,23 +229,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def test_a_taken_tls_grpc_port_leaves_the_broker_serving(tmp_path, pki, caplog):
-    with socket.socket() as holder:
-        holder.bind(("0.0.0.0", 0))
-        holder.listen()
-        taken = holder.getsockname()[1]
-        with (
-            caplog.at_level(logging.WARNING, "rocketmq.proxy"),
-            EmbeddedCluster(
-                tmp_path, grpc_server_port=taken, **broker_tls(pki, "permissive")
-            ) as local,
-        ):
-            assert local.broker.ready
-            assert not local.broker.services["grpc_proxy"].serving
-    assert f"0.0.0.0:{taken}" in caplog.text
-    assert "no gRPC proxy beside this broker" in caplog.text
 
 
 def test_beside_a_broker_that_enforces_tls_the_proxy_reaches_it_over_tls(tmp_path, pki):

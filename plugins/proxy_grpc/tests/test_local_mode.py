@@ -38,14 +38,20 @@ def test_the_broker_serves_grpc_on_its_grpc_server_port(tmp_path, backend):
     assert len(answer.message_queues) == 4
 
 
-def test_a_taken_grpc_port_leaves_the_broker_serving(tmp_path, caplog):
+# TLS on: the port is the TLS listener's (tls_front.py); test mode makes its certificate
+@pytest.mark.parametrize(
+    "tls",
+    [{}, {"tls_config_file": "", "tls_server_mode": "permissive"}],
+    ids=["plain", "tls"],
+)
+def test_a_taken_grpc_port_leaves_the_broker_serving(tmp_path, caplog, tls):
     with socket.socket() as holder:
         holder.bind(("0.0.0.0", 0))
         holder.listen()
         taken = holder.getsockname()[1]
         with (
             caplog.at_level(logging.WARNING, "rocketmq.proxy"),
-            EmbeddedCluster(tmp_path, grpc_server_port=taken) as cluster,
+            EmbeddedCluster(tmp_path, grpc_server_port=taken, **tls) as cluster,
         ):
             assert cluster.broker.ready
             assert not cluster.broker.services["grpc_proxy"].serving
