@@ -104,12 +104,15 @@ async def test_a_group_a_slave_makes_for_a_pull_leaves_its_copy_in_step(
     ):
         master.groups.update(SubscriptionGroupConfig("Billing"))
         await until(lambda: "Billing" in slave.groups.table)
+        sync = slave.services["slave_sync"]
+        rounds = sync.rounds
+        await until(lambda: sync.rounds > rounds)  # the round that copied it has persisted
         assert slave.groups.find("ReaderOnSlave") is not None
         assert slave.groups.data_version == master.groups.data_version
         path = tmp_path / "slave/config/subscriptionGroup.json"
         written = path.stat().st_mtime_ns
-        rounds = slave.services["slave_sync"].rounds
-        await until(lambda: slave.services["slave_sync"].rounds >= rounds + 3)
+        rounds = sync.rounds
+        await until(lambda: sync.rounds >= rounds + 3)
         assert "ReaderOnSlave" in slave.groups.table
         assert path.stat().st_mtime_ns == written
 

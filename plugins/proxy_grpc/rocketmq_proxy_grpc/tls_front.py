@@ -126,7 +126,8 @@ class TlsFront:
                     ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT if context else None,
                 )
             except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
-                _relay_log.warning("closing %s: its TLS handshake failed: %r", address, exc)
+                what = "its TLS handshake failed" if context else "it could not be served"
+                _relay_log.warning("closing %s: %s: %r", address, what, exc)
                 client.close()
                 return
             try:
@@ -137,13 +138,17 @@ class TlsFront:
                 )
                 relay.end(abort=True)
                 return
+            if relay.ended.is_set():  # the client left while the loopback side connected
+                relay.end(abort=True)
+                return
             relayed_from = relay.backend_port()
             self._clients[relayed_from] = address  # before a byte reaches grpc.aio
             try:
                 relay.join()
                 await relay.ended.wait()
             finally:
-                del self._clients[relayed_from]
+                if self._clients.get(relayed_from) == address:
+                    del self._clients[relayed_from]
         except Exception:  # one connection's failure, never the port's
             log.exception("relaying %s to the gRPC server failed", address)
         finally:
@@ -171,8 +176,11 @@ class _Relay:
 
     def join(self) -> None:
         """Start relaying: what either side read meanwhile goes over first."""
-        self.client.attach(self.backend)
-        self.backend.attach(self.client)
+        self.client.peer, self.backend.peer = self.backend, self.client
+        self.client.flush_early()
+        self.backend.flush_early()
+        if self.client.transport is not None:
+            self.client.transport.resume_reading()  # paused until now (connection_made)
 
     def end(self, *, abort: bool = False) -> None:
         """Close both sides: with what they hold written out first, unless ``abort``."""
@@ -198,10 +206,15 @@ class _Side(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.relay.ended.is_set():  # the other side is gone already
+            transport.abort()  # type: ignore[attr-defined]
+        elif self is self.relay.client:
+            # nothing to write to until the loopback side connects: read no more meanwhile
+            self.transport.pause_reading()  # type: ignore[union-attr]
 
-    def attach(self, peer: _Side) -> None:
-        self.peer = peer
-        if self._early and peer.transport is not None:
+    def flush_early(self) -> None:
+        peer = self.peer
+        if self._early and peer is not None and peer.transport is not None:
             peer.transport.write(b"".join(self._early))
         self._early.clear()
 
@@ -209,7 +222,7 @@ class _Side(asyncio.Protocol):
         peer = self.peer
         if peer is None or peer.transport is None:
             self._early.append(data)
-        else:
+        elif not peer.transport.is_closing():  # uvloop raises on a closed one
             peer.transport.write(data)
 
     def eof_received(self) -> bool:

@@ -79,9 +79,8 @@ class TcpTransport:
         async def serve_socket(client: socket.socket) -> None:
             """Permissive: TLS when the first byte opens a handshake, else plain."""
             assert contexts is not None
-            first = await _peek_first_byte(client)
+            first = await _peeked_or_closed(client)
             if first is None:
-                client.close()
                 return
             stream: ByteStream = await SocketStream.from_socket(client)
             _read_on_demand(stream)
@@ -126,9 +125,8 @@ class TcpTransport:
             context = None
             if contexts is not None:
                 if mode is TlsMode.PERMISSIVE:
-                    first = await _peek_first_byte(client)
+                    first = await _peeked_or_closed(client)
                     if first is None:
-                        client.close()
                         return
                     if first == TLS_HANDSHAKE_BYTE:
                         context = contexts.current()
@@ -197,6 +195,19 @@ async def _peek_first_byte(client: socket.socket) -> int | None:
                 return first[0] if first else None  # b"": closed before sending
     except (OSError, TimeoutError):
         return None
+
+
+async def _peeked_or_closed(client: socket.socket) -> int | None:
+    """``_peek_first_byte``; the socket closed when that is None or the wait cancelled
+    (a listener stopping)."""
+    try:
+        first = await _peek_first_byte(client)
+    except BaseException:
+        client.close()
+        raise
+    if first is None:
+        client.close()
+    return first
 
 
 class _SocketAcceptor:
