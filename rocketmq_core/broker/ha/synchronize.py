@@ -55,7 +55,9 @@ class SlaveSynchronize:
             what: RateLimitedLog(log, FAILURE_LOG_INTERVAL)
             for what in ("topics", "offsets", "delay offsets", "groups", "timer progress")
         }
-        self._told_no_vip: str | None = None  # the master said once to serve no VIP port
+        # the master whose VIP port failed: later rounds ask its main port at once (a port
+        # that takes the request and never answers would cost each round its timeout)
+        self._no_vip: str | None = None
 
     @classmethod
     def for_broker(cls, broker: Broker) -> SlaveSynchronize | None:
@@ -114,13 +116,17 @@ class SlaveSynchronize:
         return reply.body or b""
 
     async def _sync_topics(self, master: str) -> None:
-        try:
-            body = await self._ask(vip_address(master), RequestCode.GET_ALL_TOPIC_CONFIG, "topics")
-        except RemotingError as exc:  # refused, or another program holds that port
-            if self._told_no_vip != master:
-                self._told_no_vip = master
-                log.warning("master %s: no VIP port (%s); asking its main port", master, exc)
+        if self._no_vip == master:
             body = await self._ask(master, RequestCode.GET_ALL_TOPIC_CONFIG, "topics")
+        else:
+            try:
+                body = await self._ask(
+                    vip_address(master), RequestCode.GET_ALL_TOPIC_CONFIG, "topics"
+                )
+            except RemotingError as exc:  # refused, or another program holds that port
+                self._no_vip = master
+                log.warning("master %s: no VIP port (%s); asking its main port", master, exc)
+                body = await self._ask(master, RequestCode.GET_ALL_TOPIC_CONFIG, "topics")
         wrapper = TopicConfigWrapper.from_json(load_object(body, "topic config"))
         topics = self.broker.topics
         if wrapper.data_version != topics.data_version:
