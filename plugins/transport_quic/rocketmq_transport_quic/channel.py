@@ -123,11 +123,20 @@ class QuicChannel(ByteStream):
             elif isinstance(event, events.HandshakeCompleted):
                 self.handshake_complete = True
             elif isinstance(event, events.ConnectionTerminated):
-                clean = event.error_code == QuicErrorCode.NO_ERROR
-                reason = event.reason_phrase or f"error {event.error_code:#x}"
-                self._end("closed by the peer" if clean else reason, clean=clean)
+                self._end_as(event)
             else:
                 self.connection_event(event)
+        closing = self.quic._close_event
+        if (
+            closing is not None
+            and self.terminated is None
+            and self.quic._state is QuicConnectionState.DRAINING
+        ):
+            # the peer closed: aioquic reports it only once its draining period (3 probe
+            # timeouts: seconds on a loaded machine) is over, while what is written
+            # meanwhile goes nowhere; requests in flight fail now instead of timing out
+            self._end_as(closing)
+            taken = True
         if taken or always_wake:
             self.notify()
 
@@ -138,6 +147,11 @@ class QuicChannel(ByteStream):
         # remoting uses one stream; a second one is the peer's mistake, not ours to serve
         with contextlib.suppress(ValueError):
             self.quic.stop_stream(stream_id, QuicErrorCode.NO_ERROR)
+
+    def _end_as(self, closed: events.ConnectionTerminated) -> None:
+        clean = closed.error_code == QuicErrorCode.NO_ERROR
+        reason = closed.reason_phrase or f"error {closed.error_code:#x}"
+        self._end("closed by the peer" if clean else reason, clean=clean)
 
     def _end(self, reason: str, *, clean: bool = False) -> None:
         if self.terminated is None:

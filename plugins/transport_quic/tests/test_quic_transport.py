@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from aioquic.quic.connection import QuicConnectionState
 from rocketmq_transport_quic import QuicTransport
 from rocketmq_transport_quic.transport import ConnectedDatagramSocket
 
@@ -90,3 +91,30 @@ async def test_a_lost_datagram_is_sent_again_by_the_loss_timer(tls_files, monkey
             response = await client.invoke(address, request, timeout=10)
     assert not drop_next
     assert response.body == b"again"
+
+
+@pytest.mark.anyio
+async def test_a_client_learns_of_the_servers_close_when_it_arrives(tls_files):
+    """aioquic reports a peer's CONNECTION_CLOSE only once its draining period (three
+    probe timeouts) is over; the channel ends as the close arrives, so a request written
+    meanwhile fails instead of vanishing until its timeout."""
+    transport = TlsQuicTransport(tls_files)
+
+    async def close_after_first_bytes(stream):
+        await stream.receive()
+        await stream.aclose()
+
+    async with anyio.create_task_group() as group:
+        address = await group.start(transport.listen, "127.0.0.1", 0, close_after_first_bytes)
+        host, port = address.rsplit(":", 1)
+        channel = await transport.connect(host, int(port))
+        try:
+            await channel.send(b"hello")
+            with anyio.fail_after(10), pytest.raises(anyio.EndOfStream):
+                await channel.receive()
+            assert channel.terminated == "closed by the peer"
+            # ended while aioquic still drains: from the close itself, not its timer
+            assert channel.quic._state is QuicConnectionState.DRAINING
+        finally:
+            await channel.aclose()
+            group.cancel_scope.cancel()
