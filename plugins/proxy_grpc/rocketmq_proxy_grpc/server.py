@@ -54,7 +54,7 @@ class GrpcProxy:
     ) -> None:
         # behind a TLS front grpc.aio listens on loopback only (tls_front.py)
         self.front: TlsFront | None = None
-        if tls is not None and serves_tls(tls):
+        if serves_tls(tls):
             if transport is None:
                 raise ConfigError("TLS on the gRPC port needs the tcp transport plugin")
             self.front = TlsFront(transport, tls)

@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import socket
 import ssl
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -41,7 +41,7 @@ BACKEND_HOST = "127.0.0.1"
 TLS_HANDSHAKE_TIMEOUT = 10.0  # s, as the remoting ports allow
 
 
-def serves_tls(tls: TlsOptions | None) -> bool:
+def serves_tls(tls: TlsOptions | None) -> TypeGuard[TlsOptions]:
     return tls is not None and tls.mode is not TlsMode.DISABLED
 
 

@@ -26,7 +26,6 @@ from rocketmq_core.remoting.transport import (
     TlsMode,
     TlsOptions,
     accept_each,
-    accept_forever,
     format_address,
     listen_error,
     listener_members,
@@ -62,45 +61,20 @@ class TcpTransport:
         tls: TlsOptions | None = None,
         task_status: TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        listener, address = await _bind(host, port)
-        mode = TlsMode.DISABLED if tls is None else tls.mode
-        contexts = ServerContexts(tls) if tls is not None and mode is not TlsMode.DISABLED else None
-
-        async def serve_stream(stream: ByteStream) -> None:
-            _no_delay(stream)
-            _read_on_demand(stream)
-            if contexts is not None:
-                encrypted = await _handshake(stream, contexts.current())
-                if encrypted is None:
-                    return
-                stream = encrypted
-            await handler(stream)
-
-        async def serve_socket(client: socket.socket) -> None:
-            """Permissive: TLS when the first byte opens a handshake, else plain."""
-            assert contexts is not None
-            first = await _peeked_or_closed(client)
-            if first is None:
-                return
+        async def serve(client: socket.socket, context: ssl.SSLContext | None) -> None:
             stream: ByteStream = await SocketStream.from_socket(client)
             _read_on_demand(stream)
-            if first == TLS_HANDSHAKE_BYTE:
-                encrypted = await _handshake(stream, contexts.current())
+            if context is not None:
+                encrypted = await _handshake(stream, context)
                 if encrypted is None:
                     return
                 stream = encrypted
             await handler(stream)
 
-        async with listener:
-            task_status.started(address)
-            if mode is TlsMode.PERMISSIVE:
-                # sockets are taken before any stream reads them: the first byte, only
-                # peeked at, stays in the kernel for whichever stream reads next
-                sockets = [_SocketAcceptor(member) for member in listener_members(listener)]
-                await accept_each(sockets, serve_socket)
-            else:
-                # enforcing: a plain client's first bytes fail the handshake, which closes it
-                await accept_forever(listener, serve_stream)
+        # sockets are taken before any stream reads them: on a permissive port the first
+        # byte, only peeked at, stays in the kernel for the stream made next; on an
+        # enforcing one a plain client's first bytes fail the handshake, which closes it
+        await self.listen_sockets(host, port, serve, tls=tls, task_status=task_status)
 
     async def listen_sockets(
         self,
