@@ -18,6 +18,8 @@ class LatencyFaultTolerance:
         self._available_at: dict[str, float] = {}
 
     def record(self, broker_name: str, latency: float, now: float, *, failed: bool = False) -> None:
+        if not failed and latency < LATENCY_STEPS[2] and not self._available_at:
+            return  # the usual send: quick, and no broker is kept away
         latency = FAILED_LATENCY if failed else latency
         step = bisect.bisect_right(LATENCY_STEPS, latency) - 1
         isolation = ISOLATION[step] if step >= 0 else 0.0

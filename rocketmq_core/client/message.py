@@ -51,14 +51,15 @@ class Message:
     wait_store_ok: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.body, str):
-            self.body = self.body.encode()
-        if not isinstance(self.body, bytes | bytearray | memoryview):
-            raise TypeError(f"a message body is bytes, not {type(self.body).__name__}")
-        self.body = bytes(self.body)
+        if type(self.body) is not bytes:  # the usual body needs none of this
+            if isinstance(self.body, str):
+                self.body = self.body.encode()
+            if not isinstance(self.body, bytes | bytearray | memoryview):
+                raise TypeError(f"a message body is bytes, not {type(self.body).__name__}")
+            self.body = bytes(self.body)
         if self.delay_level < 0:
             raise ValueError(f"delay_level is 0 (none) or a level from 1, not {self.delay_level}")
-        clash = RESERVED_PROPERTIES & self.properties.keys()
+        clash = self.properties and RESERVED_PROPERTIES & self.properties.keys()
         if clash:
             raise ValueError(
                 f"properties {sorted(clash)} are set by the client; use the Message fields"

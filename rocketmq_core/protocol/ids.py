@@ -37,14 +37,19 @@ class UniqueIdGenerator:
         self._counter = itertools.count(random.getrandbits(15))
         self._month_start = 0
         self._month_end = 0
+        # the id's first 28 digits, made once per millisecond: sends share them
+        self._head_ms: int | None = None
+        self._head = ""
 
     def next(self, now_ms: int) -> str:
-        if not self._month_start <= now_ms < self._month_end:
-            self._month_start = _month_start_ms(now_ms)
-            self._month_end = _next_month_start_ms(self._month_start)
-        elapsed = now_ms - self._month_start
-        counter = next(self._counter) & 0xFFFF
-        return f"{self._prefix}{elapsed & 0xFFFFFFFF:08X}{counter:04X}"
+        if now_ms != self._head_ms:
+            if not self._month_start <= now_ms < self._month_end:
+                self._month_start = _month_start_ms(now_ms)
+                self._month_end = _next_month_start_ms(self._month_start)
+            elapsed = now_ms - self._month_start
+            self._head = f"{self._prefix}{elapsed & 0xFFFFFFFF:08X}"
+            self._head_ms = now_ms
+        return self._head + "%04X" % (next(self._counter) & 0xFFFF)
 
 
 def _next_month_start_ms(month_start_ms: int) -> int:
