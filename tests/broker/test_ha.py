@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 from contextlib import asynccontextmanager
+from itertools import pairwise
 
 import anyio
 import pytest
@@ -361,6 +362,28 @@ async def test_a_slave_that_reports_nothing_for_the_housekeeping_interval_is_clo
             silent_for = anyio.current_time() - began
     assert 0.95 <= silent_for < 3
     assert "sent nothing for 1 s: closing" in caplog.text
+
+
+async def test_an_idle_master_sends_a_slave_heartbeats_every_interval(
+    tmp_path, namesrv, plugin_host
+):
+    """haSendHeartbeatInterval: with nothing appended, the writer still wakes (the HA
+    port's tick) and sends an empty frame once that long has passed since its last."""
+    config = master_config(tmp_path, namesrv, ha_send_heartbeat_interval=200)
+    async with serving(config, plugin_host) as master:
+        stream = await anyio.connect_tcp("127.0.0.1", master.config.ha_listen_port)
+        async with stream:
+            await stream.send(encode_offset_report(0))
+            reader = TransferReader()
+            frames = []
+            with anyio.fail_after(5):
+                while len(frames) < 4:
+                    frames += [
+                        (anyio.current_time(), t) for t in reader.feed(await stream.receive())
+                    ]
+    assert all(transfer.body == b"" for _, transfer in frames)
+    gaps = [later - earlier for (earlier, _), (later, _) in pairwise(frames)]
+    assert all(0.15 <= gap < 1.0 for gap in gaps), gaps
 
 
 async def test_a_slave_that_reports_within_the_housekeeping_interval_stays(
