@@ -59,7 +59,7 @@ class Message:
             self.body = bytes(self.body)
         if self.delay_level < 0:
             raise ValueError(f"delay_level is 0 (none) or a level from 1, not {self.delay_level}")
-        clash = self.properties and RESERVED_PROPERTIES & self.properties.keys()
+        clash = RESERVED_PROPERTIES & self.properties.keys()
         if clash:
             raise ValueError(
                 f"properties {sorted(clash)} are set by the client; use the Message fields"

@@ -84,7 +84,7 @@ def _send_answer(fields: dict[str, str]) -> tuple[str, int, int, str | None, str
     msg_id, queue_id, queue_offset, transaction_id, recall_handle = _ANSWER_NAMES
     try:
         read = (fields[msg_id], int(fields[queue_id]), int(fields[queue_offset]))
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         read = None
     if read is None or read[1] not in _INT32 or not -(1 << 63) <= read[2] < 1 << 63:
         header = SendMessageResponseHeader.from_ext_fields(fields)

@@ -383,7 +383,9 @@ async def test_an_idle_master_sends_a_slave_heartbeats_every_interval(
                     ]
     assert all(transfer.body == b"" for _, transfer in frames)
     gaps = [later - earlier for (earlier, _), (later, _) in pairwise(frames)]
-    assert all(0.15 <= gap < 1.0 for gap in gaps), gaps
+    # measured where they arrive: one gap may shrink by a stall of this event loop
+    assert all(0.05 <= gap < 1.0 for gap in gaps), gaps
+    assert sum(gaps) / len(gaps) >= 0.15, gaps
 
 
 async def test_a_slave_that_reports_within_the_housekeeping_interval_stays(

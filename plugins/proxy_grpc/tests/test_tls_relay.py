@@ -18,7 +18,16 @@ from test_grpc_tls import Pki, server_tls
 from rocketmq_core.remoting.transport import TlsMode
 
 CHUNK = 64 << 10
-TOTAL = 128 << 20  # more than every kernel buffer on the way can hold (tcp_rmem max: 32 MiB)
+
+
+def _most(setting: str) -> int:
+    """The largest buffer a TCP socket may grow to (the third of tcp_rmem/tcp_wmem)."""
+    return int(open(f"/proc/sys/net/ipv4/{setting}").read().split()[2])
+
+
+# more than the kernel buffers on the way can hold (client send, relay receive and send,
+# backend receive), so that flow control, not the kernel, is what holds the client
+TOTAL = max(128 << 20, 4 * (_most("tcp_rmem") + _most("tcp_wmem"))) // CHUNK * CHUNK
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +117,10 @@ class Reader(threading.Thread):
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_client_gone_before_its_loopback_twin_connects_leaves_no_relay(pki, anyio_backend):
     """A client that leaves while the relay still connects to the backend (here: the
-    backend's accept queue is full, so the connect waits for a SYN retry) ends its relay
-    once the connect is done: the loopback connection is closed, nothing stays noted."""
+    backend's accept queue is full, so the connect waits for a SYN retry): once the
+    connect is done, the relay hands over what the client sent, meets its end and closes
+    the loopback connection; nothing stays noted. (The client's side reads nothing until
+    then, so its close is seen after the join.)"""
     backend = socket.create_server(("127.0.0.1", 0), backlog=0)
     filler = socket.create_connection(backend.getsockname())  # the queue's one place
     front = TlsFront(TcpTransport(), server_tls(pki, TlsMode.PERMISSIVE))
@@ -123,6 +134,7 @@ async def test_a_client_gone_before_its_loopback_twin_connects_leaves_no_relay(p
                 client.sendall(b"PRI * HTTP/2.0")  # the first bytes a gRPC client sends
                 await anyio.sleep(0.3)  # the relay has taken it and waits on its connect
                 client.close()
+                backend.settimeout(30)  # a relay that never connects fails the test
                 backend.accept()[0].close()  # the filler's place frees: the retry gets in
                 relayed, _ = await anyio.to_thread.run_sync(backend.accept)
                 with relayed:

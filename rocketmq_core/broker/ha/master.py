@@ -57,6 +57,7 @@ class HAMaster:
         self.slaves: set[SlaveConnection] = set()
         self._appended = anyio.Event()
         self._idle_writers = 0
+        self._ticking = anyio.Event()  # set: a writer waits, so the tick runs
         # (slave host, its end) already reported ahead of this master: said once, not per loop
         self._told_ahead: set[tuple[str, int]] = set()
 
@@ -86,6 +87,8 @@ class HAMaster:
         checked for data first. No timeout of its own: a cancel scope per wait cost the
         master ~10% of a message sent on its own."""
         self._idle_writers += 1
+        if not self._ticking.is_set():
+            self._ticking.set()
         try:
             await self._appended.wait()
         finally:
@@ -93,8 +96,12 @@ class HAMaster:
 
     async def _tick(self) -> None:
         """Wake the waiting writers every POLL_INTERVAL: each then looks for data it was
-        not woken for and whether a heartbeat is due."""
+        not woken for and whether a heartbeat is due. Idle while no writer waits (no
+        slave: an idle master does not wake for it)."""
         while True:
+            if not self._idle_writers:
+                self._ticking = anyio.Event()
+                await self._ticking.wait()
             await anyio.sleep(POLL_INTERVAL)
             if self._idle_writers and not self._appended.is_set():
                 self._appended.set()
