@@ -24,6 +24,7 @@ from rocketmq_core.remoting.transport import TlsOptions, Transport, parse_addres
 
 from .acl import GrpcAclVerifier
 from .local import DEFAULT_GRPC_PORT
+from .local_clients import LocalConsumers
 from .routes import endpoints_of
 from .service import MessagingService
 from .tls_front import BACKEND_HOST, TlsFront, serves_tls
@@ -65,6 +66,8 @@ class GrpcProxy:
             namesrv_addr=namesrv_addr, instance_name="rocketmq-grpc-proxy"
         )
         self.acl = acl  # ACL on: the rules that signed metadata is checked against
+        # local mode on the broker's own event loop: its 5.x consumers go in its table
+        self.local_broker: Any = None
         self.service: MessagingService | None = None
         self.backend_port: int | None = None  # behind a TLS front: grpc.aio's loopback port
 
@@ -90,6 +93,7 @@ class GrpcProxy:
                 endpoints_of(self.advertised_host, bound),
                 verifier,
                 peer_of=front.client_of if front else None,
+                local=LocalConsumers(self.local_broker) if self.local_broker is not None else None,
             )
             service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)
             await server.start()
@@ -223,6 +227,7 @@ class LocalProxyService:
             await self._serve_in_a_thread(proxy, task_status)
 
     async def _serve_in_this_loop(self, proxy: GrpcProxy, task_status: TaskStatus[None]) -> None:
+        proxy.local_broker = self.broker  # one loop: the broker's tables may be touched
         try:
             async with anyio.create_task_group() as group:
                 try:

@@ -43,6 +43,7 @@ from .acl import GrpcAclVerifier, consume, publish
 from .clients import Client, ClientRegistry, merged_settings
 from .consume import Consuming
 from .convert import OutgoingMessage, incoming, outgoing
+from .local_clients import LocalConsumers
 from .metadata import RequestMetadata
 from .status import OK, Code, ProxyError, status, status_of
 from .transactions import TransactionRecord, TransactionTable
@@ -62,8 +63,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         endpoints: pb.Endpoints,
         verifier: GrpcAclVerifier | None = None,
         peer_of: Callable[[str], str] | None = None,
+        local: LocalConsumers | None = None,
     ) -> None:
         self.instance = instance
+        # local mode on the broker's loop: consumers go in the broker's own table
+        self.local = local
         # gRPC's peer of a call -> the client's host:port (a TLS front knows it)
         self.peer_of = peer_of or _peer_host
         self.endpoints = endpoints  # where clients reach this proxy when they do not say
@@ -156,13 +160,16 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             meta = self.metadata(context)
         except ProxyError as exc:
             return spb.HeartbeatResponse(status=exc.status)
-        if self.clients.get(meta.client_id) is None:
+        client = self.clients.get(meta.client_id)
+        if client is None:
             return spb.HeartbeatResponse(
                 status=status(
                     Code.UNRECOGNIZED_CLIENT_TYPE,
                     "no settings from this client yet: open the Telemetry stream first",
                 )
             )
+        if self.local is not None:  # still there: before the broker's channel expiry
+            self.local.register(client, meta, self.peer_of(context.peer()))
         return spb.HeartbeatResponse(status=OK)
 
     async def NotifyClientTermination(
@@ -175,6 +182,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         client = self.clients.remove(meta.client_id)
         if client is not None:
             self._forget_publisher(client)
+            if self.local is not None:
+                self.local.unregister(client)
         self.consuming.renewals.forget_client(meta.client_id)
         return spb.NotifyClientTerminationResponse(status=OK)
 
@@ -188,7 +197,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return
         outbox: asyncio.Queue[Any] = asyncio.Queue()
         client: Client | None = None
-        reader = asyncio.ensure_future(self._read_telemetry(meta, request_iterator, outbox))
+        peer = self.peer_of(context.peer())
+        reader = asyncio.ensure_future(self._read_telemetry(meta, peer, request_iterator, outbox))
         try:
             while True:
                 getter = asyncio.ensure_future(outbox.get())
@@ -212,7 +222,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 client.outboxes.remove(outbox)
 
     async def _read_telemetry(
-        self, meta: RequestMetadata, request_iterator: Any, outbox: asyncio.Queue[Any]
+        self, meta: RequestMetadata, peer: str, request_iterator: Any, outbox: asyncio.Queue[Any]
     ) -> None:
         async for command in request_iterator:
             which = command.WhichOneof("command")
@@ -227,6 +237,11 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 client = self.clients.update(meta.client_id, merged)
                 outbox.put_nowait(client)
                 outbox.put_nowait(spb.TelemetryCommand(status=OK, settings=merged))
+                if self.local is not None:
+                    self.local.register(client, meta, peer)
+            elif which in ("thread_stack_trace", "verify_message_result"):
+                if self.local is not None:  # the reply to a command a broker relayed
+                    self.local.replies.arrived(getattr(command, which).nonce, command)
             elif which is not None:
                 log.debug("client %s reported %s", meta.client_id, which)
 

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import logging
+import queue
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import grpc
 import pytest
-from grpc_requests import access_point, metadata, resource
+from google.protobuf.duration_pb2 import Duration
+from grpc_requests import access_point, message, metadata, resource
+from rocketmq_proxy_grpc import local_clients
+from rocketmq_proxy_grpc.clients import Client
 from rocketmq_proxy_grpc.renewals import Renewals
 from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
 from rocketmq_proxy_grpc.v2 import service_pb2 as spb
 from rocketmq_proxy_grpc.v2 import service_pb2_grpc
 
+from rocketmq_core.client.admin import Admin
+from rocketmq_core.client.admin_types import AdminError
+from rocketmq_core.errors import RocketMQError
+from rocketmq_core.protocol.bodies import CMResult
 from rocketmq_core.testing.cluster import EmbeddedCluster
 
 
@@ -81,3 +90,137 @@ def test_a_grpc_failure_after_it_started_leaves_the_broker_serving(
     assert "the gRPC proxy stopped" in caplog.text
     assert "renewals broke" in caplog.text
     assert not service.serving
+
+
+def consumer_settings(group: str, topic: str, port: int) -> pb.Settings:
+    return pb.Settings(
+        client_type=pb.SIMPLE_CONSUMER,
+        access_point=access_point(port),
+        request_timeout=Duration(seconds=3),
+        subscription=pb.Subscription(
+            group=resource(group),
+            subscriptions=[
+                pb.SubscriptionEntry(
+                    topic=resource(topic),
+                    expression=pb.FilterExpression(type=pb.TAG, expression="TagA||TagB"),
+                )
+            ],
+        ),
+        user_agent=pb.UA(language=pb.PYTHON, version="5.1.2"),
+    )
+
+
+def test_a_5x_consumer_is_in_the_brokers_table_and_answers_what_an_admin_asks(
+    tmp_path, monkeypatch
+):
+    """As Apache's proxy in local mode: admin tools list a 5.x consumer, and a running
+    info with jstack or a consume-directly reaches it on its Telemetry stream as
+    PrintThreadStackTraceCommand and VerifyMessageCommand; their replies come back, an
+    unanswered one as SYSTEM_BUSY; NotifyClientTermination takes it off the table."""
+    monkeypatch.setattr(local_clients, "RELAY_TIMEOUT", 0.5)
+    group, topic, client_id = "GID-local-admin", "LocalAdmin", "test-host@7@0@admin"
+    with (
+        EmbeddedCluster(tmp_path, grpc_server_port=0) as cluster,
+        ThreadPoolExecutor(1) as admin_calls,
+    ):
+        cluster.create_topic(topic)
+        port = cluster.broker.services["grpc_proxy"].port
+
+        def ask(method: str, *args, **kwargs):
+            async def call():
+                async with Admin(cluster.namesrv_address) as admin:
+                    return await getattr(admin, method)(*args, **kwargs)
+
+            return admin_calls.submit(cluster.call, call)
+
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            sent = stub.SendMessage(
+                spb.SendMessageRequest(messages=[message(topic, b"verify me", tag="TagA")]),
+                metadata=metadata(client_id),
+            )
+            assert sent.status.code == pb.OK
+            commands: queue.Queue = queue.Queue()
+            commands.put(spb.TelemetryCommand(settings=consumer_settings(group, topic, port)))
+            stream = stub.Telemetry(iter(commands.get, None), metadata=metadata(client_id))
+            try:
+                assert next(stream).status.code == pb.OK  # the settings, answered
+
+                listed = ask("group_connections", group).result(10)
+                assert [(c.client_id, c.language) for c in listed.connections] == [
+                    (client_id, "PYTHON")
+                ]
+                assert (listed.consume_type, listed.subscriptions) == (
+                    "CONSUME_ACTIVELY",
+                    {topic: "TagA||TagB"},
+                )
+
+                running = ask("consumer_running_info", group, client_id, jstack=True)
+                asked = next(stream).print_thread_stack_trace_command
+                commands.put(
+                    spb.TelemetryCommand(
+                        status=pb.Status(code=pb.OK),
+                        thread_stack_trace=spb.ThreadStackTrace(
+                            nonce=asked.nonce, thread_stack_trace='"main" RUNNABLE'
+                        ),
+                    )
+                )
+                assert running.result(10).jstack == '"main" RUNNABLE'
+
+                verified = ask(
+                    "consume_message_directly", group, client_id, sent.entries[0].message_id, topic
+                )
+                verify = next(stream).verify_message_command
+                assert (verify.message.body, verify.message.system_properties.tag) == (
+                    b"verify me",
+                    "TagA",
+                )
+                commands.put(
+                    spb.TelemetryCommand(
+                        status=pb.Status(code=pb.FAILED_TO_CONSUME_MESSAGE),
+                        verify_message_result=spb.VerifyMessageResult(nonce=verify.nonce),
+                    )
+                )
+                result = verified.result(10)
+                assert (result.consume_result, result.remark) == (
+                    CMResult.CR_LATER,
+                    "from gRPC client",
+                )
+
+                unanswered = ask("consumer_running_info", group, client_id, jstack=True)
+                assert next(stream).HasField("print_thread_stack_trace_command")
+                with pytest.raises(RocketMQError, match="call remote timeout"):
+                    unanswered.result(10)
+
+                ended = stub.NotifyClientTermination(
+                    spb.NotifyClientTerminationRequest(group=resource(group)),
+                    metadata=metadata(client_id),
+                )
+                assert ended.status.code == pb.OK
+                with pytest.raises(AdminError, match="no online consumer"):
+                    ask("group_connections", group).result(10)
+            finally:
+                commands.put(None)
+                stream.cancel()
+
+
+def test_a_push_consumer_with_a_sql_filter_is_registered_as_apaches_proxy_does():
+    settings = consumer_settings("GID-sql", "LocalAdmin", 8081)
+    settings.client_type = pb.PUSH_CONSUMER
+    settings.subscription.subscriptions[0].expression.CopyFrom(
+        pb.FilterExpression(type=pb.SQL, expression="a > 1 AND b = 'x'")
+    )
+    data = local_clients.consumer_data(Client("test-host@8@0@sql", settings))
+    assert data is not None
+    assert (data.group_name, data.consume_type.name, data.message_model.name) == (
+        "GID-sql",
+        "CONSUME_PASSIVELY",
+        "CLUSTERING",
+    )
+    (subscription,) = data.subscriptions
+    assert (subscription.topic, subscription.sub_string, subscription.expression_type) == (
+        "LocalAdmin",
+        "a > 1 AND b = 'x'",
+        "SQL92",
+    )
+    assert subscription.tags_set == []

@@ -9,7 +9,7 @@ message itself in the body, read from its CommitLog at the offset the message id
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ...errors import RemotingError, RemotingTimeoutError, RequestRefused
 from ...protocol.codes import VERSION_V3_1_8_SNAPSHOT, ResponseCode
@@ -19,13 +19,23 @@ from ...protocol.headers import (
     GetConsumerRunningInfoRequestHeader,
 )
 from ...protocol.message import decode_offset_msg_id
-from ...remoting.connection import Connection
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
     from ..app import Broker
 
 CALL_CONSUMER_TIMEOUT = 5.0  # s a consumer has to answer a request the broker relays
+
+
+@runtime_checkable
+class RelayChannel(Protocol):
+    """A consumer's channel the broker can relay a request on: a client's connection,
+    or a local gRPC proxy's channel to a 5.x client (its Telemetry stream)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand: ...
 
 
 async def get_consumer_running_info(
@@ -88,7 +98,7 @@ async def call_consumer(
     found = broker.consumers.group(group)
     members = found.channels.items() if found is not None else ()
     channel, client = next(((ch, c) for ch, c in members if c.client_id == client_id), (None, None))
-    if not isinstance(channel, Connection) or channel.closed or client is None:
+    if not isinstance(channel, RelayChannel) or channel.closed or client is None:
         raise RequestRefused(
             ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
         )
