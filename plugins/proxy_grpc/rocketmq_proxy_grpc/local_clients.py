@@ -25,7 +25,13 @@ from rocketmq_core.protocol.bodies import (
     ConsumeMessageDirectlyResult,
     ConsumerRunningInfo,
 )
-from rocketmq_core.protocol.codes import OUR_VERSION, RequestCode, ResponseCode
+from rocketmq_core.protocol.bodies.running import (
+    PROP_CLIENT_VERSION,
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+)
+from rocketmq_core.protocol.codes import OUR_VERSION, LanguageCode, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.heartbeat import (
     ConsumeFromWhere,
@@ -80,10 +86,12 @@ class GrpcClientChannel:
     """A 5.x client as the broker's consumer table holds it: what the broker relays to it
     (``invoke``, as on a client's connection) goes over its Telemetry stream."""
 
-    def __init__(self, client: Client, replies: Replies) -> None:
+    def __init__(self, client: Client, replies: Replies, started_ms: int) -> None:
         self.client = client
         self.replies = replies
         self.peer_address = client.client_id
+        self.group: str | None = None  # where it is in the table
+        self.started_ms = started_ms
 
     @property
     def closed(self) -> bool:
@@ -100,11 +108,26 @@ class GrpcClientChannel:
             f"a gRPC client takes no request {request.code} through the proxy",
         )
 
+    def running_info(self, jstack: str | None = None) -> ConsumerRunningInfo:
+        """What the proxy knows of the client: its settings, as a remoting consumer
+        reports them (Java's mqadmin reads PROP_CONSUME_TYPE of every answer)."""
+        data = consumer_data(self.client)
+        settings = self.client.settings
+        return ConsumerRunningInfo(
+            properties={
+                PROP_CONSUME_TYPE: data.consume_type.name if data else "",
+                PROP_CONSUMER_START_TIMESTAMP: str(self.started_ms),
+                PROP_CONSUME_ORDERLY: "true" if settings.subscription.fifo else "false",
+                PROP_CLIENT_VERSION: settings.user_agent.version,
+            },
+            subscription_set=data.subscriptions if data else [],
+            jstack=jstack,
+        )
+
     async def _running_info(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
-        if request.ext_fields.get("jstackEnable") != "true":
-            # Apache's proxy sends nothing then (the admin waits out its timeout); the
-            # proxy knows no more of a gRPC client than its table shows
-            return request.response(body=ConsumerRunningInfo().encode())
+        if request.ext_fields.get("jstackEnable", "").lower() != "true":
+            # Apache's proxy sends the client nothing then, and the admin times out
+            return request.response(body=self.running_info().encode())
         reply = await self._ask(
             timeout,
             lambda nonce: spb.TelemetryCommand(
@@ -118,7 +141,7 @@ class GrpcClientChannel:
             return request.response(ResponseCode.NO_PERMISSION, "forbidden to verify message")
         if code != Code.OK:
             return request.response(ResponseCode.SYSTEM_ERROR, "verify message failed")
-        info = ConsumerRunningInfo(jstack=reply.thread_stack_trace.thread_stack_trace)
+        info = self.running_info(jstack=reply.thread_stack_trace.thread_stack_trace)
         return request.response(body=info.encode())
 
     async def _verify(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
@@ -162,31 +185,49 @@ class LocalConsumers:
         self._channels: dict[str, GrpcClientChannel] = {}
 
     def register(self, client: Client, meta: RequestMetadata, peer: str) -> None:
-        """The client's settings (or a heartbeat): in the table, or refreshed there."""
-        data = consumer_data(client)
+        """The client's settings (or a heartbeat): in the table, or refreshed there; off
+        it when it no longer subscribes, and out of a group it left."""
+        now = self.broker.now()
+        data = consumer_data(client, sub_version=int(now))
+        channel = self._channels.get(client.client_id)
+        if channel is not None and (channel.client is not client or data is None):
+            self.unregister(channel.client)
+            channel = None
         if data is None:
             return
-        channel = self._channels.get(client.client_id)
-        if channel is None or channel.client is not client:
-            channel = self._channels[client.client_id] = GrpcClientChannel(client, self.replies)
-        channel.peer_address = peer
+        if channel is None:
+            channel = GrpcClientChannel(client, self.replies, int(now))
+            self._channels[client.client_id] = channel
+        if channel.group is not None and channel.group != data.group_name:
+            self.broker.consumers.unregister(channel.group, channel)
+        channel.group, channel.peer_address = data.group_name, peer
         self.broker.consumers.register(
             data,
             channel,
             client.client_id,
-            self.broker.now(),
-            language=meta.language.upper() or "OTHER",
+            now,
+            language=_language(meta.language),
             version=OUR_VERSION,  # as Apache's proxy registers a version it cannot parse
         )
 
     def unregister(self, client: Client) -> None:
         channel = self._channels.pop(client.client_id, None)
-        group = client.group
-        if channel is not None and group:
-            self.broker.consumers.unregister(group, channel)
+        if channel is not None and channel.group is not None:
+            self.broker.consumers.unregister(channel.group, channel)
+
+    def close(self) -> None:
+        """The proxy stops: its clients leave the broker's table now, not at expiry."""
+        for channel in list(self._channels.values()):
+            self.unregister(channel.client)
 
 
-def consumer_data(client: Client) -> ConsumerData | None:
+def _language(name: str) -> str:
+    """A client's x-mq-language as the broker's table names languages (Go's as GO)."""
+    name = {"GOLANG": "GO", "NODEJS": "NODE_JS", "CSHARP": "DOTNET"}.get(name.upper(), name.upper())
+    return name if name in LanguageCode.__members__ else "OTHER"
+
+
+def consumer_data(client: Client, sub_version: int = 0) -> ConsumerData | None:
     """How the broker's table holds a subscribing client (Apache's proxy: a push consumer
     consumes passively, a simple consumer actively; clustering; from the last offset)."""
     settings = client.settings
@@ -196,9 +237,13 @@ def consumer_data(client: Client) -> ConsumerData | None:
     for entry in settings.subscription.subscriptions:
         topic, expression = entry.topic.name, entry.expression.expression or "*"
         if entry.expression.type == pb.SQL:  # no tags to read in it
-            subscriptions.append(SubscriptionData(topic, expression, expression_type="SQL92"))
-        else:
-            subscriptions.append(SubscriptionData.of(topic, expression))
+            subscriptions.append(
+                SubscriptionData(
+                    topic, expression, sub_version=sub_version, expression_type="SQL92"
+                )
+            )
+        else:  # the version stamps a change of filter, as Java's FilterAPI does
+            subscriptions.append(SubscriptionData.of(topic, expression, sub_version))
     push = settings.client_type == pb.PUSH_CONSUMER
     return ConsumerData(
         settings.subscription.group.name,

@@ -88,12 +88,13 @@ class GrpcProxy:
             bound = self._bind(server, front)
             acl = self.acl
             verifier = GrpcAclVerifier(lambda: acl.rules) if acl is not None else None
+            local = LocalConsumers(self.local_broker) if self.local_broker is not None else None
             self.service = MessagingService(
                 instance,
                 endpoints_of(self.advertised_host, bound),
                 verifier,
                 peer_of=front.client_of if front else None,
-                local=LocalConsumers(self.local_broker) if self.local_broker is not None else None,
+                local=local,
             )
             service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)
             await server.start()
@@ -115,6 +116,8 @@ class GrpcProxy:
                     # the calls in flight end within the grace, relayed ones too
                     await server.stop(STOP_GRACE)
                 relays.cancel_scope.cancel()
+                if local is not None:
+                    local.close()
 
     def _bind(self, server: grpc.aio.Server, front: TlsFront | None) -> int:
         if front is not None:  # any free loopback port: the front binds the public one

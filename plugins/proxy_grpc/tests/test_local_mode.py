@@ -117,7 +117,6 @@ def test_a_5x_consumer_is_in_the_brokers_table_and_answers_what_an_admin_asks(
     info with jstack or a consume-directly reaches it on its Telemetry stream as
     PrintThreadStackTraceCommand and VerifyMessageCommand; their replies come back, an
     unanswered one as SYSTEM_BUSY; NotifyClientTermination takes it off the table."""
-    monkeypatch.setattr(local_clients, "RELAY_TIMEOUT", 0.5)
     group, topic, client_id = "GID-local-admin", "LocalAdmin", "test-host@7@0@admin"
     with (
         EmbeddedCluster(tmp_path, grpc_server_port=0) as cluster,
@@ -138,11 +137,14 @@ def test_a_5x_consumer_is_in_the_brokers_table_and_answers_what_an_admin_asks(
             sent = stub.SendMessage(
                 spb.SendMessageRequest(messages=[message(topic, b"verify me", tag="TagA")]),
                 metadata=metadata(client_id),
+                timeout=10,
             )
             assert sent.status.code == pb.OK
             commands: queue.Queue = queue.Queue()
             commands.put(spb.TelemetryCommand(settings=consumer_settings(group, topic, port)))
-            stream = stub.Telemetry(iter(commands.get, None), metadata=metadata(client_id))
+            stream = stub.Telemetry(
+                iter(commands.get, None), metadata=metadata(client_id), timeout=60
+            )
             try:
                 assert next(stream).status.code == pb.OK  # the settings, answered
 
@@ -165,7 +167,14 @@ def test_a_5x_consumer_is_in_the_brokers_table_and_answers_what_an_admin_asks(
                         ),
                     )
                 )
-                assert running.result(10).jstack == '"main" RUNNABLE'
+                info = running.result(10)
+                assert info.jstack == '"main" RUNNABLE'
+                # what Java's mqadmin consumerStatus reads of every answer
+                assert info.properties["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+                assert info.properties["PROP_CLIENT_VERSION"] == "5.1.2"
+                assert [s.topic for s in info.subscription_set] == [topic]
+                plain = ask("consumer_running_info", group, client_id).result(10)
+                assert (plain.jstack, plain.properties["PROP_CONSUMEORDERLY"]) == (None, "false")
 
                 verified = ask(
                     "consume_message_directly", group, client_id, sent.entries[0].message_id, topic
@@ -187,18 +196,29 @@ def test_a_5x_consumer_is_in_the_brokers_table_and_answers_what_an_admin_asks(
                     "from gRPC client",
                 )
 
+                monkeypatch.setattr(local_clients, "RELAY_TIMEOUT", 0.5)
                 unanswered = ask("consumer_running_info", group, client_id, jstack=True)
                 assert next(stream).HasField("print_thread_stack_trace_command")
                 with pytest.raises(RocketMQError, match="call remote timeout"):
                     unanswered.result(10)
 
+                # settings of another group: the client moves there
+                moved = consumer_settings(f"{group}-2", topic, port)
+                commands.put(spb.TelemetryCommand(settings=moved))
+                assert next(stream).settings.subscription.group.name == f"{group}-2"
+                listed = ask("group_connections", f"{group}-2").result(10)
+                assert [c.client_id for c in listed.connections] == [client_id]
+                with pytest.raises(AdminError, match="no online consumer"):
+                    ask("group_connections", group).result(10)
+
                 ended = stub.NotifyClientTermination(
-                    spb.NotifyClientTerminationRequest(group=resource(group)),
+                    spb.NotifyClientTerminationRequest(group=resource(f"{group}-2")),
                     metadata=metadata(client_id),
+                    timeout=10,
                 )
                 assert ended.status.code == pb.OK
                 with pytest.raises(AdminError, match="no online consumer"):
-                    ask("group_connections", group).result(10)
+                    ask("group_connections", f"{group}-2").result(10)
             finally:
                 commands.put(None)
                 stream.cancel()

@@ -33,6 +33,8 @@ from rocketmq.grpc_protocol import TransactionResolution
 from rocketmq.v5.consumer.push import MessageListener
 
 from rocketmq_core.cli import main
+from rocketmq_core.client.admin import Admin
+from rocketmq_core.client.admin_types import AdminError
 from rocketmq_core.client.pull_consumer import PullConsumer
 
 
@@ -308,6 +310,45 @@ def test_tag_filter(standalone):
     finally:
         consumer.shutdown()
         producer.shutdown()
+
+
+def test_admin_tools_list_the_official_simple_consumer(standalone):
+    """Local mode keeps a 5.x consumer in the broker's table, as Apache's proxy does:
+    admin tools list it with its subscription until it shuts down."""
+    namesrv, grpc_port = standalone
+    topic, group = create_topic(namesrv, "T5admin"), fresh("GID5admin")
+
+    async def connections():
+        async with Admin(namesrv) as admin:
+            return await admin.group_connections(group)
+
+    async def running_info(client_id: str):
+        async with Admin(namesrv) as admin:
+            return await admin.consumer_running_info(group, client_id)
+
+    consumer = SimpleConsumer(
+        configuration(grpc_port), group, {topic: FilterExpression("TagB")}, await_duration=5
+    )
+    consumer.startup()
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                listed = anyio.run(connections)
+                break
+            except AdminError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        (connection,) = listed.connections
+        assert connection.language == "PYTHON"
+        assert (listed.consume_type, listed.subscriptions) == ("CONSUME_ACTIVELY", {topic: "TagB"})
+        info = anyio.run(running_info, connection.client_id)
+        assert info.properties["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+    finally:
+        consumer.shutdown()
+    with pytest.raises(AdminError, match="no online consumer"):
+        anyio.run(connections)
 
 
 class CommitAll(TransactionChecker):
