@@ -73,7 +73,7 @@ _ANSWER_NAMES = tuple(
     SendMessageResponseHeader.wire_name(attribute)
     for attribute in ("msg_id", "queue_id", "queue_offset", "transaction_id", "recall_handle")
 )
-_INT32 = range(-(1 << 31), 1 << 31)
+_INT32, _INT64 = range(-(1 << 31), 1 << 31), range(-(1 << 63), 1 << 63)
 
 
 def _send_answer(fields: dict[str, str]) -> tuple[str, int, int, str | None, str | None]:
@@ -86,7 +86,7 @@ def _send_answer(fields: dict[str, str]) -> tuple[str, int, int, str | None, str
         read = (fields[msg_id], int(fields[queue_id]), int(fields[queue_offset]))
     except (KeyError, ValueError, TypeError):
         read = None
-    if read is None or read[1] not in _INT32 or not -(1 << 63) <= read[2] < 1 << 63:
+    if read is None or read[1] not in _INT32 or read[2] not in _INT64:
         header = SendMessageResponseHeader.from_ext_fields(fields)
         read = (header.msg_id, header.queue_id, header.queue_offset)
     return *read, fields.get(transaction_id), fields.get(recall_handle)

@@ -82,6 +82,10 @@ class Replies:
         self._waiting.pop(nonce, None)
 
 
+class _Unanswered(Exception):
+    """The client gave no reply in time (or has no stream to take the command)."""
+
+
 class GrpcClientChannel:
     """A 5.x client as the broker's consumer table holds it: what the broker relays to it
     (``invoke``, as on a client's connection) goes over its Telemetry stream."""
@@ -90,7 +94,7 @@ class GrpcClientChannel:
         self.client = client
         self.replies = replies
         self.peer_address = client.client_id
-        self.group: str | None = None  # where it is in the table
+        self.data: ConsumerData | None = None  # what the table holds for it
         self.started_ms = started_ms
 
     @property
@@ -99,10 +103,13 @@ class GrpcClientChannel:
         return not self.client.outboxes
 
     async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
-        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            return await self._running_info(request, timeout)
-        if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-            return await self._verify(request, timeout)
+        try:
+            if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+                return await self._running_info(request, timeout)
+            if request.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+                return await self._verify(request, timeout)
+        except _Unanswered:
+            return request.response(ResponseCode.SYSTEM_BUSY, "call remote timeout")
         return request.response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
             f"a gRPC client takes no request {request.code} through the proxy",
@@ -111,8 +118,7 @@ class GrpcClientChannel:
     def running_info(self, jstack: str | None = None) -> ConsumerRunningInfo:
         """What the proxy knows of the client: its settings, as a remoting consumer
         reports them (Java's mqadmin reads PROP_CONSUME_TYPE of every answer)."""
-        data = consumer_data(self.client)
-        settings = self.client.settings
+        data, settings = self.data, self.client.settings
         return ConsumerRunningInfo(
             properties={
                 PROP_CONSUME_TYPE: data.consume_type.name if data else "",
@@ -128,15 +134,12 @@ class GrpcClientChannel:
         if request.ext_fields.get("jstackEnable", "").lower() != "true":
             # Apache's proxy sends the client nothing then, and the admin times out
             return request.response(body=self.running_info().encode())
-        reply = await self._ask(
+        code, reply = await self._ask(
             timeout,
             lambda nonce: spb.TelemetryCommand(
                 print_thread_stack_trace_command=spb.PrintThreadStackTraceCommand(nonce=nonce)
             ),
         )
-        if reply is None:
-            return request.response(ResponseCode.SYSTEM_BUSY, "call remote timeout")
-        code = reply.status.code if reply.HasField("status") else Code.OK
         if code == Code.VERIFY_FIFO_MESSAGE_UNSUPPORTED:
             return request.response(ResponseCode.NO_PERMISSION, "forbidden to verify message")
         if code != Code.OK:
@@ -147,33 +150,31 @@ class GrpcClientChannel:
     async def _verify(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         stored = decode_record(request.body)
         message = incoming(stored, stored.topic)
-        reply = await self._ask(
+        code, _ = await self._ask(
             timeout,
             lambda nonce: spb.TelemetryCommand(
                 verify_message_command=spb.VerifyMessageCommand(nonce=nonce, message=message)
             ),
         )
-        if reply is None:
-            return request.response(ResponseCode.SYSTEM_BUSY, "call remote timeout")
-        code = reply.status.code if reply.HasField("status") else Code.OK
         result = ConsumeMessageDirectlyResult(
             consume_result=_VERIFIED.get(code), remark="from gRPC client"
         )
         return request.response(body=result.encode())
 
-    async def _ask(self, timeout: float, command: Any) -> spb.TelemetryCommand | None:
-        """Send the client ``command(nonce)`` on its newest stream; its reply, or None
-        when it gave none within RELAY_TIMEOUT (or ``timeout``, if shorter)."""
+    async def _ask(self, timeout: float, command: Any) -> tuple[pb.Code, spb.TelemetryCommand]:
+        """Send the client ``command(nonce)`` on its newest stream; the status code and
+        the reply, or _Unanswered when none came within RELAY_TIMEOUT (or ``timeout``)."""
         if not self.client.outboxes:
-            return None
+            raise _Unanswered
         nonce, future = self.replies.expect()
         try:
             self.client.outboxes[-1].put_nowait(command(nonce))
-            return await asyncio.wait_for(future, min(RELAY_TIMEOUT, timeout))
+            reply = await asyncio.wait_for(future, min(RELAY_TIMEOUT, timeout))
         except TimeoutError:
-            return None
+            raise _Unanswered from None
         finally:
             self.replies.forget(nonce)
+        return (reply.status.code if reply.HasField("status") else Code.OK), reply
 
 
 class LocalConsumers:
@@ -198,9 +199,9 @@ class LocalConsumers:
         if channel is None:
             channel = GrpcClientChannel(client, self.replies, int(now))
             self._channels[client.client_id] = channel
-        if channel.group is not None and channel.group != data.group_name:
-            self.broker.consumers.unregister(channel.group, channel)
-        channel.group, channel.peer_address = data.group_name, peer
+        if channel.data is not None and channel.data.group_name != data.group_name:
+            self.broker.consumers.unregister(channel.data.group_name, channel)
+        channel.data, channel.peer_address = data, peer
         self.broker.consumers.register(
             data,
             channel,
@@ -212,8 +213,8 @@ class LocalConsumers:
 
     def unregister(self, client: Client) -> None:
         channel = self._channels.pop(client.client_id, None)
-        if channel is not None and channel.group is not None:
-            self.broker.consumers.unregister(channel.group, channel)
+        if channel is not None and channel.data is not None:
+            self.broker.consumers.unregister(channel.data.group_name, channel)
 
     def close(self) -> None:
         """The proxy stops: its clients leave the broker's table now, not at expiry."""

@@ -52,6 +52,7 @@ class GrpcProxy:
         acl: AclService | None = None,
         tls: TlsOptions | None = None,
         transport: Transport | None = None,
+        local_broker: Any = None,
     ) -> None:
         # behind a TLS front grpc.aio listens on loopback only (tls_front.py)
         self.front: TlsFront | None = None
@@ -67,7 +68,7 @@ class GrpcProxy:
         )
         self.acl = acl  # ACL on: the rules that signed metadata is checked against
         # local mode on the broker's own event loop: its 5.x consumers go in its table
-        self.local_broker: Any = None
+        self.local_broker = local_broker
         self.service: MessagingService | None = None
         self.backend_port: int | None = None  # behind a TLS front: grpc.aio's loopback port
 
@@ -208,6 +209,8 @@ class LocalProxyService:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         config = self.broker.config
         tls = config.tls_for("tcp")
+        # grpc.aio needs asyncio: on the broker's own loop when it runs one, else a thread
+        same_loop = sniffio.current_async_library() == "asyncio"
         proxy = GrpcProxy(
             config.namesrv_addr,
             port=self.port,
@@ -223,14 +226,15 @@ class LocalProxyService:
             # tls.server.mode serves the gRPC port too, as in Apache's proxy
             tls=tls,
             transport=self.broker.host.registry.transports.get("tcp") if serves_tls(tls) else None,
+            # one loop: the broker's tables may be touched (from a thread they may not)
+            local_broker=self.broker if same_loop else None,
         )
-        if sniffio.current_async_library() == "asyncio":
+        if same_loop:
             await self._serve_in_this_loop(proxy, task_status)
         else:
             await self._serve_in_a_thread(proxy, task_status)
 
     async def _serve_in_this_loop(self, proxy: GrpcProxy, task_status: TaskStatus[None]) -> None:
-        proxy.local_broker = self.broker  # one loop: the broker's tables may be touched
         try:
             async with anyio.create_task_group() as group:
                 try:
