@@ -10,6 +10,10 @@
  * append_one is a single put whole (MmapStore.append): the store's checks before the
  * writing and its bookkeeping after it, as store.py's _put_compiled and _append_compiled
  * do them, held to the Python path by the same tests.
+ *
+ * replica_dispatch is a slave's side: the consume-queue and index entries of records its
+ * master's bytes completed, as store.py's _dispatch_replicated writes them (the same
+ * tests hold two slaves of one master to each other, one dispatching in Python).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -753,6 +757,10 @@ NAMED(used, "used");
 NAMED(next_offset, "next_offset");
 NAMED(append_context, "append_context");
 NAMED(puts, "_puts");
+/* an index file's and the index service's, for a replica's dispatch */
+NAMED(slot_num, "slot_num");
+NAMED(index_num, "index_num");
+NAMED(indexed_below, "indexed_below");
 /* PutResult's fields, in their order */
 NAMED(status, "status");
 NAMED(commit_log_offset, "commit_log_offset");
@@ -764,7 +772,7 @@ NAMED(store_host, "store_host");
 NAMED(flush_to, "flush_to");
 #undef NAMED
 
-static PyObject *s_append_context, *s_pre_touch, *s_top_up, *s_next;
+static PyObject *s_append_context, *s_pre_touch, *s_top_up, *s_next, *s_wrote_compiled;
 
 static Field *all_fields[] = {
     &f_topic, &f_queue_id, &f_body, &f_properties, &f_flag, &f_sys_flag, &f_born_timestamp,
@@ -773,7 +781,7 @@ static Field *all_fields[] = {
     &f_allocated_view, &f_room, &f_dirty, &f_buffer, &f_wrote, &f_start, &f_touched,
     &f_allocated, &f_used, &f_next_offset, &f_append_context, &f_puts, &f_status,
     &f_commit_log_offset, &f_queue_offset, &f_commit_log_offsets, &f_store_timestamp,
-    &f_remark, &f_store_host, &f_flush_to,
+    &f_remark, &f_store_host, &f_flush_to, &f_slot_num, &f_index_num, &f_indexed_below,
 };
 
 /* the third argument of append_one: what of the store stays while it is open, and the
@@ -1123,6 +1131,100 @@ PyDoc_STRVAR(dispatch_request_doc,
 "code of a TAGS value that is not ASCII. None when the bytes there are not a whole,\n"
 "valid record (with ``check_crc``, its body CRC too): the Python reader says why.");
 
+/* A record's fields that a dispatch needs, read in place */
+typedef struct {
+    int32_t size, queue_id, sys_flag;
+    int64_t queue_offset, phys, store_timestamp, prepared;
+    const uint8_t *topic, *properties;
+    Py_ssize_t topic_length, properties_length;
+    Property tags, keys, uniq;
+} Record;
+
+/* 1 when the bytes at ``position`` are a whole, valid record (with ``check_crc``, its body
+ * CRC too), its fields read into ``out``; 0 when not (decode_record says why). Properties
+ * are not checked for UTF-8 here. */
+static int read_record(const uint8_t *base, Py_ssize_t length, Py_ssize_t position,
+                       int check_crc, Record *out) {
+    if (position < 0 || length - position < 48) return 0;
+    const uint8_t *record = base + position;
+    int32_t size = get32(record), magic = get32(record + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < SMALLEST_RECORD ||
+        size > length - position)
+        return 0;
+    const uint8_t *end = record + size;
+    int32_t sys_flag = get32(record + 36);
+    const uint8_t *at = record + 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
+    int64_t store_timestamp = get64(at);
+    at += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8);
+    if (end - at < 16) return 0; /* reconsume times, prepared offset, body length */
+    out->prepared = get64(at + 4);
+    int32_t body_length = get32(at + 12);
+    const uint8_t *body = at + 16;
+    if (body_length < 0 || end - body < (Py_ssize_t)body_length + 1) return 0;
+    at = body + body_length;
+    Py_ssize_t topic_length;
+    if (magic == MAGIC_V2) {
+        if (end - at < 2) return 0;
+        topic_length = (int16_t)((uint16_t)at[0] << 8 | at[1]);
+        at += 2;
+    } else {
+        topic_length = *at++;
+    }
+    const uint8_t *topic = at;
+    if (topic_length < 0 || end - at < topic_length + 2) return 0;
+    at += topic_length;
+    Py_ssize_t properties_length = (int16_t)((uint16_t)at[0] << 8 | at[1]);
+    at += 2;
+    if (properties_length < 0 || end - at != properties_length) return 0;
+    if (check_crc &&
+        (crc32_continue(0, body, body_length) & 0x7FFFFFFFu) != (uint32_t)get32(record + 8))
+        return 0;
+    out->size = size;
+    out->queue_id = get32(record + 12);
+    out->queue_offset = get64(record + 20);
+    out->phys = get64(record + 28);
+    out->sys_flag = sys_flag;
+    out->store_timestamp = store_timestamp;
+    out->topic = topic;
+    out->topic_length = topic_length;
+    out->properties = at;
+    out->properties_length = properties_length;
+    out->tags = out->keys = out->uniq = (Property){NULL, 0};
+    if (properties_length) wanted_properties(at, end, &out->tags, &out->keys, &out->uniq);
+    return 1;
+}
+
+/* Java's String.hashCode of an ASCII TAGS value: one code unit a byte */
+static int32_t ascii_tags_code(const Property *tags) {
+    uint32_t hash = 0;
+    for (Py_ssize_t i = 0; i < tags->length; i++) hash = hash * 31u + tags->value[i];
+    return (int32_t)hash;
+}
+
+/* ``request_type(topic, queue_id, commit_log_offset, size, tags_code, store_timestamp,
+ * queue_offset, keys, uniq_key, sys_flag, prepared_transaction_offset)``; takes over
+ * ``topic_text`` (a new reference) */
+static PyObject *request_of(PyObject *request_type, PyObject *topic_text, const Record *record,
+                            int64_t tags_code) {
+    PyObject *fields[11] = {topic_text,
+                            PyLong_FromLong(record->queue_id),
+                            PyLong_FromLongLong(record->phys),
+                            PyLong_FromLong(record->size),
+                            PyLong_FromLongLong(tags_code),
+                            PyLong_FromLongLong(record->store_timestamp),
+                            PyLong_FromLongLong(record->queue_offset),
+                            text_or_none(&record->keys),
+                            text_or_none(&record->uniq),
+                            PyLong_FromLong(record->sys_flag),
+                            PyLong_FromLongLong(record->prepared)};
+    PyObject *result = NULL;
+    int made = 1;
+    for (int i = 0; i < 11; i++) made &= fields[i] != NULL;
+    if (made) result = PyObject_Vectorcall(request_type, fields, 11, NULL);
+    for (int i = 0; i < 11; i++) Py_XDECREF(fields[i]);
+    return result;
+}
+
 static PyObject *dispatch_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 5) {
@@ -1137,66 +1239,32 @@ static PyObject *dispatch_request(PyObject *module, PyObject *const *args, Py_ss
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) != 0) return NULL;
     PyObject *result = NULL;
-    const uint8_t *base = view.buf;
-    if (position < 0 || view.len - position < 48) goto not_a_record;
-    const uint8_t *record = base + position;
-    int32_t size = get32(record), magic = get32(record + 4);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size < SMALLEST_RECORD ||
-        size > view.len - position)
-        goto not_a_record;
-    const uint8_t *end = record + size;
-    int32_t sys_flag = get32(record + 36);
-    const uint8_t *at = record + 48 + ((sys_flag & BORNHOST_V6) ? 20 : 8);
-    int64_t store_timestamp = get64(at);
-    at += 8 + ((sys_flag & STOREHOST_V6) ? 20 : 8);
-    if (end - at < 16) goto not_a_record; /* reconsume times, prepared offset, body length */
-    int64_t prepared = get64(at + 4);
-    int32_t body_length = get32(at + 12);
-    const uint8_t *body = at + 16;
-    if (body_length < 0 || end - body < (Py_ssize_t)body_length + 1) goto not_a_record;
-    at = body + body_length;
-    Py_ssize_t topic_length;
-    if (magic == MAGIC_V2) {
-        if (end - at < 2) goto not_a_record;
-        topic_length = (int16_t)((uint16_t)at[0] << 8 | at[1]);
-        at += 2;
-    } else {
-        topic_length = *at++;
-    }
-    const uint8_t *topic = at;
-    if (topic_length < 0 || end - at < topic_length + 2) goto not_a_record;
-    at += topic_length;
-    Py_ssize_t properties_length = (int16_t)((uint16_t)at[0] << 8 | at[1]);
-    at += 2;
-    if (properties_length < 0 || end - at != properties_length) goto not_a_record;
-    if (check_crc &&
-        (crc32_continue(0, body, body_length) & 0x7FFFFFFFu) != (uint32_t)get32(record + 8))
-        goto not_a_record;
+    Record record;
+    if (!read_record(view.buf, view.len, position, check_crc, &record)) goto not_a_record;
     /* decode_record refuses properties that are not UTF-8 anywhere, not only the wanted */
-    if (!all_ascii(at, properties_length)) {
-        PyObject *checked = PyUnicode_DecodeUTF8((const char *)at, properties_length, NULL);
+    if (!all_ascii(record.properties, record.properties_length)) {
+        PyObject *checked = PyUnicode_DecodeUTF8((const char *)record.properties,
+                                                 record.properties_length, NULL);
         if (checked == NULL) {
             PyErr_Clear();
             goto not_a_record;
         }
         Py_DECREF(checked);
     }
-    PyObject *topic_text = PyUnicode_DecodeUTF8((const char *)topic, topic_length, NULL);
+    PyObject *topic_text =
+        PyUnicode_DecodeUTF8((const char *)record.topic, record.topic_length, NULL);
     if (topic_text == NULL) {
         if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto done;
         PyErr_Clear();
         goto not_a_record;
     }
-    Property tags = {NULL, 0}, keys = {NULL, 0}, uniq = {NULL, 0};
-    if (properties_length) wanted_properties(at, end, &tags, &keys, &uniq);
     int64_t code = 0;
-    if (tags.value != NULL) {
-        if (all_ascii(tags.value, tags.length)) {
-            uint32_t hash = 0; /* Java's String.hashCode: for ASCII, one code unit a byte */
-            for (Py_ssize_t i = 0; i < tags.length; i++) hash = hash * 31u + tags.value[i];
-            code = (int32_t)hash;
+    if (record.tags.value != NULL) {
+        if (all_ascii(record.tags.value, record.tags.length)) {
+            code = ascii_tags_code(&record.tags);
         } else {
-            PyObject *raw = PyBytes_FromStringAndSize((const char *)tags.value, tags.length);
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)record.tags.value,
+                                                      record.tags.length);
             PyObject *number = raw ? PyObject_CallOneArg(tags_code_of, raw) : NULL;
             Py_XDECREF(raw);
             code = number ? PyLong_AsLongLong(number) : -1;
@@ -1207,21 +1275,7 @@ static PyObject *dispatch_request(PyObject *module, PyObject *const *args, Py_ss
             }
         }
     }
-    PyObject *fields[11] = {topic_text,
-                            PyLong_FromLong(get32(record + 12)),
-                            PyLong_FromLongLong(get64(record + 28)),
-                            PyLong_FromLong(size),
-                            PyLong_FromLongLong(code),
-                            PyLong_FromLongLong(store_timestamp),
-                            PyLong_FromLongLong(get64(record + 20)),
-                            text_or_none(&keys),
-                            text_or_none(&uniq),
-                            PyLong_FromLong(sys_flag),
-                            PyLong_FromLongLong(prepared)};
-    int made = 1;
-    for (int i = 0; i < 11; i++) made &= fields[i] != NULL;
-    if (made) result = PyObject_Vectorcall(request_type, fields, 11, NULL);
-    for (int i = 0; i < 11; i++) Py_XDECREF(fields[i]);
+    result = request_of(request_type, topic_text, &record, code);
     goto done;
 
 not_a_record:
@@ -1229,6 +1283,260 @@ not_a_record:
 done:
     PyBuffer_Release(&view);
     return result;
+}
+
+/* --- a replica's records, dispatched in place (store.py's _dispatch_replicated) ------ */
+
+#define TRANSACTION_MASK 0xC
+#define TRANSACTION_COMMIT 0x8
+
+PyDoc_STRVAR(replica_dispatch_doc,
+"replica_dispatch(store, buffer, file_start, positions, start, state, request_type, progress)\n"
+"--\n\n"
+"``MmapStore._dispatch_replicated`` for the records at the CommitLog offsets\n"
+"``positions[start:]``, in ``buffer``, the CommitLog file that starts at ``file_start``,\n"
+"while each is the usual case: a whole record that says it is where it is, with ASCII\n"
+"properties, no transaction half or rollback, of a loaded queue whose consume-queue file\n"
+"takes its entry next, with at most 16 keys that fit the newest index file. Returns how\n"
+"many it dispatched: the record after those is the Python dispatch's. ``state`` is\n"
+"append_one's. Every other dispatcher that wants a record is called with\n"
+"``request_type(...)`` as dispatch_request makes it, ``progress[0]`` being the record's\n"
+"number in ``positions`` meanwhile (what an exception from one of them is about).");
+
+/* the newest file of a consume queue (a new reference), or NULL */
+static PyObject *queue_last_file(PyObject *queue) {
+    PyObject *queue_files = get_field(&f_queue_files, queue);
+    PyObject *files = queue_files ? get_field(&f_queue_list, queue_files) : NULL;
+    PyObject *last = last_item(files);
+    Py_XDECREF(files);
+    Py_XDECREF(queue_files);
+    return last;
+}
+
+static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 8 || !PyList_Check(args[3]) || !PyTuple_Check(args[5]) ||
+        PyTuple_GET_SIZE(args[5]) != STATE_FIELDS || !PyList_Check(args[7]) ||
+        PyList_GET_SIZE(args[7]) != 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "replica_dispatch() takes the store, a buffer, a file start, a list of"
+                        " positions, where to start, append_one's state, the request type and"
+                        " a list of one item");
+        return NULL;
+    }
+    PyObject *store = args[0], *positions = args[3], *state = args[5];
+    PyObject *request_type = args[6], *progress = args[7];
+    int64_t file_start = PyLong_AsLongLong(args[2]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *queues = PyTuple_GET_ITEM(state, S_QUEUES);
+    PyObject *others = PyTuple_GET_ITEM(state, S_OTHERS);
+    PyObject *index = PyTuple_GET_ITEM(state, S_INDEX);
+    int64_t indexed_below;
+    if (PyTuple_GET_ITEM(state, S_WRITES_POSITIONS) != Py_True ||
+        PyTuple_GET_ITEM(state, S_WRITES_INDEX) != Py_True || !PyDict_Check(queues) ||
+        !PyList_Check(others) || !int_field(&f_indexed_below, index, &indexed_below))
+        return PyLong_FromLong(0); /* not the usual store: the Python dispatch, each record */
+    PyObject *clock = get_field(&f_clock, store);
+    if (clock == NULL) {
+        PyErr_Clear();
+        return PyLong_FromLong(0);
+    }
+    Py_buffer log;
+    if (PyObject_GetBuffer(args[1], &log, PyBUF_SIMPLE) != 0) {
+        Py_DECREF(clock);
+        return NULL;
+    }
+    /* the previous record's queue: a run of records is mostly one queue's */
+    PyObject *topic_text = NULL, *queue_id = NULL, *queue = NULL;
+    const uint8_t *queue_topic = NULL;
+    Py_ssize_t queue_topic_length = -1;
+    int failed = 0;
+    Py_ssize_t done = start < 0 ? 0 : start, count = PyList_GET_SIZE(positions);
+    for (; done < count; done++) {
+        int64_t offset = PyLong_AsLongLong(PyList_GET_ITEM(positions, done));
+        if (offset == -1 && PyErr_Occurred()) {
+            failed = 1;
+            break;
+        }
+        Record record;
+        if (!read_record(log.buf, log.len, (Py_ssize_t)(offset - file_start), 0, &record) ||
+            record.phys != offset || !all_ascii(record.properties, record.properties_length))
+            break; /* the Python dispatch says what is wrong, or does the unusual */
+        int kind = record.sys_flag & TRANSACTION_MASK;
+        if (kind != 0 && kind != TRANSACTION_COMMIT) break;
+        if (queue == NULL || record.topic_length != queue_topic_length ||
+            memcmp(record.topic, queue_topic, (size_t)record.topic_length) != 0 ||
+            PyLong_AsLong(queue_id) != record.queue_id) {
+            Py_CLEAR(topic_text);
+            Py_CLEAR(queue_id);
+            Py_CLEAR(queue);
+            topic_text =
+                PyUnicode_DecodeUTF8((const char *)record.topic, record.topic_length, NULL);
+            if (topic_text == NULL) {
+                if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                    PyErr_Clear(); /* the Python dispatch refuses it */
+                else
+                    failed = 1;
+                break;
+            }
+            queue_id = PyLong_FromLong(record.queue_id);
+            PyObject *key = queue_id ? PyTuple_Pack(2, topic_text, queue_id) : NULL;
+            if (key == NULL) {
+                failed = 1;
+                break;
+            }
+            queue = Py_XNewRef(PyDict_GetItemWithError(queues, key));
+            Py_DECREF(key);
+            if (queue == NULL) {
+                if (PyErr_Occurred()) PyErr_Clear(); /* an odd key: the Python dispatch's */
+                break;                               /* not loaded: made by the Python one */
+            }
+            queue_topic = record.topic;
+            queue_topic_length = record.topic_length;
+        }
+        /* its consume-queue entry: next in the queue's newest file, which has room */
+        PyObject *entries = queue_last_file(queue);
+        int64_t entries_start, entry_position, allocated, next_offset, last;
+        if (entries == NULL || !int_field(&f_start, entries, &entries_start) ||
+            !int_field(&f_wrote, entries, &entry_position) ||
+            !int_field(&f_allocated, entries, &allocated) ||
+            entries_start + entry_position != record.queue_offset * CQ_ENTRY ||
+            entry_position + CQ_ENTRY > allocated ||
+            !int_field(&f_next_offset, queue, &next_offset) || !int_field(&f_last, clock, &last)) {
+            Py_XDECREF(entries);
+            break;
+        }
+        PyObject *entries_buffer = get_field(&f_buffer, entries);
+        Py_buffer queue_view = {.obj = NULL};
+        if (entries_buffer == NULL || entries_buffer == Py_None ||
+            PyObject_GetBuffer(entries_buffer, &queue_view, PyBUF_WRITABLE) != 0 ||
+            queue_view.len < entry_position + CQ_ENTRY) {
+            PyErr_Clear();
+            release_view(&queue_view);
+            Py_XDECREF(entries_buffer);
+            Py_DECREF(entries);
+            break;
+        }
+        /* its index entries: all in the newest file, where it has disk blocks */
+        Message keys;
+        memset(&keys, 0, sizeof keys);
+        keys.uniq = record.uniq.value;
+        keys.uniq_length = record.uniq.length;
+        keys.keys = record.keys.value;
+        keys.keys_length = record.keys.length;
+        Py_ssize_t key_total = record.phys >= indexed_below ? key_count(&keys) : 0;
+        PyObject *index_file = NULL;
+        Py_buffer index_view = {.obj = NULL};
+        Index opened;
+        int32_t hashes[SMALL_KEYS];
+        int64_t slot_ats[SMALL_KEYS];
+        if (key_total) {
+            PyObject *files = get_field(&f_index_list, index);
+            index_file = last_item(files);
+            Py_XDECREF(files);
+            PyObject *view = index_file ? get_field(&f_allocated_view, index_file) : NULL;
+            int64_t slot_num, index_num;
+            int fits = view != NULL && key_total <= SMALL_KEYS &&
+                       int_field(&f_slot_num, index_file, &slot_num) &&
+                       int_field(&f_index_num, index_file, &index_num) &&
+                       PyObject_GetBuffer(view, &index_view, PyBUF_WRITABLE) == 0 &&
+                       slot_num > 0 && slot_num <= (index_view.len - INDEX_HEADER) / INDEX_SLOT &&
+                       open_index(&opened, &index_view, slot_num, index_num, key_total);
+            Py_XDECREF(view);
+            if (!fits) {
+                PyErr_Clear();
+                release_view(&index_view);
+                Py_XDECREF(index_file);
+                release_view(&queue_view);
+                Py_DECREF(entries_buffer);
+                Py_DECREF(entries);
+                break;
+            }
+        }
+        /* the new values first: nothing can fail once the first byte is written */
+        PyObject *new_wrote = PyLong_FromLongLong(entry_position + CQ_ENTRY);
+        PyObject *new_next = PyLong_FromLongLong(
+            next_offset > record.queue_offset + 1 ? next_offset : record.queue_offset + 1);
+        PyObject *new_last = PyLong_FromLongLong(
+            last > record.store_timestamp ? last : record.store_timestamp);
+        int written = new_wrote && new_next && new_last;
+        if (written) {
+            uint8_t *entry = (uint8_t *)queue_view.buf + entry_position;
+            put64(entry, (uint64_t)record.phys);
+            put32(entry + 8, (uint32_t)record.size);
+            put64(entry + 12, (uint64_t)(record.tags.value ? ascii_tags_code(&record.tags) : 0));
+            if (key_total) {
+                uint32_t topic_crc = crc32_continue(
+                    crc32_continue(0, record.topic, record.topic_length), (const uint8_t *)"#", 1);
+                key_hashes(&keys, topic_crc, hashes);
+                index_record(&opened, hashes, key_total, record.phys, record.store_timestamp,
+                             slot_ats);
+            }
+        }
+        release_view(&index_view); /* before wrote_compiled: a top-up replaces the view */
+        release_view(&queue_view);
+        Py_DECREF(entries_buffer);
+        if (written) {
+            written = !(set_field(&f_wrote, entries, Py_NewRef(new_wrote)) ||
+                        set_field(&f_used, entries, Py_NewRef(Py_True)) ||
+                        set_field(&f_next_offset, queue, Py_NewRef(new_next)) ||
+                        set_field(&f_last, clock, Py_NewRef(new_last)));
+        }
+        Py_XDECREF(new_wrote);
+        Py_XDECREF(new_next);
+        Py_XDECREF(new_last);
+        Py_DECREF(entries);
+        if (written && key_total) {
+            PyObject *took = PyObject_CallMethod(index_file, "wrote_compiled", "n", key_total);
+            written = took != NULL;
+            Py_XDECREF(took);
+        }
+        Py_XDECREF(index_file);
+        if (!written) {
+            failed = 1;
+            break;
+        }
+        /* then every other dispatcher that wants it */
+        PyObject *request = NULL;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(others) && !failed; i++) {
+            PyObject *pair = PyList_GET_ITEM(others, i);
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
+            PyObject *wants = PyTuple_GET_ITEM(pair, 1);
+            int wanted = 1;
+            if (wants != Py_None) {
+                PyObject *call[2] = {topic_text, queue_id};
+                PyObject *answer = PyObject_Vectorcall(wants, call, 2, NULL);
+                wanted = answer ? PyObject_IsTrue(answer) : -1;
+                Py_XDECREF(answer);
+            }
+            if (wanted > 0 && request == NULL) {
+                PyObject *number = PyLong_FromSsize_t(done);
+                if (number == NULL || PyList_SetItem(progress, 0, number) != 0) {
+                    failed = 1;
+                    break;
+                }
+                int64_t code = record.tags.value ? ascii_tags_code(&record.tags) : 0;
+                request = request_of(request_type, Py_NewRef(topic_text), &record, code);
+                wanted = request ? 1 : -1;
+            }
+            if (wanted > 0) {
+                PyObject *answer = PyObject_CallOneArg(PyTuple_GET_ITEM(pair, 0), request);
+                wanted = answer ? 1 : -1;
+                Py_XDECREF(answer);
+            }
+            if (wanted < 0) failed = 1;
+        }
+        Py_XDECREF(request);
+        if (failed) break;
+    }
+    Py_XDECREF(topic_text);
+    Py_XDECREF(queue_id);
+    Py_XDECREF(queue);
+    Py_DECREF(clock);
+    PyBuffer_Release(&log);
+    if (failed) return NULL;
+    return PyLong_FromSsize_t(done - start);
 }
 
 PyDoc_STRVAR(crc32_doc, "crc32(data, value=0)\n--\n\nzlib.crc32, as this module computes it.");
@@ -1329,6 +1637,8 @@ static PyMethodDef methods[] = {
     {"index_keys", (PyCFunction)(void (*)(void))index_keys, METH_FASTCALL, index_keys_doc},
     {"dispatch_request", (PyCFunction)(void (*)(void))dispatch_request, METH_FASTCALL,
      dispatch_request_doc},
+    {"replica_dispatch", (PyCFunction)(void (*)(void))replica_dispatch, METH_FASTCALL,
+     replica_dispatch_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1352,6 +1662,7 @@ PyMODINIT_FUNC PyInit__append(void) {
     INTERN(pre_touch, "pre_touch");
     INTERN(top_up, "top_up");
     INTERN(next, "next");
+    INTERN(wrote_compiled, "wrote_compiled");
 #undef INTERN
     PyObject *module = PyModule_Create(&module_definition);
     /* the calling conventions of append() and append_one(): a build is used only if they match */

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from typing import NoReturn
 
 from rocketmq_core.errors import StoreError
 from rocketmq_core.protocol.message import (
@@ -34,6 +35,11 @@ _SMALLEST_RECORD = FIXED_SIZE + 16  # two IPv4 hosts, nothing else
 
 # the request of the record at a position of a mapped file: record_requests.read_request
 RecordReader = Callable[[memoryview, int], DispatchRequest]
+# ``dispatch_run(mapped, offsets, start, progress)``: the records at ``offsets[start:]`` of
+# ``mapped`` dispatched as ``dispatch`` would, while each is the usual case; how many it
+# did (the next one is ``dispatch``'s). An exception from a dispatcher is about the record
+# ``offsets[progress[0]]``. The store's compiled dispatch (_append.replica_dispatch).
+RunDispatcher = Callable[[MappedFile, list[int], int, list[int]], int]
 
 
 class ReplicaWriter:
@@ -45,10 +51,13 @@ class ReplicaWriter:
         commitlog: CommitLog,
         dispatch: Callable[[DispatchRequest], None],
         read: RecordReader = read_request,
+        dispatch_run: RunDispatcher | None = None,
     ) -> None:
         self.commitlog = commitlog
         self.dispatch = dispatch
         self.read = read
+        self.dispatch_run = dispatch_run
+        self._progress = [0]
         self.pending: int | None = None  # where the incomplete last record starts
         self.hidden = b""  # its first bytes, zero on disk until it is whole
 
@@ -109,9 +118,16 @@ class ReplicaWriter:
             head = self._head(completed, offset, data)
             buffer[completed - base : completed - base + _HEAD] = head
         self.pending, self.hidden = pending, hidden
-        dispatch_at = self._dispatch_at
-        for position in records:  # all in this file: records never cross one's end
-            dispatch_at(position, mapped)
+        # all in this file (records never cross one's end); the usual ones compiled
+        dispatch_at, dispatch_run = self._dispatch_at, self.dispatch_run
+        done = 0
+        while done < len(records):
+            if dispatch_run is not None:
+                done += self._dispatch_run(dispatch_run, mapped, records, done)
+                if done == len(records):
+                    break
+            dispatch_at(records[done], mapped)
+            done += 1
 
     def _head(self, start: int, offset: int, data: bytes) -> bytes:
         """The first bytes (at most 8) of the record at ``start``, from what is hidden
@@ -158,13 +174,26 @@ class ReplicaWriter:
                 raise RecordError(f"it says it belongs at {request.commit_log_offset}")
             self.dispatch(request)
         except (RecordError, StoreError, OSError) as exc:
-            # keep the whole records before it; the master sends the rest again
-            self.commitlog.truncate_after(position, zero=True)
-            self.pending, self.hidden = None, b""
-            raise ReplicationError(
-                f"the replicated record at CommitLog offset {position} cannot be stored: {exc};"
-                f" the CommitLog now ends at {position}"
-            ) from exc
+            self._refuse_from(position, exc)
+
+    def _dispatch_run(
+        self, dispatch_run: RunDispatcher, mapped: MappedFile, records: list[int], start: int
+    ) -> int:
+        progress = self._progress
+        try:
+            return dispatch_run(mapped, records, start, progress)
+        except (StoreError, OSError) as exc:  # from a dispatcher told of one record
+            self._refuse_from(records[progress[0]], exc)
+
+    def _refuse_from(self, position: int, exc: Exception) -> NoReturn:
+        """The record at ``position`` could not be dispatched: the log keeps the whole
+        records before it (the master sends the rest again)."""
+        self.commitlog.truncate_after(position, zero=True)
+        self.pending, self.hidden = None, b""
+        raise ReplicationError(
+            f"the replicated record at CommitLog offset {position} cannot be stored: {exc};"
+            f" the CommitLog now ends at {position}"
+        ) from exc
 
     def _refuse(self, position: int, what: str) -> None:
         raise ReplicationError(
