@@ -1327,8 +1327,13 @@ static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ss
     PyObject *store = args[0], *positions = args[3], *state = args[5];
     PyObject *request_type = args[6], *progress = args[7];
     int64_t file_start = PyLong_AsLongLong(args[2]);
+    if (file_start == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[4]);
-    if (PyErr_Occurred()) return NULL;
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "replica_dispatch(): start is negative");
+        return NULL;
+    }
     PyObject *queues = PyTuple_GET_ITEM(state, S_QUEUES);
     PyObject *others = PyTuple_GET_ITEM(state, S_OTHERS);
     PyObject *index = PyTuple_GET_ITEM(state, S_INDEX);
@@ -1352,8 +1357,14 @@ static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ss
     const uint8_t *queue_topic = NULL;
     Py_ssize_t queue_topic_length = -1;
     int failed = 0;
-    Py_ssize_t done = start < 0 ? 0 : start, count = PyList_GET_SIZE(positions);
+    Py_ssize_t done = start, count = PyList_GET_SIZE(positions);
     for (; done < count; done++) {
+        /* before any Python code runs: what an exception from here on is about */
+        PyObject *number = PyLong_FromSsize_t(done);
+        if (number == NULL || PyList_SetItem(progress, 0, number) != 0) {
+            failed = 1;
+            break;
+        }
         int64_t offset = PyLong_AsLongLong(PyList_GET_ITEM(positions, done));
         if (offset == -1 && PyErr_Occurred()) {
             failed = 1;
@@ -1401,7 +1412,8 @@ static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ss
         if (entries == NULL || !int_field(&f_start, entries, &entries_start) ||
             !int_field(&f_wrote, entries, &entry_position) ||
             !int_field(&f_allocated, entries, &allocated) ||
-            entries_start + entry_position != record.queue_offset * CQ_ENTRY ||
+            (entries_start + entry_position) % CQ_ENTRY != 0 ||
+            (entries_start + entry_position) / CQ_ENTRY != record.queue_offset ||
             entry_position + CQ_ENTRY > allocated ||
             !int_field(&f_next_offset, queue, &next_offset) || !int_field(&f_last, clock, &last)) {
             Py_XDECREF(entries);
@@ -1479,13 +1491,9 @@ static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ss
         Py_DECREF(entries_buffer);
         if (written) {
             written = !(set_field(&f_wrote, entries, Py_NewRef(new_wrote)) ||
-                        set_field(&f_used, entries, Py_NewRef(Py_True)) ||
-                        set_field(&f_next_offset, queue, Py_NewRef(new_next)) ||
-                        set_field(&f_last, clock, Py_NewRef(new_last)));
+                        set_field(&f_used, entries, Py_NewRef(Py_True)));
         }
         Py_XDECREF(new_wrote);
-        Py_XDECREF(new_next);
-        Py_XDECREF(new_last);
         Py_DECREF(entries);
         if (written && key_total) {
             PyObject *took = PyObject_CallMethod(index_file, "wrote_compiled", "n", key_total);
@@ -1494,28 +1502,24 @@ static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ss
         }
         Py_XDECREF(index_file);
         if (!written) {
+            Py_XDECREF(new_next);
+            Py_XDECREF(new_last);
             failed = 1;
             break;
         }
         /* then every other dispatcher that wants it */
         PyObject *request = NULL;
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(others) && !failed; i++) {
-            PyObject *pair = PyList_GET_ITEM(others, i);
-            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) continue;
-            PyObject *wants = PyTuple_GET_ITEM(pair, 1);
-            int wanted = 1;
-            if (wants != Py_None) {
+            PyObject *pair = Py_NewRef(PyList_GET_ITEM(others, i)); /* held while called */
+            int wanted = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+            PyObject *wants = wanted ? PyTuple_GET_ITEM(pair, 1) : Py_None;
+            if (wanted && wants != Py_None) {
                 PyObject *call[2] = {topic_text, queue_id};
                 PyObject *answer = PyObject_Vectorcall(wants, call, 2, NULL);
                 wanted = answer ? PyObject_IsTrue(answer) : -1;
                 Py_XDECREF(answer);
             }
             if (wanted > 0 && request == NULL) {
-                PyObject *number = PyLong_FromSsize_t(done);
-                if (number == NULL || PyList_SetItem(progress, 0, number) != 0) {
-                    failed = 1;
-                    break;
-                }
                 int64_t code = record.tags.value ? ascii_tags_code(&record.tags) : 0;
                 request = request_of(request_type, Py_NewRef(topic_text), &record, code);
                 wanted = request ? 1 : -1;
@@ -1525,9 +1529,16 @@ static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ss
                 wanted = answer ? 1 : -1;
                 Py_XDECREF(answer);
             }
+            Py_DECREF(pair);
             if (wanted < 0) failed = 1;
         }
         Py_XDECREF(request);
+        /* the queue's next offset and the clock last, as _dispatch_replicated sets them */
+        if (!failed && (set_field(&f_next_offset, queue, Py_NewRef(new_next)) ||
+                        set_field(&f_last, clock, Py_NewRef(new_last))))
+            failed = 1;
+        Py_XDECREF(new_next);
+        Py_XDECREF(new_last);
         if (failed) break;
     }
     Py_XDECREF(topic_text);

@@ -180,9 +180,10 @@ class ReplicaWriter:
         self, dispatch_run: RunDispatcher, mapped: MappedFile, records: list[int], start: int
     ) -> int:
         progress = self._progress
+        progress[0] = start
         try:
             return dispatch_run(mapped, records, start, progress)
-        except (StoreError, OSError) as exc:  # from a dispatcher told of one record
+        except (RecordError, StoreError, OSError) as exc:  # a dispatcher's, as _dispatch_at
             self._refuse_from(records[progress[0]], exc)
 
     def _refuse_from(self, position: int, exc: Exception) -> NoReturn:

@@ -9,6 +9,7 @@ a given tags code, odd properties and refusals.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import zlib
@@ -18,10 +19,18 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rocketmq_store_mmap import index, record_requests
 from rocketmq_store_mmap import store as mmap_store
 
-from rocketmq_core.protocol.message import TRANSACTION_COMMIT, TRANSACTION_PREPARED, pack_host
-from rocketmq_core.store.api import DispatchRequest, MessageToStore, StoreConfig
+from rocketmq_core.errors import StoreError
+from rocketmq_core.protocol.message import (
+    TRANSACTION_COMMIT,
+    TRANSACTION_PREPARED,
+    TRANSACTION_ROLLBACK,
+    RecordError,
+    pack_host,
+)
+from rocketmq_core.store.api import DispatchRequest, MessageToStore, ReplicationError, StoreConfig
 from rocketmq_core.store.loader import create_store
 from rocketmq_core.store.rules import StoreClock
 from tests.missing import missing
@@ -93,8 +102,9 @@ def test_its_crc32_is_zlibs_at_every_length_and_alignment():
 # mostly the usual case, which the kernel takes; each way out of it now and then
 TOPICS = st.sampled_from(["Orders"] * 5 + ["Ünïcode-Topic", "T" * 130, "Other"])
 NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "a", ""])
+MANY_KEYS = " ".join(f"k{number}" for number in range(20))  # more than the C path holds
 VALUES = st.sampled_from(
-    ["", "TagA", "标签", "k1", "k1 k2", " k1  k2 ", "order-7 order-8 order-9", "x" * 40]
+    ["", "TagA", "标签", "k1", "k1 k2", " k1  k2 ", "order-7 order-8 order-9", "x" * 40, MANY_KEYS]
 )
 
 
@@ -115,7 +125,11 @@ def messages(draw, topic: str, queue_id: int) -> MessageToStore:
         draw(st.binary(max_size=600)),
         draw(properties()),
         flag=draw(st.sampled_from([0, 1, -5, 2**31 - 1])),
-        sys_flag=draw(st.sampled_from([0] * 6 + [1, TRANSACTION_COMMIT, TRANSACTION_PREPARED])),
+        sys_flag=draw(
+            st.sampled_from(
+                [0] * 6 + [1, TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK]
+            )
+        ),
         born_timestamp=draw(st.sampled_from([0, STAMP - 5])),
         born_host=draw(st.sampled_from([V4_HOST] * 6 + [V6_HOST])),
         reconsume_times=draw(st.sampled_from([0, 3])),
@@ -291,9 +305,10 @@ class HeldPull:
         self.heard.append(request)
 
 
-def single_puts(root: Path, compiled: bool) -> tuple[list, list, int]:
+def single_puts(root: Path, compiled: bool, stepped: bool = False) -> tuple[list, list, int]:
     """Single puts, as the send path makes them (``append``, flush ``sync``): the
-    answers, what the other dispatcher heard, and how many append_one wrote."""
+    answers, what the other dispatcher heard, and how many append_one wrote. ``stepped``:
+    each put a millisecond after the one before (else all at one store time)."""
     messages = [
         MessageToStore(
             "Orders" if number % 7 else "Other",
@@ -315,7 +330,7 @@ def single_puts(root: Path, compiled: bool) -> tuple[list, list, int]:
             store.kernel = None
         # a last store time ahead of the wall clock: the compiled StoreClock.next() and
         # the Python one both give it, so that the two runs stamp the same times
-        store.clock = StoreClock(last=4_000_000_000_000)
+        store.clock = clock = SetClock() if stepped else StoreClock(last=4_000_000_000_000)
         pull = HeldPull()
         store.add_dispatcher(pull)
         await store.open()
@@ -331,7 +346,11 @@ def single_puts(root: Path, compiled: bool) -> tuple[list, list, int]:
         if one is not None:
             store._append_one = counted
         try:
-            answers = [store.append(message) for message in messages]
+            answers = []
+            for message in messages:
+                if isinstance(clock, SetClock):
+                    clock.at = STAMP + len(answers)
+                answers.append(store.append(message))
             answers.append(store.stats()["puts"])
         finally:
             await store.close()
@@ -364,81 +383,177 @@ def test_single_puts_by_append_one_are_the_python_paths(tmp_path):
 FEEDS = (1, 7, 150, 4096, 900, 13, 32_768)  # odd reads: records split anywhere
 
 
-def replica(master_root: Path, root: Path, compiled: bool) -> tuple[list, int]:
-    """A slave store fed the master's whole CommitLog in odd chunks, as an HA connection
-    feeds it: what a dispatcher that wants some queues heard, and how many records the
-    compiled dispatch took."""
+@contextlib.contextmanager
+def all_python(compiled: bool):
+    """With ``compiled`` False, no compiled helper at all in a slave's dispatch (not the
+    record reader nor the index writer, which replica_dispatch shares code with)."""
+    saved = record_requests.compiled_reader, index.compiled_index_keys
+    if not compiled:
+        record_requests.compiled_reader = index.compiled_index_keys = None
+    try:
+        yield
+    finally:
+        record_requests.compiled_reader, index.compiled_index_keys = saved
 
-    async def main() -> tuple[list, int]:
-        master = create_store("mmap", config(master_root))
-        await master.open()
+
+@dataclasses.dataclass
+class Replica:
+    heard: list  # what a dispatcher that wants some queues was told
+    taken: int  # records the compiled dispatch took
+    next_offsets: dict  # each queue's next offset, and the store clock, at the end
+    clock: int
+    refused: str | None = None  # the ReplicationError a failing dispatcher caused
+    at_refusal: tuple = ()  # the next offsets and the clock just after it
+
+
+def replica(
+    master_root: Path, root: Path, compiled: bool, failing: FailingDispatcher | None = None
+) -> Replica:
+    """A slave store fed the master's whole CommitLog in odd chunks, as an HA connection
+    feeds it, closed and opened again halfway (the index goes on past ``indexed_below``).
+    With ``failing``, a dispatcher that refuses one record: the feed then resumes from
+    where the slave's log ends, as the master would send it again."""
+
+    async def feed(slave, master, result: Replica, until: int) -> None:
+        feeds = iter(FEEDS * 10_000)
+        offset = slave.max_commit_log_offset or master.min_commit_log_offset
+        while offset < until:
+            data = master.read_commit_log(offset, min(next(feeds), until - offset))
+            try:
+                slave.append_replicated(offset, data)
+            except ReplicationError as exc:
+                assert result.refused is None, "refused twice"
+                result.refused = str(exc)
+                result.at_refusal = (state_of(slave), slave.clock.last)
+                offset = slave._replica.whole_end
+                continue
+            offset += len(data)
+
+    async def opened_slave(result: Replica):
         slave = create_store("mmap", config(root))
         if not compiled:
             slave.kernel = None
         pull = HeldPull()
+        pull.heard = result.heard
         slave.add_dispatcher(pull)
+        if failing is not None:
+            slave.add_dispatcher(failing)
         await slave.open()
-        taken = 0
         run = slave._dispatch_replicated_run
 
         def counted(*args):
-            nonlocal taken
             done = run(*args)
-            taken += done
+            result.taken += done
             return done
 
         slave._dispatch_replicated_run = counted
+        return slave
+
+    async def main() -> Replica:
+        result = Replica([], 0, {}, 0)
+        master = create_store("mmap", config(master_root))
+        await master.open()
         try:
-            offset, feeds = master.min_commit_log_offset, iter(FEEDS * 10_000)
-            while offset < master.max_commit_log_offset:
-                data = master.read_commit_log(offset, next(feeds))
-                slave.append_replicated(offset, data)
-                offset += len(data)
+            for until in (master.max_commit_log_offset // 2, master.max_commit_log_offset):
+                slave = await opened_slave(result)
+                try:
+                    await feed(slave, master, result, until)
+                    result.next_offsets = state_of(slave)
+                    result.clock = slave.clock.last
+                finally:
+                    await slave.close()
         finally:
-            await slave.close()
             await master.close()
-        # a dispatcher's ``wants`` lets the store skip the rest (the Python dispatch does not)
-        return [told for told in pull.heard if pull.wants(told.topic, told.queue_id)], taken
+        return result
 
-    return anyio.run(main)
+    with all_python(compiled):
+        return anyio.run(main)
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(script=st.lists(puts(), min_size=5, max_size=60))
-def test_a_replica_dispatched_in_c_equals_one_dispatched_in_python(tmp_path_factory, script):
-    """Two slaves of one master, one dispatching the usual records in C (replica_dispatch)
-    and one in Python (the reference): the same files (consume queues, index, checkpoint)
-    and the same records told to a dispatcher that wants some queues. The master's puts
-    cover the ways out of the usual case (non-ASCII tags and topics, transactions, new
-    queues, files that roll)."""
-    kernel()
-    master = tmp_path_factory.mktemp("master")
-    run(master, script, True)
-    compiled_root = tmp_path_factory.mktemp("compiled")
-    python_root = tmp_path_factory.mktemp("python")
-    compiled_heard, _ = replica(master, compiled_root, True)
-    python_heard, none_taken = replica(master, python_root, False)
-    assert none_taken == 0
-    assert compiled_heard == python_heard
+def state_of(slave) -> dict:
+    """Each loaded queue's next offset."""
+    return {key: queue.next_offset for key, queue in slave._queues.items()}
+
+
+def assert_same_files(compiled_root: Path, python_root: Path) -> None:
     compiled, python = contents(compiled_root), contents(python_root)
     assert compiled.keys() == python.keys()
     for name in compiled:
         assert compiled[name] == python[name], name
 
 
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(script=st.lists(puts(), min_size=5, max_size=60))
+def test_a_replica_dispatched_in_c_equals_one_dispatched_in_python(tmp_path_factory, script):
+    """Two slaves of one master, one dispatching the usual records in C (replica_dispatch)
+    and one all in Python (the reference): the same files (consume queues, index,
+    checkpoint), the same queue offsets and clock, the same records told to a dispatcher
+    that wants some queues (and no other). The master's puts cover the ways out of the usual case
+    (non-ASCII tags and topics, transactions, many keys, new queues, files that roll)."""
+    kernel()
+    master = tmp_path_factory.mktemp("master")
+    run(master, script, True)
+    compiled_root = tmp_path_factory.mktemp("compiled")
+    python_root = tmp_path_factory.mktemp("python")
+    compiled = replica(master, compiled_root, True)
+    python = replica(master, python_root, False)
+    assert python.taken == 0
+    assert compiled.heard == python.heard
+    assert (compiled.next_offsets, compiled.clock) == (python.next_offsets, python.clock)
+    assert_same_files(compiled_root, python_root)
+
+
+class FailingDispatcher:
+    """A dispatcher that refuses the record at one CommitLog offset, once."""
+
+    def __init__(self, offset: int, error: Exception) -> None:
+        self.offset = offset
+        self.error: Exception | None = error
+
+    def __call__(self, request: DispatchRequest) -> None:
+        if request.commit_log_offset == self.offset and self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [StoreError("no room"), OSError(28, "No space left on device"), RecordError("garbled")],
+    ids=["StoreError", "OSError", "RecordError"],
+)
+def test_a_dispatcher_refusing_a_replicated_record_leaves_what_the_python_path_leaves(
+    tmp_path, error
+):
+    """A record another dispatcher refuses, in the middle of a run the compiled dispatch
+    takes: the log is cut at that record, the same error says so, and fed again from
+    there both slaves end as equals (its entries written once; the offsets and clock)."""
+    kernel()
+    answers, _, _ = single_puts(tmp_path / "master", True, stepped=True)
+    refused_at = answers[250].commit_log_offset
+    compiled = replica(
+        tmp_path / "master", tmp_path / "compiled", True, FailingDispatcher(refused_at, error)
+    )
+    python = replica(
+        tmp_path / "master", tmp_path / "python", False, FailingDispatcher(refused_at, error)
+    )
+    assert compiled.taken > 250
+    assert compiled.refused is not None and f"offset {refused_at}" in compiled.refused
+    assert compiled.refused == python.refused
+    assert compiled.at_refusal == python.at_refusal  # the refused record counts for neither
+    assert compiled.heard == python.heard
+    assert (compiled.next_offsets, compiled.clock) == (python.next_offsets, python.clock)
+    assert_same_files(tmp_path / "compiled", tmp_path / "python")
+
+
 def test_usual_replicated_records_go_through_the_compiled_dispatch(tmp_path):
     """The slave's figures (benchmarks/ha.py) depend on it: once a queue and its files are
     there, a replica's usual records take replica_dispatch."""
     kernel()
-    heard, taken = single_replica(tmp_path)
-    assert taken > 250  # of 400: small files (7 entries a queue file) roll often
-    assert len(heard) > 100
-
-
-def single_replica(tmp_path: Path) -> tuple[list, int]:
     single_puts(tmp_path / "master", True)
-    return replica(tmp_path / "master", tmp_path / "slave", True)
+    slave = replica(tmp_path / "master", tmp_path / "slave", True)
+    assert slave.taken > 250  # of 400: small files (7 entries a queue file) roll often
+    assert len(slave.heard) > 100
