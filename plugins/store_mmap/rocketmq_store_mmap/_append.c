@@ -1550,6 +1550,123 @@ static PyObject *replica_dispatch(PyObject *module, PyObject *const *args, Py_ss
     return PyLong_FromSsize_t(done - start);
 }
 
+/* --- a read: records of a queue's entries (store.py's MmapStore.get) ----------------- */
+
+#define BLANK_ENTRY_SIZE 0x7FFFFFFF /* a consume-queue entry that holds no record */
+
+PyDoc_STRVAR(gather_doc,
+"gather(entries, position, scan_left, total, examined, files, tags, max_count, max_bytes,\n"
+"       records, queue_offsets)\n"
+"--\n\n"
+"MmapStore.get's loop over ``entries`` (packed consume-queue entries, the first at queue\n"
+"offset ``position``): each record whose tags match ``tags`` (a frozenset of int32 tag\n"
+"codes, or None for all) is copied out of its CommitLog file (``files.find``) and appended\n"
+"to ``records``, its queue offset to ``queue_offsets``, until ``max_count`` records,\n"
+"``max_bytes`` (past the first record), ``scan_left`` entries or the entries end.\n"
+"Returns (position, scan_left, total, examined) as the loop leaves them.");
+
+static PyObject *gather(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 11 || !PyList_Check(args[9]) || !PyList_Check(args[10]) ||
+        (args[6] != Py_None && !PyFrozenSet_Check(args[6]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "gather() takes the entries, position, scan_left, total, examined, the"
+                        " files, tags (a frozenset or None), max_count, max_bytes and two lists");
+        return NULL;
+    }
+    int64_t position = PyLong_AsLongLong(args[1]);
+    int64_t scan_left = position == -1 && PyErr_Occurred() ? 0 : PyLong_AsLongLong(args[2]);
+    int64_t total = PyErr_Occurred() ? 0 : PyLong_AsLongLong(args[3]);
+    int64_t examined = PyErr_Occurred() ? 0 : PyLong_AsLongLong(args[4]);
+    int64_t max_count = PyErr_Occurred() ? 0 : PyLong_AsLongLong(args[7]);
+    int64_t max_bytes = PyErr_Occurred() ? 0 : PyLong_AsLongLong(args[8]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *files = args[5], *tags = args[6], *records = args[9], *queue_offsets = args[10];
+    Py_buffer entries;
+    if (PyObject_GetBuffer(args[0], &entries, PyBUF_SIMPLE) != 0) return NULL;
+    Py_buffer log = {.obj = NULL}; /* the CommitLog file of the last record read */
+    int64_t low = 0, high = 0;
+    int failed = 0;
+    const uint8_t *entry = entries.buf, *end = entry + entries.len / CQ_ENTRY * CQ_ENTRY;
+    for (; entry < end; entry += CQ_ENTRY) {
+        int64_t phys = get64(entry), code = get64(entry + 12);
+        int32_t size = get32(entry + 8);
+        position++;
+        scan_left--;
+        if (size == BLANK_ENTRY_SIZE) continue;
+        examined = phys;
+        if (tags != Py_None) { /* tag_matches: the code as an int32 */
+            PyObject *tag = PyLong_FromLong((int32_t)(uint32_t)(uint64_t)code);
+            int matches = tag ? PySet_Contains(tags, tag) : -1;
+            Py_XDECREF(tag);
+            if (matches < 0) {
+                failed = 1;
+                break;
+            }
+            if (!matches) continue;
+        }
+        Py_ssize_t count = PyList_GET_SIZE(records);
+        if (count && total + size > max_bytes) {
+            position--;
+            scan_left = 0;
+            break;
+        }
+        if (phys < low || phys + size > high) {
+            release_view(&log);
+            log.obj = NULL;
+            low = high = 0;
+            PyObject *mapped = PyObject_CallMethod(files, "find", "L", (long long)phys);
+            if (mapped == NULL) {
+                failed = 1;
+                break;
+            }
+            if (mapped == Py_None) { /* removed by retention while queued */
+                Py_DECREF(mapped);
+                continue;
+            }
+            int64_t start, wrote;
+            PyObject *buffer = NULL;
+            int ok = int_field(&f_start, mapped, &start) && int_field(&f_wrote, mapped, &wrote) &&
+                     (buffer = get_field(&f_buffer, mapped)) != NULL && buffer != Py_None &&
+                     PyObject_GetBuffer(buffer, &log, PyBUF_SIMPLE) == 0;
+            Py_XDECREF(buffer);
+            Py_DECREF(mapped);
+            if (!ok) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "gather(): a CommitLog file is not mapped");
+                log.obj = NULL;
+                failed = 1;
+                break;
+            }
+            low = start;
+            high = start + (wrote < log.len ? wrote : log.len);
+            if (phys + size > high) continue;
+        }
+        /* a negative size (a corrupt entry) reads as nothing, as a reversed slice does */
+        PyObject *record = PyBytes_FromStringAndSize((const char *)log.buf + (phys - low),
+                                                     size < 0 ? 0 : (Py_ssize_t)size);
+        PyObject *queue_offset = record ? PyLong_FromLongLong(position - 1) : NULL;
+        int appended = queue_offset != NULL && PyList_Append(records, record) == 0 &&
+                       PyList_Append(queue_offsets, queue_offset) == 0;
+        Py_XDECREF(record);
+        Py_XDECREF(queue_offset);
+        if (!appended) {
+            failed = 1;
+            break;
+        }
+        total += size;
+        if (count + 1 >= max_count) {
+            scan_left = 0;
+            break;
+        }
+    }
+    release_view(&log);
+    PyBuffer_Release(&entries);
+    if (failed) return NULL;
+    return Py_BuildValue("(LLLL)", (long long)position, (long long)scan_left, (long long)total,
+                         (long long)examined);
+}
+
 PyDoc_STRVAR(crc32_doc, "crc32(data, value=0)\n--\n\nzlib.crc32, as this module computes it.");
 
 static PyObject *crc32(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -1650,6 +1767,7 @@ static PyMethodDef methods[] = {
      dispatch_request_doc},
     {"replica_dispatch", (PyCFunction)(void (*)(void))replica_dispatch, METH_FASTCALL,
      replica_dispatch_doc},
+    {"gather", (PyCFunction)(void (*)(void))gather, METH_FASTCALL, gather_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -90,20 +90,22 @@ _PUT_RESULT_FIELDS = (
 try:  # the compiled append (setup.py builds it when a C compiler is there)
     from . import _append
 except ImportError:
-    append_kernel = append_one_kernel = replica_dispatch_kernel = None
+    append_kernel = append_one_kernel = replica_dispatch_kernel = gather_kernel = None
 else:
     append_kernel = _append.append
     # a single put whole (the checks before and the bookkeeping after the kernel's writes)
     append_one_kernel = getattr(_append, "append_one", None)  # None in a build before it
     # a slave's dispatch of the usual replicated records (None in a build before it)
     replica_dispatch_kernel = getattr(_append, "replica_dispatch", None)
+    # a read's loop over its consume-queue entries (None in a build before it)
+    gather_kernel = getattr(_append, "gather", None)
     if getattr(_append, "INTERFACE", 1) != KERNEL_INTERFACE:
         log.warning(
             "%s is an older build of the compiled append: every put takes the Python"
             " path until it is rebuilt (pip install -e plugins/store_mmap)",
             _append.__file__,
         )
-        append_kernel = append_one_kernel = replica_dispatch_kernel = None
+        append_kernel = append_one_kernel = replica_dispatch_kernel = gather_kernel = None
     elif PutResult.__slots__ != _PUT_RESULT_FIELDS:  # changed in core: not filled in C
         append_one_kernel = None
 
@@ -815,10 +817,21 @@ class MmapStore:
         # the CommitLog file of the last record read: its written bytes are [low, high)
         mapping, low, high = None, 0, 0
         examined = -1  # the CommitLog offset of the last entry looked at (kept in a local)
+        # the compiled loop, unless switched off (tests compare it with the one below)
+        gather = gather_kernel if self.kernel is append_kernel else None
         while scan_left > 0 and position < max_offset:
             entries = queue.entries(position, scan_left)
             if not entries:
                 break
+            if gather is not None:
+                try:
+                    position, scan_left, total, examined = gather(
+                        entries, position, scan_left, total, examined, files, tags,
+                        max_count, max_bytes, records, queue_offsets,
+                    )  # fmt: skip
+                finally:
+                    entries.release()
+                continue
             try:
                 for phys, size, code in ENTRY.iter_unpack(entries):
                     position += 1

@@ -29,6 +29,7 @@ from rocketmq_core.protocol.message import (
     TRANSACTION_ROLLBACK,
     RecordError,
     pack_host,
+    tags_code_of,
 )
 from rocketmq_core.store.api import DispatchRequest, MessageToStore, ReplicationError, StoreConfig
 from rocketmq_core.store.loader import create_store
@@ -557,3 +558,96 @@ def test_usual_replicated_records_go_through_the_compiled_dispatch(tmp_path):
     slave = replica(tmp_path / "master", tmp_path / "slave", True)
     assert slave.taken > 250  # of 400: small files (7 entries a queue file) roll often
     assert len(slave.heard) > 100
+
+
+# --- a read: gather against the Python loop of MmapStore.get ------------------------------
+
+# the tags codes of single_puts' TAGS values, and one no record has
+TAG_CODES = [tags_code_of(f"Tag{number}".encode()) for number in range(4)] + [-1]
+
+
+@st.composite
+def reads(draw) -> tuple:
+    """(topic, queue id, offset, max count, tags, max bytes) of one get."""
+    tags = draw(st.one_of(st.none(), st.frozensets(st.sampled_from(TAG_CODES), max_size=2)))
+    return (
+        draw(st.sampled_from(["Orders", "Other"])),
+        draw(st.sampled_from([0, 1, 2])),
+        draw(st.integers(-1, 130)),
+        draw(st.sampled_from([1, 2, 5, 32, 64])),
+        tags,
+        draw(st.sampled_from([1, 700, 4096, 256 * 1024])),
+    )
+
+
+@pytest.fixture(scope="module", params=["all there", "older files deleted"])
+def filled(request, tmp_path_factory) -> Path:
+    """single_puts' store (records across CommitLog and consume-queue files); or that store
+    after retention deleted all but its newest CommitLog file."""
+    root = tmp_path_factory.mktemp("filled")
+    single_puts(root, True)
+    if request.param == "older files deleted":
+
+        async def delete() -> None:
+            store = create_store("mmap", config(root))
+            await store.open()
+            try:
+                assert await store.delete_expired(now=10**12, force=True) > 0
+            finally:
+                await store.close()
+
+        anyio.run(delete)
+    return root
+
+
+@settings(max_examples=40, deadline=None)
+@given(asked=st.lists(reads(), min_size=1, max_size=20))
+def test_reads_gathered_in_c_are_the_python_loops(filled, asked):
+    """MmapStore.get with the compiled loop (gather) and with the Python one, on the same
+    store: the same status, records, queue offsets, next offset and last examined position,
+    for every tag filter, count and byte limit."""
+    kernel()
+
+    async def main() -> None:
+        store = create_store("mmap", config(filled))
+        await store.open()
+        try:
+            for topic, queue_id, drawn, *rest in asked:
+                # from just below the queue's first offset to just past its end
+                low, high = store.min_offset(topic, queue_id), store.max_offset(topic, queue_id)
+                read = (topic, queue_id, low - 1 + drawn % (high - low + 3), *rest)
+                store.kernel = None
+                python = await store.get(*read)
+                store.kernel = mmap_store.append_kernel
+                compiled = await store.get(*read)
+                assert compiled == python, read
+        finally:
+            await store.close()
+
+    anyio.run(main)
+
+
+def test_a_read_takes_the_compiled_loop(tmp_path):
+    """The pull figures (benchmarks/vs_nats.py) depend on it."""
+    kernel()
+    single_puts(tmp_path, True)
+    calls = []
+
+    async def main() -> None:
+        store = create_store("mmap", config(tmp_path))
+        await store.open()
+        gather = mmap_store.gather_kernel
+
+        def counted(*args):
+            calls.append(args[1])
+            return gather(*args)
+
+        mmap_store.gather_kernel = counted
+        try:
+            found = await store.get("Orders", 1, 0, 32)
+        finally:
+            mmap_store.gather_kernel = gather
+            await store.close()
+        assert found.records and calls
+
+    anyio.run(main)
