@@ -359,6 +359,23 @@ class SupportsFlush(Protocol):
 
 
 @runtime_checkable
+class SupportsImmediateGet(Protocol):
+    """A store whose reads never wait: ``get``'s work without a coroutine (the pull
+    processor answers then without a task per request)."""
+
+    def get_now(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags: TagFilter = None,
+        max_bytes: int = 256 * 1024,
+    ) -> GetResult:
+        """What ``get`` with the same arguments returns."""
+
+
+@runtime_checkable
 class SupportsTopicDeletion(Protocol):
     async def delete_topic(self, topic: str) -> None:
         """Forget a topic's queues (its records stay in the log until they expire)."""

@@ -181,6 +181,18 @@ class MemoryStore:
         tags: TagFilter = None,
         max_bytes: int = 256 * 1024,
     ) -> GetResult:
+        return self.get_now(topic, queue_id, offset, max_count, tags, max_bytes)
+
+    def get_now(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags: TagFilter = None,
+        max_bytes: int = 256 * 1024,
+    ) -> GetResult:
+        """``get`` without a coroutine (SupportsImmediateGet)."""
         self._check_open()
         queue = self._queues.get((topic, queue_id))
         if queue is None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+
 import anyio
 import pytest
 
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.groups import SubscriptionGroupConfig
+from rocketmq_core.broker.processors import pull
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
@@ -15,6 +18,7 @@ from rocketmq_core.protocol.headers import (
 )
 from rocketmq_core.protocol.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from rocketmq_core.protocol.message import decode_record, iter_records
+from rocketmq_core.store.api import SupportsImmediateGet
 from rocketmq_core.testing.broker import broker_config
 
 from .wire import pull_request, send_request
@@ -35,6 +39,24 @@ async def test_send_then_pull(broker, client):
     assert (message.topic, message.body, message.tags) == ("Orders", b"hello", "TagA")
     assert message.properties["CLUSTER"] == "DefaultCluster"
     assert pulled.ext_fields["nextBeginOffset"] == "1"
+
+
+async def test_a_pull_the_store_answers_at_once_takes_no_task(broker, client):
+    """The pull figures (benchmarks/vs_nats.py) depend on it: with a store that reads
+    without waiting (SupportsImmediateGet), a pull that finds records, or finds none and
+    is not held, is answered by the processor's call itself; only a held pull is a
+    coroutine (a task of the connection)."""
+    assert isinstance(broker.store, SupportsImmediateGet)
+    await client.invoke(broker.address, send_request())
+    found = pull.pull_message(broker, None, pull_request())
+    assert isinstance(found, RemotingCommand) and found.code == ResponseCode.SUCCESS
+    empty = pull.pull_message(broker, None, pull_request(offset=1))
+    assert isinstance(empty, RemotingCommand) and empty.code == ResponseCode.PULL_NOT_FOUND
+    held = pull.pull_message(
+        broker, None, pull_request(offset=1, sys_flag=pull.SUSPEND | pull.SUBSCRIPTION)
+    )
+    assert inspect.iscoroutine(held)
+    held.close()
 
 
 async def test_refusals_say_why(broker, client, tmp_path):

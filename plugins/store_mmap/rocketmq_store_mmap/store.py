@@ -798,6 +798,18 @@ class MmapStore:
         tags: TagFilter = None,
         max_bytes: int = 256 * 1024,
     ) -> GetResult:
+        return self.get_now(topic, queue_id, offset, max_count, tags, max_bytes)
+
+    def get_now(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags: TagFilter = None,
+        max_bytes: int = 256 * 1024,
+    ) -> GetResult:
+        """``get`` without a coroutine: nothing here waits (SupportsImmediateGet)."""
         self._check_open()
         queue = self._loaded_queue(topic, queue_id)
         if queue is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -38,9 +39,33 @@ def pull_code(result: GetResult, requested: int) -> int:
     return ResponseCode.PULL_OFFSET_MOVED
 
 
-async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+def pull_message(
+    broker: Broker, ctx: RequestContext, request: RemotingCommand
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """The answer at once when the store reads without waiting and the pull is not held
+    (no task per request); else a coroutine that reads, holds and answers."""
     broker.check_ready()
     header = PullMessageRequestHeader.from_ext_fields(request.ext_fields or {})
+    group = _checked_group(broker, header)
+    tags = _subscription(broker, header).tag_filter
+    # a slave never takes a pull's commitOffset (HA.md §6.6)
+    if header.sys_flag & COMMIT_OFFSET and not broker.config.is_slave:
+        broker.offsets.commit(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
+    read = (header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tags)
+    get_now = getattr(broker.store, "get_now", None)  # SupportsImmediateGet's
+    if get_now is None:
+        return _read_then_answer(broker, ctx, request, header, group, read)
+    result = get_now(*read)
+    code = pull_code(result, header.queue_offset)
+    if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & SUSPEND:
+        return _hold_then_answer(broker, ctx, request, header, group, read, result)
+    return _answer(broker, request, header, group, result, code)
+
+
+def _checked_group(broker: Broker, header: PullMessageRequestHeader) -> SubscriptionGroupConfig:
+    """The pulling group's config, once the broker, the group and the topic allow the pull."""
     if not broker.config.broker_permission & PERM_READ:  # brokerPermission, live
         raise RequestRefused(
             ResponseCode.NO_PERMISSION,
@@ -67,27 +92,55 @@ async def pull_message(broker: Broker, ctx: RequestContext, request: RemotingCom
             f"queueId {header.queue_id} is out of range: topic {header.topic} has"
             f" {topic.read_queue_nums} read queues",
         )
-    subscription = _subscription(broker, header)
-    # a slave never takes a pull's commitOffset (HA.md §6.6)
-    if header.sys_flag & COMMIT_OFFSET and not broker.config.is_slave:
-        broker.offsets.commit(
-            header.consumer_group, header.topic, header.queue_id, header.commit_offset
-        )
-    tags = subscription.tag_filter
-    read = (header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tags)
+    return group
+
+
+async def _read_then_answer(
+    broker: Broker,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    header: PullMessageRequestHeader,
+    group: SubscriptionGroupConfig,
+    read: tuple,
+) -> RemotingCommand:
+    """A store whose reads are coroutines: read, hold when nothing is there, answer."""
     result = await broker.store.get(*read)
     code = pull_code(result, header.queue_offset)
     if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & SUSPEND:
-        timeout = (
-            header.suspend_timeout_millis
-            if broker.config.long_polling_enable
-            else broker.config.short_polling_time_mills
-        ) / 1000
-        if await broker.pulls.hold(
-            header.topic, header.queue_id, header.queue_offset, tags, timeout, ctx.connection
-        ):
-            result = await broker.store.get(*read)
-            code = pull_code(result, header.queue_offset)
+        return await _hold_then_answer(broker, ctx, request, header, group, read, result)
+    return _answer(broker, request, header, group, result, code)
+
+
+async def _hold_then_answer(
+    broker: Broker,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    header: PullMessageRequestHeader,
+    group: SubscriptionGroupConfig,
+    read: tuple,
+    result: GetResult,
+) -> RemotingCommand:
+    """Nothing to read yet: held (long polling) until a record arrives or the suspend
+    time passes, then read again; ``result`` is the empty read, answered if nothing came."""
+    timeout = (
+        header.suspend_timeout_millis
+        if broker.config.long_polling_enable
+        else broker.config.short_polling_time_mills
+    ) / 1000
+    topic, queue_id, offset, _count, tags = read
+    if await broker.pulls.hold(topic, queue_id, offset, tags, timeout, ctx.connection):
+        result = await broker.store.get(*read)
+    return _answer(broker, request, header, group, result, pull_code(result, offset))
+
+
+def _answer(
+    broker: Broker,
+    request: RemotingCommand,
+    header: PullMessageRequestHeader,
+    group: SubscriptionGroupConfig,
+    result: GetResult,
+    code: int,
+) -> RemotingCommand:
     broker.stats.count_get(header.consumer_group, header.topic, result)
     if code == ResponseCode.SUCCESS:
         broker.pull_rates.record(header.consumer_group, header.topic, len(result.records))
