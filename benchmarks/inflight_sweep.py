@@ -11,8 +11,12 @@ gives medians: the rate, p50 and p99 of send -> answer, and the broker's CPU per
 After each row the broker's per-queue counts must equal what the client saw
 acknowledged, or the run exits 1.
 
+With ``--flush sync`` both brokers run SYNC_FLUSH: every send is answered once a group
+commit (fdatasync) covers it.
+
     python benchmarks/inflight_sweep.py
     python benchmarks/inflight_sweep.py --inflight 1,4 --rounds 5 --seconds 3
+    python benchmarks/inflight_sweep.py --flush sync --inflight 16,64
 """
 
 from __future__ import annotations
@@ -31,14 +35,18 @@ from loadgen import build_c_load_client, machine, write_results
 from vs_nats import Ours
 
 PATHS = {"direct": "1", "anyio": "0"}  # ROCKETMQ_DIRECT_SOCKET_IO of each broker
+FLUSH_TYPES = {"async": "ASYNC_FLUSH", "sync": "SYNC_FLUSH"}
 
 
 @contextmanager
-def standalone(scratch: Path, path: str, core: int, c_binary: Path, checks: list):
+def standalone(
+    scratch: Path, path: str, core: int, c_binary: Path, checks: list, flush: str = "async"
+):
     directory = scratch / path
     directory.mkdir()
     env = {**os.environ, "ROCKETMQ_DIRECT_SOCKET_IO": PATHS[path]}
-    process, namesrv, broker = start_standalone(directory, core, env=env)
+    settings = f"flushDiskType={FLUSH_TYPES[flush]}\n"  # the later line of the key wins
+    process, namesrv, broker = start_standalone(directory, core, settings=settings, env=env)
     try:
         yield Ours(c_binary, broker, namesrv, process.pid, core, checks)
     finally:
@@ -54,8 +62,11 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--server-core", type=int, default=1)
     parser.add_argument("--client-core", type=int, default=0)
-    parser.add_argument("--output", default="benchmarks/results/inflight_sweep.json")
+    parser.add_argument("--flush", choices=sorted(FLUSH_TYPES), default="async")
+    parser.add_argument("--output", default=None, help="default results/inflight_sweep.json")
     args = parser.parse_args()
+    suffix = "" if args.flush == "async" else f"_{args.flush}_flush"
+    output = args.output or f"benchmarks/results/inflight_sweep{suffix}.json"
     counts = [int(count) for count in args.inflight.split(",")]
     os.sched_setaffinity(0, {args.client_core})
     checks: list[dict] = []
@@ -65,7 +76,7 @@ def main() -> int:
         c_binary = build_c_load_client(scratch)
         brokers = {
             path: servers.enter_context(
-                standalone(scratch, path, args.server_core, c_binary, checks)
+                standalone(scratch, path, args.server_core, c_binary, checks, args.flush)
             )
             for path in PATHS
         }
@@ -89,7 +100,7 @@ def main() -> int:
     table = summarize(rows, counts)
     print(
         f"inflight_sweep: C load client (core {args.client_core}) -> rocketmq standalone"
-        f" x2 (core {args.server_core}, mmap, async flush), SEND_MESSAGE_V2 of 1 KiB;"
+        f" x2 (core {args.server_core}, mmap, {args.flush} flush), SEND_MESSAGE_V2 of 1 KiB;"
         f" {args.seconds:g} s per row after {args.warmup:g} s; {args.rounds} rounds; medians"
     )
     print(
@@ -115,11 +126,12 @@ def main() -> int:
         "seconds": args.seconds,
         "warmup": args.warmup,
         "rounds": args.rounds,
+        "flush": args.flush,
         "body_bytes": 1024,
         "loadavg": os.getloadavg(),
         **machine(),
     }
-    write_results(args.output, setup, [*table, *rows])
+    write_results(output, setup, [*table, *rows])
     return 1 if failed else 0
 
 

@@ -359,6 +359,17 @@ class SupportsFlush(Protocol):
 
 
 @runtime_checkable
+class SupportsDurableCallback(Protocol):
+    """A store that tells a callback when a put is durable (``wait_durable`` without a
+    task waiting: the send processor answers a SYNC_FLUSH send from it)."""
+
+    def when_durable(self, result: PutResult, settled: Callable[[PutResult], None]) -> bool:
+        """True when ``result`` has nothing to wait for (``settled`` is not called); else
+        False, and ``settled(result)`` later, as ``wait_durable`` would return it. It runs
+        on the store's event loop and must not raise."""
+
+
+@runtime_checkable
 class SupportsImmediateGet(Protocol):
     """A store whose reads never wait: ``get``'s work without a coroutine (the pull
     processor answers then without a task per request)."""

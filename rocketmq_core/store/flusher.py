@@ -2,8 +2,10 @@
 
 ``sync(upto)`` is the store's blocking "make bytes up to ``upto`` durable" (fdatasync
 of mapped files, a WAL sync, ...); it runs in a worker thread. Puts that must wait
-register with ``wait_durable``; every waiter that arrives while a flush runs is
-covered by the next one, so concurrent puts share one fdatasync (group commit).
+register with ``wait_durable`` (a task waits) or ``when_settled`` (a callback, called by
+the flush or the deadline: what the send path uses, as a task per send costs more than
+the send); every put that arrives while a flush runs is covered by the next one, so
+concurrent puts share one fdatasync (group commit).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class Flusher:
         # takes its covered puts off the front, and the front has the next deadline
         self._waiting = 0
         self._pending: deque[tuple[int, float]] = deque()
+        # (end, deadline, result, settled) of each put told by callback, in arrival order
+        self._callbacks: deque[tuple[int, float, PutResult, Callable[[PutResult], None]]]
+        self._callbacks = deque()
         self._flushed_event: anyio.Event | None = None
         self._deadline_added: anyio.Event | None = None
         self._wakeup: anyio.Event | None = None
@@ -60,7 +65,8 @@ class Flusher:
             task_status.started()
             while True:
                 dirty = self._written() - self.flushed
-                delay = self.policy.delay(dirty, self._clock() - self._last_flush, self._waiting)
+                waiting = self._waiting + len(self._callbacks)
+                delay = self.policy.delay(dirty, self._clock() - self._last_flush, waiting)
                 if delay > 0:
                     with anyio.move_on_after(delay):
                         await self._wakeup.wait()
@@ -89,6 +95,10 @@ class Flusher:
                 pending = self._pending
                 while pending and pending[0][0] <= target:
                     pending.popleft()  # durable: its deadline is no longer anyone's
+                callbacks = self._callbacks
+                while callbacks and callbacks[0][0] <= target:
+                    _end, _deadline, result, settled = callbacks.popleft()
+                    _tell(settled, result)
             self._last_flush = self._clock()
             self._wake_waiters()
 
@@ -98,22 +108,48 @@ class Flusher:
             self._flushed_event = None
 
     async def _expire_deadlines(self) -> None:
-        """Wake waiters when the deadline of one not yet durable passes."""
-        pending = self._pending
+        """Wake waiters, and tell callbacks, when the deadline of one not yet durable
+        passes."""
+        pending, callbacks = self._pending, self._callbacks
         while True:
-            if not pending:
+            if not pending and not callbacks:
                 self._deadline_added = anyio.Event()
                 await self._deadline_added.wait()
                 continue
             # a flush meanwhile only takes puts off the front: later deadlines come later
-            await anyio.sleep(max(0.0, pending[0][1] - self._clock()))
+            first = min(queued[0][1] for queued in (pending, callbacks) if queued)
+            await anyio.sleep(max(0.0, first - self._clock()))
             now = self._clock()
             expired = False
             while pending and pending[0][1] <= now:
                 pending.popleft()
                 expired = True
+            while callbacks and callbacks[0][1] <= now:
+                _end, _deadline, result, settled = callbacks.popleft()
+                _tell(settled, self._timed_out(result))
             if expired:
                 self._wake_waiters()  # they look at the clock and give up
+
+    def _timed_out(self, result: PutResult) -> PutResult:
+        result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+        return result
+
+    def when_settled(self, result: PutResult, settled: Callable[[PutResult], None]) -> bool:
+        """``settle`` without a task: True when ``result`` has nothing to wait for (its
+        records are durable already; ``settled`` is not called); else False, and
+        ``settled(result)`` once they are durable up to ``result.flush_to``, or with
+        FLUSH_DISK_TIMEOUT after the policy's timeout. ``settled`` runs in the flush or
+        the deadline task: it must not raise, and must not block."""
+        end = result.flush_to
+        if end < 0 or end <= self.flushed:
+            return True
+        if not self._pending and not self._callbacks and self._deadline_added is not None:
+            self._deadline_added.set()
+        self._callbacks.append((end, self._clock() + self.policy.timeout, result, settled))
+        if self._wakeup is not None:
+            self._wakeup.set()
+        return False
 
     async def wait_durable(self, end: int) -> bool:
         """Wait until bytes below ``end`` are durable; False after the policy's timeout."""
@@ -141,6 +177,12 @@ class Flusher:
         """A store's ``wait_durable``: ``result`` once its records are durable up to
         ``result.flush_to``; FLUSH_DISK_TIMEOUT after the policy's timeout."""
         if result.flush_to >= 0 and not await self.wait_durable(result.flush_to):
-            result.status = PutStatus.FLUSH_DISK_TIMEOUT
-            result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+            self._timed_out(result)
         return result
+
+
+def _tell(settled: Callable[[PutResult], None], result: PutResult) -> None:
+    try:
+        settled(result)
+    except Exception:  # the flush and the deadline task must go on for the others
+        log.exception("a put's durability callback failed")

@@ -18,7 +18,7 @@ from rocketmq_core.protocol.headers import (
 )
 from rocketmq_core.protocol.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from rocketmq_core.protocol.message import decode_record, iter_records
-from rocketmq_core.store.api import SupportsImmediateGet
+from rocketmq_core.store.api import SupportsDurableCallback, SupportsImmediateGet
 from rocketmq_core.testing.broker import broker_config
 
 from .wire import pull_request, send_request
@@ -80,9 +80,24 @@ async def test_refusals_say_why(broker, client, tmp_path):
 
 
 async def test_sync_flush_sends_are_answered_once_durable(tmp_path, plugin_host, client):
-    # the send processor answers from a task only here: the store has a flush to wait for
+    """The answers leave once a group commit covers them, from the flusher's callback
+    (SupportsDurableCallback: no task per send); the CommitLog keeps 4 KiB pages, as a
+    flush of a 2 MiB folio per group commit wrote 2 MiB (HugeFolios off)."""
     config = broker_config(tmp_path, flush_disk_type="SYNC_FLUSH")
     async with Broker.serving(config, host=plugin_host) as broker:
+        assert isinstance(broker.store, SupportsDurableCallback)
+        assert not broker.store.commitlog.files.huge_folios
+        answers_later = []
+        route = broker.server.processors.lookup(R.SEND_MESSAGE_V2)
+        assert route is not None
+        processor = route.processor
+
+        def counted(ctx, request):
+            answer = processor(ctx, request)
+            answers_later.append(type(answer).__name__)
+            return answer
+
+        route.processor = counted
         with anyio.fail_after(10):
             async with anyio.create_task_group() as task_group:
                 replies = []
@@ -97,6 +112,11 @@ async def test_sync_flush_sends_are_answered_once_durable(tmp_path, plugin_host,
         written = broker.store.max_commit_log_offset
     assert [reply.code for reply in replies] == [ResponseCode.SUCCESS] * 8
     assert flushed >= written > 0
+    assert answers_later == ["LaterAnswer"] * 8
+
+
+async def test_async_flush_keeps_the_commit_logs_huge_folios(broker):
+    assert broker.store.commitlog.files.huge_folios
 
 
 async def test_unknown_topic_without_auto_create(tmp_path, plugin_host, client):

@@ -8,7 +8,7 @@ import time
 import anyio
 import pytest
 
-from rocketmq_core.store.api import StoreConfig
+from rocketmq_core.store.api import PutResult, PutStatus, StoreConfig
 from rocketmq_core.store.flush import PAGE_SIZE, AsyncFlush, SyncFlush
 from rocketmq_core.store.flusher import Flusher
 
@@ -202,6 +202,78 @@ async def test_deadlines_of_durable_puts_wake_nothing():
         reads_before = clock_reads
         await anyio.sleep(0.65)  # every deadline passes
         assert clock_reads - reads_before <= 10
+        task_group.cancel_scope.cancel()
+
+
+def put_result(flush_to: int) -> PutResult:
+    return PutResult.written([max(flush_to - 10, 0)], 0, 0, b"\x7f\0\0\1\0\0\0\0", flush_to)
+
+
+async def test_callbacks_share_flushes_and_are_told_in_order():
+    """when_settled: no task waits; the flush that covers a put tells its callback, in
+    arrival order, and puts that arrive while a flush runs share the next one."""
+    log = FakeLog()
+    log.gate.clear()
+    flusher = log.flusher(SyncFlush(timeout=5.0, idle_interval=60.0))
+    told: list[tuple[int, PutStatus]] = []
+
+    def settled(result: PutResult) -> None:
+        told.append((result.flush_to, result.status))
+
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 500
+        assert not any([flusher.when_settled(put_result(n * 10), settled) for n in range(1, 51)])
+        await wait_until(log.entered.is_set)
+        log.written = 1000  # these fifty arrive while the first flush runs
+        assert not any([flusher.when_settled(put_result(n * 10), settled) for n in range(51, 101)])
+        assert told == []
+        log.gate.set()
+        await wait_until(lambda: len(told) == 100)
+        task_group.cancel_scope.cancel()
+    assert log.calls == [500, 1000]
+    assert told == [(n * 10, PutStatus.PUT_OK) for n in range(1, 101)]
+    # durable already, or nothing to wait for: True, and the callback is not called
+    assert flusher.when_settled(put_result(1000), settled)
+    assert flusher.when_settled(put_result(-1), settled)
+    assert len(told) == 100
+
+
+async def test_a_callback_past_its_deadline_is_told_flush_disk_timeout():
+    log = FakeLog()
+    log.gate.clear()
+    flusher = log.flusher(SyncFlush(timeout=0.05, idle_interval=60.0))
+    told: list[PutResult] = []
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 100
+        assert not flusher.when_settled(put_result(100), told.append)
+        await wait_until(lambda: len(told) == 1)
+        assert told[0].status is PutStatus.FLUSH_DISK_TIMEOUT
+        assert "syncFlushTimeout" in told[0].remark
+        log.gate.set()  # the slow sync completes after all: told once only
+        await wait_until(lambda: flusher.flushed == 100)
+        task_group.cancel_scope.cancel()
+    assert len(told) == 1
+
+
+async def test_a_failing_callback_does_not_stop_the_flusher_for_the_others():
+    log = FakeLog()
+    flusher = log.flusher(SyncFlush(timeout=5.0, idle_interval=60.0))
+    told: list[int] = []
+
+    def failing(result: PutResult) -> None:
+        raise RuntimeError("a broken answer")
+
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 20
+        flusher.when_settled(put_result(10), failing)
+        flusher.when_settled(put_result(20), lambda result: told.append(result.flush_to))
+        await wait_until(lambda: told == [20])
+        log.written = 30
+        flusher.when_settled(put_result(30), lambda result: told.append(result.flush_to))
+        await wait_until(lambda: told == [20, 30])
         task_group.cancel_scope.cancel()
 
 

@@ -51,9 +51,14 @@ _V1_V4_OVERHEAD = record_size(0, 0, 0, False, False)  # a V1 record with IPv4 ho
 
 
 class CommitLog:
-    def __init__(self, directory: Path, file_size: int, store_host: bytes) -> None:
+    def __init__(
+        self, directory: Path, file_size: int, store_host: bytes, huge_folios: bool = True
+    ) -> None:
+        # 2 MiB folios fault in ~4x cheaper a page here, but a flush writes back every
+        # dirty folio whole: a group commit (SYNC_FLUSH) after a 1 KiB put wrote 2 MiB
+        # (fdatasync 2.3 ms instead of 0.13): those stores keep 4 KiB pages
         self.files = MappedFileQueue(
-            directory, file_size, reserve=True, read_written_ahead=True, huge_folios=True
+            directory, file_size, reserve=True, read_written_ahead=True, huge_folios=huge_folios
         )
         self.store_host = store_host
         self.store_v6 = host_is_v6(store_host)
@@ -172,7 +177,7 @@ class CommitLog:
             start,
             self.files.file_size,
             reserve=True,
-            huge_folios=True,
+            huge_folios=self.files.huge_folios,
         )
 
     def offer_next_file(self, mapped: MappedFile) -> None:

@@ -137,7 +137,10 @@ class MmapStore:
         self.policy = flush_policy or AsyncFlush.from_config(config)
         root = self.root = Path(config.root_dir)
         self.commitlog = CommitLog(
-            root / "commitlog", config.commit_log_file_size, config.store_host
+            root / "commitlog",
+            config.commit_log_file_size,
+            config.store_host,
+            huge_folios=not self.policy.waits,  # a flush per group commit: 4 KiB pages
         )
         self.commit_log_file_size = config.commit_log_file_size
         # a slave's: writes its master's CommitLog bytes (made at the first of them)
@@ -495,6 +498,13 @@ class MmapStore:
             return result
         assert self._flusher is not None
         return await self._flusher.settle(result)
+
+    def when_durable(self, result: PutResult, settled: Callable[[PutResult], None]) -> bool:
+        """SupportsDurableCallback: the flusher's group commit, without a task waiting."""
+        if result.flush_to < 0:
+            return True
+        assert self._flusher is not None
+        return self._flusher.when_settled(result, settled)
 
     def append(self, message: MessageToStore) -> PutResult:
         append_one = self._append_one  # set only while open

@@ -455,6 +455,13 @@ class RocksDBStore:
         assert self._flusher is not None
         return await self._flusher.settle(result)
 
+    def when_durable(self, result: PutResult, settled: Callable[[PutResult], None]) -> bool:
+        """SupportsDurableCallback: the flusher's group commit, without a task waiting."""
+        if result.flush_to < 0:
+            return True
+        assert self._flusher is not None
+        return self._flusher.when_settled(result, settled)
+
     def append(self, message: MessageToStore) -> PutResult:
         self._check_open()
         refused = refusal(message, self.config) or self.disk.refusal() or self._writes_refused()

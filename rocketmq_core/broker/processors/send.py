@@ -34,19 +34,26 @@ from ..ha.put import durable_and_replicated
 from .retry import dead_letter_topic, max_reconsume_times
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from ...remoting.connection import LaterAnswer
     from ...remoting.processor import RequestContext
     from ..app import Broker
     from ..config import BrokerConfig
+
+    # what a send processor gives the connection: an answer now (a command, or a finished
+    # frame), one a callback gives later, or one a task waits for
+    SendAnswer: TypeAlias = (
+        RemotingCommand | bytes | LaterAnswer | Awaitable[RemotingCommand | bytes]
+    )
+
 
 log = logging.getLogger("rocketmq.broker")
 
 FAQ = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
-def send_message(
-    broker: Broker, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand | Awaitable[RemotingCommand] | LaterAnswer:
+def send_message(broker: Broker, ctx: RequestContext, request: RemotingCommand) -> SendAnswer:
     """Answers inline when the store has no flush to wait for (no task per send); a
     SYNC_MASTER's answer leaves when a slave acks (still no task)."""
     broker.check_ready()
@@ -117,7 +124,8 @@ def send_message(
     # the CommitLog end a SYNC_MASTER waits for a slave to ack, or -1
     replica_end = ha.after_append(result, own_properties) if ha is not None else -1
     if result.flush_to >= 0:
-        return _answer_when_durable(broker, request, result, queue_id, uniq, recall, replica_end)
+        answer = functools.partial(_answer_or_refusal, broker, request, queue_id, uniq, recall)
+        return answer_when_durable(broker, ctx, request, result, replica_end, answer)
     if replica_end >= 0:
         answer = functools.partial(_answer_or_refusal, broker, request, queue_id, uniq, recall)
         return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
@@ -139,18 +147,69 @@ def _recall_handle(broker: Broker, topic: str, message: MessageToStore, uniq: by
     return RecallHandle(topic, broker.config.broker_name, deliver_ms, uniq.decode()).encode()
 
 
-async def _answer_when_durable(
+def answer_when_durable(
     broker: Broker,
+    ctx: RequestContext,
     request: RemotingCommand,
     result: PutResult,
-    queue_id: int,
-    uniq: bytes | None,
-    recall: str | None,
     replica_end: int,
-) -> RemotingCommand:
-    """The answer once the flush (and on a SYNC_MASTER, a slave's ack) is done."""
-    result = await durable_and_replicated(broker, result, replica_end)
-    return _answer(broker, request, result, queue_id, uniq, recall)
+    answer: Callable[[PutResult], RemotingCommand | bytes],
+) -> SendAnswer:
+    """A send that waits for its flush (SYNC_FLUSH), and on a SYNC_MASTER for a slave's
+    ack of ``replica_end`` (>= 0) too: ``answer(result)`` once both are done, with the
+    status of what failed (HA.md §3). A store that tells a callback
+    (SupportsDurableCallback) lets it leave with no task waiting; a task per send cost
+    more than the send, and a group commit wakes the whole group at once."""
+    when_durable = getattr(broker.store, "when_durable", None)
+    if when_durable is None:
+        return _answer_when_durable(broker, result, replica_end, answer)
+    replica = result.status  # SLAVE_NOT_AVAILABLE already, when after_append found none
+    waiting: list[LaterAnswer] = []  # made only when there is something to wait for
+
+    def reply(settled: PutResult) -> None:
+        try:
+            response = answer(settled)
+        except Exception as exc:  # runs in the flusher (or a slave's reader): it must go on
+            log.exception("cannot answer a send to %s", ctx.peer_address)
+            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        waiting[0].answer(response)
+
+    def durable(settled: PutResult) -> None:
+        if replica_end < 0:
+            if replica is not PutStatus.PUT_OK:
+                settled.status = replica
+            reply(settled)
+            return
+
+        def replicated(acked: bool) -> None:
+            if not acked:
+                settled.status = PutStatus.FLUSH_SLAVE_TIMEOUT
+            reply(settled)
+
+        assert broker.ha is not None  # replica_end >= 0 comes from it
+        if broker.ha.progress.acked >= replica_end:  # a slave acked during the flush
+            reply(settled)
+        else:
+            broker.ha.when_replicated(replica_end, replicated)
+
+    if when_durable(result, durable):  # durable already: nothing was registered
+        if replica_end >= 0:
+            return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
+        if replica is not PutStatus.PUT_OK:
+            result.status = replica
+        return answer(result)
+    waiting.append(ctx.connection.answer_later(request))
+    return waiting[0]
+
+
+async def _answer_when_durable(
+    broker: Broker,
+    result: PutResult,
+    replica_end: int,
+    answer: Callable[[PutResult], RemotingCommand | bytes],
+) -> RemotingCommand | bytes:
+    """answer_when_durable with a store that has no callback: a task waits."""
+    return answer(await durable_and_replicated(broker, result, replica_end))
 
 
 def answer_when_replicated(

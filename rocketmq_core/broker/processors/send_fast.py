@@ -17,12 +17,12 @@ from __future__ import annotations
 import functools
 import os
 import struct
-from collections.abc import Awaitable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import orjson
 
+from ...errors import RequestRefused
 from ...protocol.codes import FLAG_RESPONSE, OUR_VERSION, RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
@@ -40,7 +40,6 @@ except ImportError:
     compiled = None
 
 if TYPE_CHECKING:
-    from ...remoting.connection import LaterAnswer
     from ...remoting.processor import RequestContext
     from ..app import Broker
 
@@ -80,12 +79,10 @@ _V1_NAMES = _wire_names(None)
 _V2_NAMES = _wire_names(dict(SEND_V2_NAMES))
 
 
-def send_message(
-    broker: Broker, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer:
+def send_message(broker: Broker, ctx: RequestContext, request: RemotingCommand) -> send.SendAnswer:
     """SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE: the fast path when it applies."""
     if ENABLED:
-        answer: RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer | None = None
+        answer: send.SendAnswer | None = None
         if COMPILED is not None:  # None: not the usual send, which the Python code reads
             answer = COMPILED.send_one(broker, ctx, request, _COMPILED_REFERENCES)
         if answer is None:
@@ -97,7 +94,7 @@ def send_message(
 
 def fast_send(
     broker: Broker, ctx: RequestContext, request: RemotingCommand
-) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer | None:
+) -> send.SendAnswer | None:
     """The answer to a usual send, or None (nothing done) when the general path must."""
     config = broker.config
     if not broker.ready or not config.broker_permission & PERM_WRITE or config.is_slave:
@@ -157,14 +154,29 @@ def _after_put(
     uniq: bytes | None,
     result: PutResult,
     replica_end: int,
-) -> RemotingCommand | bytes | Awaitable[RemotingCommand] | LaterAnswer:
+) -> send.SendAnswer:
     """The answer to a put send: once flushed, once a slave has it, or now."""
-    if result.flush_to >= 0:
-        return send._answer_when_durable(broker, request, result, queue_id, uniq, None, replica_end)
-    if replica_end >= 0:  # a SYNC_MASTER's: the frame is built once a slave acks
-        answer = functools.partial(_answer, broker, ctx, request, queue_id, uniq)
+    if result.flush_to >= 0 or replica_end >= 0:  # the frame is built once they are done
+        answer = functools.partial(_answer_or_refusal, broker, ctx, request, queue_id, uniq)
+        if result.flush_to >= 0:
+            return send.answer_when_durable(broker, ctx, request, result, replica_end, answer)
         return send.answer_when_replicated(broker, ctx, request, result, replica_end, answer)
     return _answer(broker, ctx, request, queue_id, uniq, result)
+
+
+def _answer_or_refusal(
+    broker: Broker,
+    ctx: RequestContext,
+    request: RemotingCommand,
+    queue_id: int,
+    uniq: bytes | None,
+    result: PutResult,
+) -> RemotingCommand | bytes:
+    """``_answer``, with a refusal as the answer it stands for (a callback answers it)."""
+    try:
+        return _answer(broker, ctx, request, queue_id, uniq, result)
+    except RequestRefused as refused:
+        return request.response(refused.code, refused.remark)
 
 
 def _answer(
