@@ -575,7 +575,10 @@ class Connection:
             self._inflight -= 1
             if self._inflight == 0:
                 self._idle.set()
-        self._respond(request, response)
+        if type(response) is bytes:  # a finished response frame (takes_encoded_answers)
+            self._respond_encoded(request, response)
+        else:
+            self._respond(request, response)
         self._wakeup.set()
 
     def answer_later(self, request: RemotingCommand) -> LaterAnswer:

@@ -59,6 +59,16 @@ class Flusher:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Flush as the policy says, until cancelled."""
         self._wakeup = anyio.Event()
+        try:
+            await self._run(task_status)
+        finally:  # stopped: no flush and no deadline will tell the callbacks left
+            callbacks, self._callbacks = self._callbacks, deque()
+            for _end, _deadline, result, settled in callbacks:
+                result.status = PutStatus.FLUSH_DISK_TIMEOUT
+                result.remark = "the store stopped before a flush covered it"
+                _tell(settled, result)
+
+    async def _run(self, task_status: TaskStatus[None]) -> None:
         async with anyio.create_task_group() as task_group:
             # a separate task, so that waiters time out even while a slow flush runs
             task_group.start_soon(self._expire_deadlines)
@@ -68,8 +78,9 @@ class Flusher:
                 waiting = self._waiting + len(self._callbacks)
                 delay = self.policy.delay(dirty, self._clock() - self._last_flush, waiting)
                 if delay > 0:
+                    wakeup = self._wakeup = self._wakeup or anyio.Event()
                     with anyio.move_on_after(delay):
-                        await self._wakeup.wait()
+                        await wakeup.wait()
                     self._wakeup = anyio.Event()
                     continue
                 await self.flush()

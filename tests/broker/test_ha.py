@@ -243,7 +243,7 @@ async def test_a_sync_master_answers_flush_slave_timeout_on_every_kind_of_send(
     tmp_path, namesrv, client, plugin_host
 ):
     """A single send (the fast path) and a batch (the general path), both stored; with
-    SYNC_FLUSH too (the flush, then the slave), which waits in a task."""
+    SYNC_FLUSH too (the flush, then the slave, each a callback)."""
     batch = encode_batch([BatchItem(0, b"one", b""), BatchItem(0, b"two", b"")])
     requests = [send_request(), send_request(body=batch, batch=True)]
     requests[1].code = RequestCode.SEND_BATCH_MESSAGE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -57,6 +58,25 @@ async def test_a_pull_the_store_answers_at_once_takes_no_task(broker, client):
     )
     assert inspect.iscoroutine(held)
     held.close()
+
+
+async def test_a_record_stored_before_a_held_pull_waits_is_not_missed(broker, client):
+    """The pull that found nothing is held by a coroutine its connection runs as a task
+    later: a record stored in between (another frame of the same read, another client)
+    is read by that coroutine, not left until the suspend time ends."""
+    await client.invoke(broker.address, send_request())
+    held = pull.pull_message(
+        broker,
+        SimpleNamespace(connection=object()),
+        pull_request(offset=1, sys_flag=pull.SUSPEND | pull.SUBSCRIPTION, suspend=20_000),
+    )
+    assert inspect.iscoroutine(held)
+    stored = await client.invoke(broker.address, send_request(body=b"meanwhile"))
+    assert stored.code == ResponseCode.SUCCESS
+    with anyio.fail_after(5):  # not the 20 s suspend
+        answer = await held
+    assert answer.code == ResponseCode.SUCCESS
+    assert [message.body for message in iter_records(answer.body)] == [b"meanwhile"]
 
 
 async def test_refusals_say_why(broker, client, tmp_path):

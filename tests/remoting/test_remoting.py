@@ -56,6 +56,24 @@ async def test_inline_async_and_deferred_processors(tcp):
     assert remarks == ["inline", "deferred", "async from True"]
 
 
+async def test_a_deferred_processor_may_answer_with_a_finished_frame(tcp):
+    """A coroutine's answer may be a finished response frame (bytes), as an inline
+    processor's may be where the connection takes encoded answers (a SYNC_FLUSH send on
+    a store without a durability callback answers so)."""
+
+    async def framed(ctx, req: RemotingCommand) -> bytes:
+        await anyio.sleep(0.01)
+        assert ctx.connection.takes_encoded_answers
+        return encode_command(req.response(remark="framed"))
+
+    table = ProcessorTable()
+    table.register(1, framed)
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        with anyio.fail_after(5):
+            answers = [await client.invoke(address, request(1)) for _ in range(2)]
+    assert [answer.remark for answer in answers] == ["framed", "framed"]
+
+
 async def test_unknown_code_and_default_processor(tcp):
     table = ProcessorTable()
     async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:

@@ -277,6 +277,35 @@ async def test_a_failing_callback_does_not_stop_the_flusher_for_the_others():
         task_group.cancel_scope.cancel()
 
 
+class NotYet:
+    """A policy that flushes nothing for a minute: a put still waits when the test stops."""
+
+    timeout = 60.0
+    name = "not yet"
+    waits = True
+
+    def delay(self, dirty_bytes: int, since_last_flush: float, waiters: int) -> float:
+        return 60.0
+
+
+async def test_callbacks_left_when_the_flusher_stops_are_told():
+    """A store closing while puts wait: their callbacks hear FLUSH_DISK_TIMEOUT (their
+    connections drain instead of waiting out their grace for an answer)."""
+    log = FakeLog()
+    flusher = log.flusher(NotYet())
+    told: list[PutResult] = []
+    async with anyio.create_task_group() as task_group:
+        await task_group.start(flusher.run)
+        log.written = 100
+        assert not flusher.when_settled(put_result(100), told.append)
+        await anyio.sleep(0.05)
+        assert told == []
+        task_group.cancel_scope.cancel()
+    assert log.calls == []
+    assert [result.status for result in told] == [PutStatus.FLUSH_DISK_TIMEOUT]
+    assert "stopped" in told[0].remark
+
+
 async def test_failing_sync_times_waiters_out_and_a_later_sync_succeeds():
     log = FakeLog()
     log.failing = True

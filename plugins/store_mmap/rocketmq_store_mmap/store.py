@@ -821,6 +821,8 @@ class MmapStore:
     ) -> GetResult:
         """``get`` without a coroutine: nothing here waits (SupportsImmediateGet)."""
         self._check_open()
+        if tags is not None and type(tags) is not frozenset:
+            tags = frozenset(tags)  # what the compiled loop takes
         queue = self._loaded_queue(topic, queue_id)
         if queue is None:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)

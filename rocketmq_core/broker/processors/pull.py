@@ -56,11 +56,11 @@ def pull_message(
     read = (header.topic, header.queue_id, header.queue_offset, header.max_msg_nums, tags)
     get_now = getattr(broker.store, "get_now", None)  # SupportsImmediateGet's
     if get_now is None:
-        return _read_then_answer(broker, ctx, request, header, group, read)
+        return _read_hold_answer(broker, ctx, request, header, group, read)
     result = get_now(*read)
     code = pull_code(result, header.queue_offset)
     if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & SUSPEND:
-        return _hold_then_answer(broker, ctx, request, header, group, read, result)
+        return _read_hold_answer(broker, ctx, request, header, group, read)  # reads again
     return _answer(broker, request, header, group, result, code)
 
 
@@ -95,7 +95,7 @@ def _checked_group(broker: Broker, header: PullMessageRequestHeader) -> Subscrip
     return group
 
 
-async def _read_then_answer(
+async def _read_hold_answer(
     broker: Broker,
     ctx: RequestContext,
     request: RemotingCommand,
@@ -103,33 +103,21 @@ async def _read_then_answer(
     group: SubscriptionGroupConfig,
     read: tuple,
 ) -> RemotingCommand:
-    """A store whose reads are coroutines: read, hold when nothing is there, answer."""
-    result = await broker.store.get(*read)
-    code = pull_code(result, header.queue_offset)
-    if code == ResponseCode.PULL_NOT_FOUND and header.sys_flag & SUSPEND:
-        return await _hold_then_answer(broker, ctx, request, header, group, read, result)
-    return _answer(broker, request, header, group, result, code)
-
-
-async def _hold_then_answer(
-    broker: Broker,
-    ctx: RequestContext,
-    request: RemotingCommand,
-    header: PullMessageRequestHeader,
-    group: SubscriptionGroupConfig,
-    read: tuple,
-    result: GetResult,
-) -> RemotingCommand:
-    """Nothing to read yet: held (long polling) until a record arrives or the suspend
-    time passes, then read again; ``result`` is the empty read, answered if nothing came."""
-    timeout = (
-        header.suspend_timeout_millis
-        if broker.config.long_polling_enable
-        else broker.config.short_polling_time_mills
-    ) / 1000
+    """Read, hold the pull when nothing is there (long polling) until a record arrives or
+    the suspend time passes, read again, answer. The read and the hold's registration
+    are one step of this task (nothing yields between them): a record appended after
+    the processor's own read, before this task ran, is seen here or wakes the hold."""
+    get_now = getattr(broker.store, "get_now", None)
+    result = get_now(*read) if get_now is not None else await broker.store.get(*read)
     topic, queue_id, offset, _count, tags = read
-    if await broker.pulls.hold(topic, queue_id, offset, tags, timeout, ctx.connection):
-        result = await broker.store.get(*read)
+    if pull_code(result, offset) == ResponseCode.PULL_NOT_FOUND and header.sys_flag & SUSPEND:
+        timeout = (
+            header.suspend_timeout_millis
+            if broker.config.long_polling_enable
+            else broker.config.short_polling_time_mills
+        ) / 1000
+        if await broker.pulls.hold(topic, queue_id, offset, tags, timeout, ctx.connection):
+            result = await broker.store.get(*read)
     return _answer(broker, request, header, group, result, pull_code(result, offset))
 
 

@@ -123,11 +123,10 @@ def send_message(broker: Broker, ctx: RequestContext, request: RemotingCommand) 
     ha = broker.ha
     # the CommitLog end a SYNC_MASTER waits for a slave to ack, or -1
     replica_end = ha.after_append(result, own_properties) if ha is not None else -1
-    if result.flush_to >= 0:
-        answer = functools.partial(_answer_or_refusal, broker, request, queue_id, uniq, recall)
-        return answer_when_durable(broker, ctx, request, result, replica_end, answer)
-    if replica_end >= 0:
-        answer = functools.partial(_answer_or_refusal, broker, request, queue_id, uniq, recall)
+    if result.flush_to >= 0 or replica_end >= 0:
+        answer = functools.partial(_answer_of, broker, request, queue_id, uniq, recall)
+        if result.flush_to >= 0:
+            return answer_when_durable(broker, ctx, request, result, replica_end, answer)
         return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
     return _answer(broker, request, result, queue_id, uniq, recall)
 
@@ -164,15 +163,10 @@ def answer_when_durable(
     if when_durable is None:
         return _answer_when_durable(broker, result, replica_end, answer)
     replica = result.status  # SLAVE_NOT_AVAILABLE already, when after_append found none
-    waiting: list[LaterAnswer] = []  # made only when there is something to wait for
+    later = ctx.connection.answer_later(request)
 
     def reply(settled: PutResult) -> None:
-        try:
-            response = answer(settled)
-        except Exception as exc:  # runs in the flusher (or a slave's reader): it must go on
-            log.exception("cannot answer a send to %s", ctx.peer_address)
-            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        waiting[0].answer(response)
+        later.answer(_called_back(answer, settled, ctx, request))
 
     def durable(settled: PutResult) -> None:
         if replica_end < 0:
@@ -192,14 +186,19 @@ def answer_when_durable(
         else:
             broker.ha.when_replicated(replica_end, replicated)
 
-    if when_durable(result, durable):  # durable already: nothing was registered
-        if replica_end >= 0:
-            return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
-        if replica is not PutStatus.PUT_OK:
-            result.status = replica
-        return answer(result)
-    waiting.append(ctx.connection.answer_later(request))
-    return waiting[0]
+    try:
+        settled_now = when_durable(result, durable)
+    except BaseException:
+        later.withdraw()  # the dispatch answers with the error instead
+        raise
+    if not settled_now:
+        return later
+    later.withdraw()  # durable already: nothing was registered, the answer is now
+    if replica_end >= 0:
+        return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
+    if replica is not PutStatus.PUT_OK:
+        result.status = replica
+    return answer(result)
 
 
 async def _answer_when_durable(
@@ -229,12 +228,7 @@ def answer_when_replicated(
     def replicated(acked: bool) -> None:
         if not acked:
             result.status = PutStatus.FLUSH_SLAVE_TIMEOUT
-        try:
-            response = answer(result)
-        except Exception as exc:  # runs in a slave's reader, which must go on
-            log.exception("cannot answer a send to %s", ctx.peer_address)
-            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        later.answer(response)
+        later.answer(_called_back(answer, result, ctx, request))
 
     try:
         broker.ha.when_replicated(replica_end, replicated)
@@ -244,7 +238,24 @@ def answer_when_replicated(
     return later
 
 
-def _answer_or_refusal(
+def _called_back(
+    answer: Callable[[PutResult], RemotingCommand | bytes],
+    result: PutResult,
+    ctx: RequestContext,
+    request: RemotingCommand,
+) -> RemotingCommand | bytes:
+    """``answer(result)`` in a callback (the flusher's, a slave's reader): a refusal is the
+    answer it stands for, and any other error a SYSTEM_ERROR, since the caller must go on."""
+    try:
+        return answer(result)
+    except RequestRefused as refused:
+        return request.response(refused.code, refused.remark)
+    except Exception as exc:
+        log.exception("cannot answer a send to %s", ctx.peer_address)
+        return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+
+def _answer_of(
     broker: Broker,
     request: RemotingCommand,
     queue_id: int,
@@ -252,11 +263,8 @@ def _answer_or_refusal(
     recall: str | None,
     result: PutResult,
 ) -> RemotingCommand:
-    """``_answer``, with a refusal as the answer it stands for."""
-    try:
-        return _answer(broker, request, result, queue_id, uniq, recall)
-    except RequestRefused as refused:
-        return request.response(refused.code, refused.remark)
+    """``_answer`` with the result last (a partial of it answers a callback)."""
+    return _answer(broker, request, result, queue_id, uniq, recall)
 
 
 def _answer(

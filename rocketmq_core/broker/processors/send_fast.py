@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ...errors import RequestRefused
 from ...protocol.codes import FLAG_RESPONSE, OUR_VERSION, RequestCode, ResponseCode
 from ...protocol.command import RemotingCommand
 from ...protocol.constants import PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
@@ -157,26 +156,11 @@ def _after_put(
 ) -> send.SendAnswer:
     """The answer to a put send: once flushed, once a slave has it, or now."""
     if result.flush_to >= 0 or replica_end >= 0:  # the frame is built once they are done
-        answer = functools.partial(_answer_or_refusal, broker, ctx, request, queue_id, uniq)
+        answer = functools.partial(_answer, broker, ctx, request, queue_id, uniq)
         if result.flush_to >= 0:
             return send.answer_when_durable(broker, ctx, request, result, replica_end, answer)
         return send.answer_when_replicated(broker, ctx, request, result, replica_end, answer)
     return _answer(broker, ctx, request, queue_id, uniq, result)
-
-
-def _answer_or_refusal(
-    broker: Broker,
-    ctx: RequestContext,
-    request: RemotingCommand,
-    queue_id: int,
-    uniq: bytes | None,
-    result: PutResult,
-) -> RemotingCommand | bytes:
-    """``_answer``, with a refusal as the answer it stands for (a callback answers it)."""
-    try:
-        return _answer(broker, ctx, request, queue_id, uniq, result)
-    except RequestRefused as refused:
-        return request.response(refused.code, refused.remark)
 
 
 def _answer(
