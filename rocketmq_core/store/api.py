@@ -386,6 +386,23 @@ class SupportsImmediateGet(Protocol):
         """What ``get`` with the same arguments returns."""
 
 
+class ImmediateGet:
+    """Base of a store whose reads never wait: its ``get`` is its ``get_now``."""
+
+    get_now: Callable[..., GetResult]
+
+    async def get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags: TagFilter = None,
+        max_bytes: int = 256 * 1024,
+    ) -> GetResult:
+        return self.get_now(topic, queue_id, offset, max_count, tags, max_bytes)
+
+
 @runtime_checkable
 class SupportsTopicDeletion(Protocol):
     async def delete_topic(self, topic: str) -> None:

@@ -18,6 +18,7 @@ from .api import (
     DispatchRequest,
     GetResult,
     GetStatus,
+    ImmediateGet,
     MessageToStore,
     PutResult,
     QueryResult,
@@ -54,7 +55,7 @@ class _Queue:
         return self.min_offset + len(self.entries)
 
 
-class MemoryStore:
+class MemoryStore(ImmediateGet):
     """A MessageStore without persistence: a reopened MemoryStore is empty."""
 
     def __init__(self, config: StoreConfig, flush_policy: Any = None) -> None:
@@ -171,17 +172,6 @@ class MemoryStore:
         self._index_last = (request.store_timestamp, request.commit_log_offset)
 
     # --- reading ---------------------------------------------------------------------------
-
-    async def get(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_count: int,
-        tags: TagFilter = None,
-        max_bytes: int = 256 * 1024,
-    ) -> GetResult:
-        return self.get_now(topic, queue_id, offset, max_count, tags, max_bytes)
 
     def get_now(
         self,

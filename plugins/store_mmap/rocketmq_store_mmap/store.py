@@ -35,6 +35,7 @@ from rocketmq_core.store.api import (
     DispatchRequest,
     GetResult,
     GetStatus,
+    ImmediateGet,
     MessageToStore,
     PutResult,
     PutStatus,
@@ -129,7 +130,7 @@ _BLANK_SIZE = 0x7FFFFFFF
 QUEUE_ENDS = "queue_ends"  # the summary a clean stop leaves in the store root (queue_ends.py)
 
 
-class MmapStore:
+class MmapStore(ImmediateGet):
     """The ``mmap`` store plugin."""
 
     def __init__(self, config: StoreConfig, flush_policy: FlushPolicy | None = None) -> None:
@@ -798,17 +799,6 @@ class MmapStore:
         return PutResult.refused(PutStatus.CREATE_MAPPED_FILE_FAILED, advice)
 
     # --- reading ---------------------------------------------------------------------------
-
-    async def get(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_count: int,
-        tags: TagFilter = None,
-        max_bytes: int = 256 * 1024,
-    ) -> GetResult:
-        return self.get_now(topic, queue_id, offset, max_count, tags, max_bytes)
 
     def get_now(
         self,
