@@ -2,10 +2,10 @@
 
 ``sync(upto)`` is the store's blocking "make bytes up to ``upto`` durable" (fdatasync
 of mapped files, a WAL sync, ...); it runs in a worker thread. Puts that must wait
-register with ``wait_durable`` (a task waits) or ``when_settled`` (a callback, called by
-the flush or the deadline: what the send path uses, as a task per send costs more than
-the send); every put that arrives while a flush runs is covered by the next one, so
-concurrent puts share one fdatasync (group commit).
+register with ``when_settled`` (a callback, called by the flush or the deadline: what the
+send path uses, as a task per send costs more than the send) or ``wait_durable`` (a task
+waits, on that callback); every put that arrives while a flush runs is covered by the
+next one, so concurrent puts share one fdatasync (group commit).
 """
 
 from __future__ import annotations
@@ -42,45 +42,36 @@ class Flusher:
         self._sync = sync
         self._clock = clock
         self._last_flush = clock()
-        # puts waiting share one event per flush (no timer or event per put: they cost
-        # more than the put); the loop wakes them at flushes and at their deadlines.
-        # (end, deadline) of each waiting put, in arrival order: both ascend, so a flush
-        # takes its covered puts off the front, and the front has the next deadline
-        self._waiting = 0
-        self._pending: deque[tuple[int, float]] = deque()
-        # (end, deadline, result, settled) of each put told by callback, in arrival order
-        self._callbacks: deque[tuple[int, float, PutResult, Callable[[PutResult], None]]]
-        self._callbacks = deque()
-        self._flushed_event: anyio.Event | None = None
+        # (end, deadline, told) of each waiting put, in arrival order: both ascend, so a
+        # flush takes its covered puts off the front, and the front has the next deadline;
+        # ``told(None)`` once durable, ``told(why)`` when not (no timer or task per put)
+        self._watching: deque[tuple[int, float, Callable[[str | None], None]]] = deque()
         self._deadline_added: anyio.Event | None = None
         self._wakeup: anyio.Event | None = None
         self._lock: anyio.Lock | None = None
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Flush as the policy says, until cancelled."""
-        self._wakeup = anyio.Event()
         try:
             await self._run(task_status)
-        finally:  # stopped: no flush and no deadline will tell the callbacks left
-            callbacks, self._callbacks = self._callbacks, deque()
-            for _end, _deadline, result, settled in callbacks:
-                result.status = PutStatus.FLUSH_DISK_TIMEOUT
-                result.remark = "the store stopped before a flush covered it"
-                _tell(settled, result)
+        finally:  # stopped: no flush and no deadline will tell the puts left
+            watching, self._watching = self._watching, deque()
+            for _end, _deadline, told in watching:
+                _tell(told, "the store stopped before a flush covered it")
 
     async def _run(self, task_status: TaskStatus[None]) -> None:
+        self._wakeup = anyio.Event()
         async with anyio.create_task_group() as task_group:
             # a separate task, so that waiters time out even while a slow flush runs
             task_group.start_soon(self._expire_deadlines)
             task_status.started()
             while True:
                 dirty = self._written() - self.flushed
-                waiting = self._waiting + len(self._callbacks)
+                waiting = len(self._watching)
                 delay = self.policy.delay(dirty, self._clock() - self._last_flush, waiting)
                 if delay > 0:
-                    wakeup = self._wakeup = self._wakeup or anyio.Event()
                     with anyio.move_on_after(delay):
-                        await wakeup.wait()
+                        await self._wakeup.wait()
                     self._wakeup = anyio.Event()
                     continue
                 await self.flush()
@@ -103,48 +94,37 @@ class Flusher:
                 self.failure = None
                 self.flushed = target
                 self.flushes += 1
-                pending = self._pending
-                while pending and pending[0][0] <= target:
-                    pending.popleft()  # durable: its deadline is no longer anyone's
-                callbacks = self._callbacks
-                while callbacks and callbacks[0][0] <= target:
-                    _end, _deadline, result, settled = callbacks.popleft()
-                    _tell(settled, result)
+                watching = self._watching
+                while watching and watching[0][0] <= target:
+                    _end, _deadline, told = watching.popleft()
+                    _tell(told, None)
             self._last_flush = self._clock()
-            self._wake_waiters()
-
-    def _wake_waiters(self) -> None:
-        if self._flushed_event is not None:
-            self._flushed_event.set()
-            self._flushed_event = None
 
     async def _expire_deadlines(self) -> None:
-        """Wake waiters, and tell callbacks, when the deadline of one not yet durable
-        passes."""
-        pending, callbacks = self._pending, self._callbacks
+        """Tell the puts whose deadline passed before a flush covered them."""
+        watching = self._watching
         while True:
-            if not pending and not callbacks:
+            if not watching:
                 self._deadline_added = anyio.Event()
                 await self._deadline_added.wait()
                 continue
             # a flush meanwhile only takes puts off the front: later deadlines come later
-            first = min(queued[0][1] for queued in (pending, callbacks) if queued)
-            await anyio.sleep(max(0.0, first - self._clock()))
+            await anyio.sleep(max(0.0, watching[0][1] - self._clock()))
             now = self._clock()
-            expired = False
-            while pending and pending[0][1] <= now:
-                pending.popleft()
-                expired = True
-            while callbacks and callbacks[0][1] <= now:
-                _end, _deadline, result, settled = callbacks.popleft()
-                _tell(settled, self._timed_out(result))
-            if expired:
-                self._wake_waiters()  # they look at the clock and give up
+            while watching and watching[0][1] <= now:
+                _end, _deadline, told = watching.popleft()
+                _tell(told, self._too_late())
 
-    def _timed_out(self, result: PutResult) -> PutResult:
-        result.status = PutStatus.FLUSH_DISK_TIMEOUT
-        result.remark = f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
-        return result
+    def _too_late(self) -> str:
+        return f"not on disk within {self.policy.timeout:g} s (syncFlushTimeout)"
+
+    def _watch(self, end: int, told: Callable[[str | None], None]) -> None:
+        """``told`` once bytes below ``end`` (not durable yet) are, or why they are not."""
+        if not self._watching and self._deadline_added is not None:
+            self._deadline_added.set()
+        self._watching.append((end, self._clock() + self.policy.timeout, told))
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     def when_settled(self, result: PutResult, settled: Callable[[PutResult], None]) -> bool:
         """``settle`` without a task: True when ``result`` has nothing to wait for (its
@@ -155,45 +135,40 @@ class Flusher:
         end = result.flush_to
         if end < 0 or end <= self.flushed:
             return True
-        if not self._pending and not self._callbacks and self._deadline_added is not None:
-            self._deadline_added.set()
-        self._callbacks.append((end, self._clock() + self.policy.timeout, result, settled))
-        if self._wakeup is not None:
-            self._wakeup.set()
+
+        def told(why: str | None) -> None:
+            if why is not None:
+                result.status, result.remark = PutStatus.FLUSH_DISK_TIMEOUT, why
+            settled(result)
+
+        self._watch(end, told)
         return False
 
     async def wait_durable(self, end: int) -> bool:
         """Wait until bytes below ``end`` are durable; False after the policy's timeout."""
         if end <= self.flushed:
             return True
-        deadline = self._clock() + self.policy.timeout
-        if not self._pending and self._deadline_added is not None:
-            self._deadline_added.set()
-        self._pending.append((end, deadline))
-        self._waiting += 1
-        try:
-            if self._wakeup is not None:
-                self._wakeup.set()
-            while end > self.flushed:
-                if self._clock() >= deadline:
-                    return False
-                if self._flushed_event is None:
-                    self._flushed_event = anyio.Event()
-                await self._flushed_event.wait()
-            return True
-        finally:
-            self._waiting -= 1
+        done = anyio.Event()
+        reasons: list[str | None] = []
+
+        def told(why: str | None) -> None:
+            reasons.append(why)
+            done.set()
+
+        self._watch(end, told)
+        await done.wait()
+        return reasons[0] is None
 
     async def settle(self, result: PutResult) -> PutResult:
         """A store's ``wait_durable``: ``result`` once its records are durable up to
         ``result.flush_to``; FLUSH_DISK_TIMEOUT after the policy's timeout."""
         if result.flush_to >= 0 and not await self.wait_durable(result.flush_to):
-            self._timed_out(result)
+            result.status, result.remark = PutStatus.FLUSH_DISK_TIMEOUT, self._too_late()
         return result
 
 
-def _tell(settled: Callable[[PutResult], None], result: PutResult) -> None:
+def _tell(told: Callable[[str | None], None], why: str | None) -> None:
     try:
-        settled(result)
+        told(why)
     except Exception:  # the flush and the deadline task must go on for the others
         log.exception("a put's durability callback failed")

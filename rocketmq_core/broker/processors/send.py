@@ -124,11 +124,9 @@ def send_message(broker: Broker, ctx: RequestContext, request: RemotingCommand) 
     # the CommitLog end a SYNC_MASTER waits for a slave to ack, or -1
     replica_end = ha.after_append(result, own_properties) if ha is not None else -1
     if result.flush_to >= 0 or replica_end >= 0:
-        answer = functools.partial(_answer_of, broker, request, queue_id, uniq, recall)
-        if result.flush_to >= 0:
-            return answer_when_durable(broker, ctx, request, result, replica_end, answer)
-        return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
-    return _answer(broker, request, result, queue_id, uniq, recall)
+        answer = functools.partial(_answer, broker, request, queue_id, uniq, recall)
+        return answer_when_settled(broker, ctx, request, result, replica_end, answer)
+    return _answer(broker, request, queue_id, uniq, recall, result)
 
 
 def _slave_refusal(config: BrokerConfig) -> str:
@@ -146,7 +144,7 @@ def _recall_handle(broker: Broker, topic: str, message: MessageToStore, uniq: by
     return RecallHandle(topic, broker.config.broker_name, deliver_ms, uniq.decode()).encode()
 
 
-def answer_when_durable(
+def answer_when_settled(
     broker: Broker,
     ctx: RequestContext,
     request: RemotingCommand,
@@ -154,11 +152,13 @@ def answer_when_durable(
     replica_end: int,
     answer: Callable[[PutResult], RemotingCommand | bytes],
 ) -> SendAnswer:
-    """A send that waits for its flush (SYNC_FLUSH), and on a SYNC_MASTER for a slave's
-    ack of ``replica_end`` (>= 0) too: ``answer(result)`` once both are done, with the
-    status of what failed (HA.md §3). A store that tells a callback
-    (SupportsDurableCallback) lets it leave with no task waiting; a task per send cost
-    more than the send, and a group commit wakes the whole group at once."""
+    """A send that waits for its flush (``result.flush_to`` >= 0: SYNC_FLUSH), for a
+    slave's ack of ``replica_end`` (>= 0: SYNC_MASTER), or both: ``answer(result)`` once
+    they are done, with the status of what failed (HA.md §3). A store that tells a
+    callback (SupportsDurableCallback) lets it leave with no task waiting; a task per
+    send cost more than the send, and a group commit wakes the whole group at once."""
+    if result.flush_to < 0:
+        return answer_when_replicated(broker, ctx, request, result, replica_end, answer)
     when_durable = getattr(broker.store, "when_durable", None)
     if when_durable is None:
         return _answer_when_durable(broker, result, replica_end, answer)
@@ -207,7 +207,7 @@ async def _answer_when_durable(
     replica_end: int,
     answer: Callable[[PutResult], RemotingCommand | bytes],
 ) -> RemotingCommand | bytes:
-    """answer_when_durable with a store that has no callback: a task waits."""
+    """answer_when_settled with a store that has no callback: a task waits."""
     return answer(await durable_and_replicated(broker, result, replica_end))
 
 
@@ -255,26 +255,15 @@ def _called_back(
         return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
 
-def _answer_of(
-    broker: Broker,
-    request: RemotingCommand,
-    queue_id: int,
-    uniq: bytes | None,
-    recall: str | None,
-    result: PutResult,
-) -> RemotingCommand:
-    """``_answer`` with the result last (a partial of it answers a callback)."""
-    return _answer(broker, request, result, queue_id, uniq, recall)
-
-
 def _answer(
     broker: Broker,
     request: RemotingCommand,
-    result: PutResult,
     queue_id: int,
     uniq: bytes | None,
     recall: str | None,
+    result: PutResult,
 ) -> RemotingCommand:
+    """The answer to a stored send (the result last: a partial of it answers a callback)."""
     if not result.status.stored:
         raise RequestRefused(result.status.response_code, result.remark or result.status.name)
     # the SendMessageResponseHeader filled in place: a header object costs ~1 us a send

@@ -157,9 +157,7 @@ def _after_put(
     """The answer to a put send: once flushed, once a slave has it, or now."""
     if result.flush_to >= 0 or replica_end >= 0:  # the frame is built once they are done
         answer = functools.partial(_answer, broker, ctx, request, queue_id, uniq)
-        if result.flush_to >= 0:
-            return send.answer_when_durable(broker, ctx, request, result, replica_end, answer)
-        return send.answer_when_replicated(broker, ctx, request, result, replica_end, answer)
+        return send.answer_when_settled(broker, ctx, request, result, replica_end, answer)
     return _answer(broker, ctx, request, queue_id, uniq, result)
 
 
@@ -177,13 +175,13 @@ def _answer(
         or request.serialize_type != 0  # JSON: a ROCKETMQ-header answer is built as usual
         or not ctx.connection.takes_encoded_answers
     ):
-        return send._answer(broker, request, result, queue_id, uniq, None)
+        return send._answer(broker, request, queue_id, uniq, None, result)
     config = broker.config
     frame = _answer_frame(config.region_id, config.trace_on)
     answer = frame(result.store_host, result.commit_log_offset, queue_id, result.queue_offset,
                    uniq, request.opaque)  # fmt: skip
     if answer is None:  # a UNIQ_KEY that JSON escapes
-        return send._answer(broker, request, result, queue_id, uniq, None)
+        return send._answer(broker, request, queue_id, uniq, None, result)
     return answer
 
 
