@@ -41,10 +41,11 @@ _LONG = struct.Struct(">q")
 # the writer's own pre-touch when the background one fell behind: small, since the
 # event loop waits meanwhile (~0.3 ms here)
 WRITER_TOUCH_STEP = 256 << 10
-# a flush lets go of the pages further behind it than this (MADV_DONTNEED): consumers at
-# the tail read mapped pages, the process's RSS stays near this plus the pre-touched part
-# (~0.3 s of sends at 50k msg/s of 1 KiB; a consumer further behind maps the pages again
-# from the page cache: a minor fault per 64 KiB, fault_around_bytes)
+# the writer lets go of the pages further behind it than this (MADV_DONTNEED), and a
+# flush of those of a full file: consumers at the tail read mapped pages, the process's
+# RSS stays near this plus the pre-touched part (~0.3 s of sends at 50k msg/s of 1 KiB;
+# a consumer further behind maps the pages again from the page cache: a minor fault per
+# 64 KiB, fault_around_bytes, or per 2 MiB folio)
 RESIDENT_BEHIND = 16 << 20
 _HOST_V6_FLAGS = BORNHOST_V6 | STOREHOST_V6
 _V1_V4_OVERHEAD = record_size(0, 0, 0, False, False)  # a V1 record with IPv4 hosts
@@ -58,7 +59,12 @@ class CommitLog:
         # dirty folio whole: a group commit (SYNC_FLUSH) after a 1 KiB put wrote 2 MiB
         # (fdatasync 2.3 ms instead of 0.13): those stores keep 4 KiB pages
         self.files = MappedFileQueue(
-            directory, file_size, reserve=True, read_written_ahead=True, huge_folios=huge_folios
+            directory,
+            file_size,
+            reserve=True,
+            read_written_ahead=True,
+            huge_folios=huge_folios,
+            resident_behind=RESIDENT_BEHIND,
         )
         self.store_host = store_host
         self.store_v6 = host_is_v6(store_host)
@@ -178,6 +184,7 @@ class CommitLog:
             self.files.file_size,
             reserve=True,
             huge_folios=self.files.huge_folios,
+            resident_behind=self.files.resident_behind,
         )
 
     def offer_next_file(self, mapped: MappedFile) -> None:

@@ -9,6 +9,7 @@ same quality and 50x cheaper in Python), so the files are not byte-compatible wi
 from __future__ import annotations
 
 import logging
+import mmap
 import os
 import struct
 import time
@@ -30,6 +31,10 @@ else:  # None from a build older than it: the Python put serves
 
 # bytes of entries given disk blocks ahead of the writer: one fallocate per 3,276 keys
 ENTRIES_AHEAD = 64 * 1024
+# entries a sync leaves mapped behind the newest (52,428 keys): older ones are let go of
+# (MADV_DONTNEED) and a query reaching them maps them again from the page cache. The
+# slots stay: keys hash to them all over
+RESIDENT_ENTRIES_BEHIND = 1 << 20
 # fewer keys' room than this left after a put: more is allocated at once, so that the
 # compiled append (which only writes where blocks are) does not leave the next put to
 # the Python path
@@ -93,6 +98,8 @@ class IndexFile:
         # no descriptor held; sparse, with disk blocks given before each write (allocate)
         self.file = MappedFile(path, 0, size, reserve=False, holds_descriptor=False)
         self.file.disable_read_ahead()  # keys hash to slots all over the file
+        # whole pages of entries are let go of once synced, never the header or slots
+        self.file.released = -(-self.entries_at // mmap.PAGESIZE) * mmap.PAGESIZE
         self.buffer = self.file.buffer
         # the part of the file with disk blocks: all the compiled append may write
         self.allocated_view = self.buffer[:0]
@@ -226,6 +233,8 @@ class IndexFile:
             self.dirty = False
             self.file.wrote = self.file.size
             self.file.sync()
+            newest = self.entries_at + self.index_count * INDEX_ENTRY_SIZE
+            self.file.release_before(newest - RESIDENT_ENTRIES_BEHIND)
 
     def close(self) -> None:
         self.allocated_view.release()  # before the unmap: no view may outlive the mapping

@@ -112,6 +112,9 @@ else:
 
 SCAN_LIMIT = 800  # consume-queue entries one read examines at most (16,000 bytes in Java)
 LOGICS_FLUSH_INTERVAL = 1.0  # flushIntervalConsumeQueue
+# a consume queue's entries left mapped behind its writer after a flush (13,107 entries):
+# consumers at the tail read those; one further behind maps its pages again
+QUEUE_RESIDENT_BEHIND = 256 << 10
 CLEANUP_INTERVAL = 10.0  # cleanResourceInterval
 PRE_TOUCH_AHEAD = 32 << 20  # keep this much of the CommitLog faulted in ahead of the writer
 # small steps: a first touch stalls the whole vCPU (2-60 us per page here, docs/perf.md), and
@@ -399,9 +402,12 @@ class MmapStore(ImmediateGet):
         return summary
 
     def _sync_queue_files(self) -> None:
-        """Blocking: the written entries of every queue on disk."""
+        """Blocking: the written entries of every queue on disk; then the pages of those
+        files more than QUEUE_RESIDENT_BEHIND behind their writer let go of."""
         dirty = [mapped for queue in list(self._queues.values()) for mapped in queue.dirty_files()]
         sync_files(dirty, self.root / "consumequeue")
+        for mapped in dirty:
+            mapped.release_before(mapped.wrote - QUEUE_RESIDENT_BEHIND)
 
     def _close_queues(self) -> None:
         for queue in self._queues.values():
