@@ -254,6 +254,8 @@ class StoreConfig:
     consume_queue_file_size: int = 6_000_000
     # consume-queue files mapped at once (mmap store); idle ones are unmapped
     max_mapped_consume_queue_files: int = 16_384
+    # the mmap store faults its CommitLog in by 2 MiB folios (with async flush only)
+    commit_log_huge_folios: bool = False
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000

@@ -36,6 +36,7 @@ def test_broker_conf_keys_map_to_the_store(tmp_path):
         "brokerClusterName = C1\nbrokerName=b1\nbrokerIP1=10.0.0.7\nlistenPort=10921\n"
         "flushDiskType=SYNC_FLUSH\nnamesrvAddr=10.0.0.1:9876;10.0.0.2:9876\n"
         f"storePathRootDir={tmp_path}/store\nfileReservedTime=48\ncheckCRCOnRecover=false\n"
+        "commitLogHugeFolios=true\n"
     )
     config = BrokerConfig.load(path)
     config.validate()
@@ -44,6 +45,7 @@ def test_broker_conf_keys_map_to_the_store(tmp_path):
     store = config.store_config()
     assert store.flush == "sync" and store.file_reserved_time == 48
     assert store.check_crc_on_recover is False
+    assert store.commit_log_huge_folios is True
     assert unpack_host(store.store_host) == ("10.0.0.7", 10921)
     assert store.root_dir == f"{tmp_path}/store"
 

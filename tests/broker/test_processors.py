@@ -102,8 +102,8 @@ async def test_refusals_say_why(broker, client, tmp_path):
 async def test_sync_flush_sends_are_answered_once_durable(tmp_path, plugin_host, client):
     """The answers leave once a group commit covers them, from the flusher's callback
     (SupportsDurableCallback: no task per send); the CommitLog keeps 4 KiB pages, as a
-    flush of a 2 MiB folio per group commit wrote 2 MiB (HugeFolios off)."""
-    config = broker_config(tmp_path, flush_disk_type="SYNC_FLUSH")
+    flush of a 2 MiB folio per group commit wrote 2 MiB (huge folios refused)."""
+    config = broker_config(tmp_path, flush_disk_type="SYNC_FLUSH", commit_log_huge_folios=True)
     async with Broker.serving(config, host=plugin_host) as broker:
         assert isinstance(broker.store, SupportsDurableCallback)
         assert not broker.store.commitlog.files.huge_folios
@@ -135,8 +135,17 @@ async def test_sync_flush_sends_are_answered_once_durable(tmp_path, plugin_host,
     assert answers_later == ["LaterAnswer"] * 8
 
 
-async def test_async_flush_keeps_the_commit_logs_huge_folios(broker):
-    assert broker.store.commitlog.files.huge_folios
+async def test_the_commit_log_takes_huge_folios_when_asked_and_async_flushed(
+    tmp_path, plugin_host, broker
+):
+    """commitLogHugeFolios (off by default); a SYNC_FLUSH store keeps 4 KiB pages."""
+    assert not broker.store.commitlog.files.huge_folios
+    for flush_disk_type, huge in (("ASYNC_FLUSH", True), ("SYNC_FLUSH", False)):
+        config = broker_config(
+            tmp_path / flush_disk_type, flush_disk_type=flush_disk_type, commit_log_huge_folios=True
+        )
+        async with Broker.serving(config, host=plugin_host) as asked:
+            assert asked.store.commitlog.files.huge_folios is huge
 
 
 async def test_unknown_topic_without_auto_create(tmp_path, plugin_host, client):

@@ -53,11 +53,12 @@ _V1_V4_OVERHEAD = record_size(0, 0, 0, False, False)  # a V1 record with IPv4 ho
 
 class CommitLog:
     def __init__(
-        self, directory: Path, file_size: int, store_host: bytes, huge_folios: bool = True
+        self, directory: Path, file_size: int, store_host: bytes, huge_folios: bool = False
     ) -> None:
-        # 2 MiB folios fault in ~4x cheaper a page here, but a flush writes back every
-        # dirty folio whole: a group commit (SYNC_FLUSH) after a 1 KiB put wrote 2 MiB
-        # (fdatasync 2.3 ms instead of 0.13): those stores keep 4 KiB pages
+        # 2 MiB folios (commitLogHugeFolios) fault in ~2x cheaper a page from memory the
+        # kernel has used before, ~4x dearer from memory a VM's balloon gave back to its
+        # host (docs/perf.md); a flush writes back every dirty folio whole: a group commit
+        # (SYNC_FLUSH) after a 1 KiB put wrote 2 MiB (fdatasync 2.3 ms instead of 0.13)
         self.files = MappedFileQueue(
             directory,
             file_size,

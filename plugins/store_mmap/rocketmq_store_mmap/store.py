@@ -144,7 +144,8 @@ class MmapStore(ImmediateGet):
             root / "commitlog",
             config.commit_log_file_size,
             config.store_host,
-            huge_folios=not self.policy.waits,  # a flush per group commit: 4 KiB pages
+            # a flush per group commit writes whole folios back: 4 KiB pages there
+            huge_folios=config.commit_log_huge_folios and not self.policy.waits,
         )
         self.commit_log_file_size = config.commit_log_file_size
         # a slave's: writes its master's CommitLog bytes (made at the first of them)

@@ -305,11 +305,17 @@ def read_ahead_by_range(path) -> list[tuple[int, int, bool]]:
     not os.path.exists("/sys/kernel/mm/transparent_hugepage"),
     reason="a kernel without transparent huge pages refuses the advice",
 )
-async def test_the_commitlog_writers_part_is_advised_huge_pages(tmp_path, plugin_host):
-    # a fault fills the page cache 2 MiB at a time: ~4x less per page than one page
+async def test_the_commitlog_writers_part_is_advised_huge_pages_when_asked(tmp_path, plugin_host):
+    # commitLogHugeFolios: a fault fills the page cache 2 MiB at a time
     commitlog_file = tmp_path / "commitlog" / f"{0:020d}"
     queue_file = tmp_path / "consumequeue" / "TopicTest" / "0" / f"{0:020d}"
-    async with opened(tmp_path, plugin_host) as store:
+    async with opened(tmp_path / "default", plugin_host) as store:
+        assert (await store.put(message(1))).ok
+        ((_, _, commitlog_flags),) = flags_by_range(
+            tmp_path / "default" / commitlog_file.relative_to(tmp_path)
+        )
+        assert "rr" in commitlog_flags and "hg" not in commitlog_flags
+    async with opened(tmp_path, plugin_host, commit_log_huge_folios=True) as store:
         assert (await store.put(message(1))).ok
         ((_, _, commitlog_flags),) = flags_by_range(commitlog_file)
         assert {"rr", "hg"} <= commitlog_flags
