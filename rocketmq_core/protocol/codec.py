@@ -94,14 +94,11 @@ class FrameDecoder:
         if type(data) is not bytes:
             data = bytes(data)
         buffer = self._buffer
-        if buffer:
-            buffer += data
-            source: bytes | bytearray = buffer
-        else:
-            source = data  # the common case: slices of bytes are bytes, one copy each
         commands: list[RemotingCommand] = []
         try:
-            self._decode_into(commands, source, data, buffer)
+            start = self._complete_held_frame(commands, buffer, data) if buffer else 0
+            if not buffer and start < len(data):
+                self._decode_into(commands, data, start)
         except RemoteProtocolError:
             buffer.clear()  # nothing more is decoded: no bytes are held for later
             if commands:  # hand over what came before; ``failure`` says why it stopped
@@ -114,15 +111,38 @@ class FrameDecoder:
         """The error the stream stopped at (every later ``feed`` raises it), or None."""
         return self._failed
 
+    def _complete_held_frame(
+        self, commands: list[RemotingCommand], buffer: bytearray, data: bytes
+    ) -> int:
+        """Move into ``buffer`` what its held frame lacks of ``data``, and no more (a
+        whole chunk appended would be copied once more, and grow the buffer to its size:
+        freshly zeroed pages each time); decode the frame once whole. Returns how many
+        bytes of ``data`` it took: the rest is decoded from ``data`` itself."""
+        taken = 0
+        if len(buffer) < 4:  # the length itself came in pieces
+            taken = min(4 - len(buffer), len(data))
+            buffer += data[:taken]
+            if len(buffer) < 4:
+                return taken
+        (length,) = _INT32.unpack_from(buffer, 0)
+        if length > self.max_frame_length - 4 or length < 4:
+            self._fail_on_length(buffer, 0, length)
+        missing = 4 + length - len(buffer)
+        more = min(missing, len(data) - taken)
+        with memoryview(data) as view:
+            buffer += view[taken : taken + more]
+        if more == missing:
+            self._decode_into(commands, buffer, 0)  # exactly this frame: it empties buffer
+        return taken + more
+
     def _decode_into(
-        self,
-        commands: list[RemotingCommand],
-        source: bytes | bytearray,
-        data: bytes,
-        buffer: bytearray,
+        self, commands: list[RemotingCommand], source: bytes | bytearray, start: int
     ) -> None:
+        """Decode the whole frames of ``source`` from ``start`` on; ``source`` is the
+        held buffer (one frame) or a chunk, whose incomplete tail is then held."""
+        buffer = self._buffer
         end = len(source)
-        position = 0
+        position = start
         max_length = self.max_frame_length - 4
         unpack_prefix = _PREFIX.unpack_from
         helper = COMPILED
@@ -156,7 +176,7 @@ class FrameDecoder:
             if body_start < frame_end:
                 command.body = (
                     source[body_start:frame_end]
-                    if source is data
+                    if type(source) is bytes
                     else _copy_out(source, body_start, frame_end)
                 )
             commands.append(command)
@@ -168,7 +188,7 @@ class FrameDecoder:
         if source is buffer:
             del buffer[:position]
         elif position < end:
-            buffer += data[position:]
+            buffer += source[position:]
 
     def _fail(self, message: str, opaque: int | None = None) -> NoReturn:
         self._failed = RemoteProtocolError(message, opaque=opaque)
