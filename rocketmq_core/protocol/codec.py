@@ -124,7 +124,7 @@ class FrameDecoder:
             buffer += data[:taken]
             if len(buffer) < 4:
                 return taken
-        (length,) = _INT32.unpack_from(buffer, 0)
+        length: int = _INT32.unpack_from(buffer, 0)[0]
         if length > self.max_frame_length - 4 or length < 4:
             self._fail_on_length(buffer, 0, length)
         missing = 4 + length - len(buffer)

@@ -536,7 +536,7 @@ class Connection:
                 return
             result = route.processor(ctx, request)
         except Exception as exc:
-            self._respond(request, _error_response(request, exc, route, self.peer_address))
+            self._respond(request, error_response(request, exc, route, self.peer_address))
             return
         if result is None or isinstance(result, RemotingCommand):
             self._respond(request, result)
@@ -551,7 +551,7 @@ class Connection:
         else:
             self._respond(
                 request,
-                _error_response(
+                error_response(
                     request,
                     TypeError(f"processor returned {type(result).__name__}"),
                     route,
@@ -561,15 +561,9 @@ class Connection:
 
     async def _finish(self, request: RemotingCommand, route: ProcessorRoute, pending: Any) -> None:
         try:
-            if route.limit is not None:
-                if route.limiter is None:
-                    route.limiter = anyio.CapacityLimiter(route.limit)
-                async with route.limiter:
-                    response = await pending
-            else:
-                response = await pending
+            response = await within_limit(route, pending)
         except Exception as exc:
-            response = _error_response(request, exc, route, self.peer_address)
+            response = error_response(request, exc, route, self.peer_address)
         finally:
             route.active -= 1
             self._inflight -= 1
@@ -813,9 +807,21 @@ def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
     return None
 
 
-def _error_response(
+async def within_limit(route: ProcessorRoute, pending: Any) -> Any:
+    """A deferred processor's answer, awaited within its route's limit of those at once."""
+    if route.limit is None:
+        return await pending
+    if route.limiter is None:
+        route.limiter = anyio.CapacityLimiter(route.limit)
+    async with route.limiter:
+        return await pending
+
+
+def error_response(
     request: RemotingCommand, error: Exception, route: ProcessorRoute, peer: str
 ) -> RemotingCommand:
+    """What a processor's exception answers: a refusal's code and remark, a protocol
+    error's, else SYSTEM_ERROR (counted in BAD_REQUESTS)."""
     if isinstance(error, ProtocolError):
         BAD_REQUESTS.bad_request(peer, request.code, error)
         return request.response(error.response_code, str(error))

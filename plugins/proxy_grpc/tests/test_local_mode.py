@@ -24,6 +24,8 @@ from rocketmq_core.client.admin import Admin
 from rocketmq_core.client.admin_types import AdminError
 from rocketmq_core.errors import RocketMQError
 from rocketmq_core.protocol.bodies import CMResult
+from rocketmq_core.protocol.codes import RequestCode
+from rocketmq_core.remoting.connection import Connection
 from rocketmq_core.testing.cluster import EmbeddedCluster
 
 
@@ -244,3 +246,57 @@ def test_a_push_consumer_with_a_sql_filter_is_registered_as_apaches_proxy_does()
         "SQL92",
     )
     assert subscription.tags_set == []
+
+
+@pytest.mark.parametrize(
+    ("backend", "flush", "in_process"),
+    [
+        ("asyncio", "ASYNC_FLUSH", True),
+        ("asyncio", "SYNC_FLUSH", True),
+        ("trio", "ASYNC_FLUSH", False),
+    ],
+)
+def test_a_send_goes_to_the_brokers_own_send_processor_without_a_socket(
+    tmp_path, backend, flush, in_process
+):
+    """On the broker's own loop the proxy hands a send to the broker's send processor
+    (remoting.local_call): no remoting request over loopback, the gRPC client is the
+    sender the processor sees, and a SYNC_FLUSH send is answered once flushed (a later
+    answer). Beside a broker on trio the proxy's thread sends over remoting as before."""
+    topic = "LocalSends"
+    with EmbeddedCluster(
+        tmp_path, backend=backend, grpc_server_port=0, flush_disk_type=flush
+    ) as cluster:
+        cluster.create_topic(topic)
+        port = cluster.broker.services["grpc_proxy"].port
+        route = cluster.broker.server.processors.lookup(RequestCode.SEND_MESSAGE_V2)
+        processor, seen = route.processor, []
+
+        def spy(ctx, request):
+            seen.append((isinstance(ctx.connection, Connection), ctx.peer_address))
+            return processor(ctx, request)
+
+        route.processor = spy
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            sent = stub.SendMessage(
+                spb.SendMessageRequest(
+                    messages=[message(topic, b"local %d" % n) for n in range(3)]
+                ),
+                metadata=metadata(),
+                timeout=10,
+            )
+        assert [entry.status.code for entry in sent.entries] == [pb.OK] * 3
+        assert len({entry.message_id for entry in sent.entries}) == 3
+        if flush == "SYNC_FLUSH":
+            stats = cluster.broker.store.stats()
+            assert stats["flushed_offset"] >= cluster.broker.store.max_commit_log_offset > 0
+
+        async def stored() -> int:
+            async with Admin(cluster.namesrv_address) as admin:
+                return (await admin.topic_stats(topic)).total_messages
+
+        assert cluster.call(stored) == 3
+    assert [over_a_connection for over_a_connection, _ in seen] == [not in_process] * 3
+    if in_process:  # the gRPC client's address, not the proxy's own remoting client's
+        assert all(peer.startswith("127.0.0.1:") for _, peer in seen)

@@ -1,0 +1,87 @@
+"""A request handed to this process's own processors, without a socket.
+
+A plugin that runs beside a server on its event loop (the gRPC proxy in local mode)
+would otherwise send the server remoting requests over loopback: an encode, two socket
+writes and reads, and a decode each way, for a processor a function call away. Here the
+processor gets the request itself and a context of its own, and whatever it answers
+with (a command, an awaitable of one, a later answer from a callback) comes back as the
+response command.
+
+What differs from a request over a connection, on purpose: no RPC hooks run (the caller
+is the process itself, which checked its own client's rights already), and processors
+are asked for response commands, not finished frames.
+"""
+
+from __future__ import annotations
+
+from inspect import isawaitable
+from typing import Any
+
+import anyio
+
+from ..protocol.codes import ResponseCode
+from ..protocol.command import RemotingCommand
+from .connection import BUSY_REMARK, LaterAnswer, error_response, within_limit
+from .processor import ProcessorTable, RequestContext
+
+
+class _Call:
+    """One request's stand-in for its connection: what a processor may use of one to
+    answer later (``answer_later``), and where that answer arrives."""
+
+    __slots__ = ("_answered", "response")
+
+    takes_encoded_answers = False  # a response command, never a finished frame
+
+    def __init__(self) -> None:
+        self._answered = anyio.Event()
+        self.response: RemotingCommand | None = None
+
+    def answer_later(self, request: RemotingCommand) -> LaterAnswer:
+        return LaterAnswer(self, request)  # type: ignore[arg-type]
+
+    # what LaterAnswer tells its connection
+    def _answer_later_done(self, request: RemotingCommand, response: Any) -> None:
+        self.response = response
+        self._answered.set()
+
+    def _no_longer_in_flight(self) -> None:
+        """Withdrawn: the processor raised, and its error is the answer."""
+
+    async def answered(self) -> RemotingCommand | None:
+        await self._answered.wait()
+        return self.response
+
+
+async def call_locally(
+    processors: ProcessorTable, request: RemotingCommand, peer_address: str, local_address: str
+) -> RemotingCommand:
+    """``request``'s response from the processor its code routes to, as a connection
+    would answer it (REQUEST_CODE_NOT_SUPPORTED, SYSTEM_BUSY, a processor's refusal or
+    failure as its response). ``peer_address`` is whom the processor sees sending it."""
+    route = processors.lookup(request.code)
+    if route is None:
+        return request.response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+        )
+    if route.full:
+        return request.response(ResponseCode.SYSTEM_BUSY, BUSY_REMARK)
+    call = _Call()
+    ctx = RequestContext(call, peer_address, local_address)  # type: ignore[arg-type]
+    try:
+        result: Any = route.processor(ctx, request)
+        if type(result) is LaterAnswer:
+            result = await call.answered()
+        elif isawaitable(result):
+            route.active += 1
+            try:
+                result = await within_limit(route, result)
+            finally:
+                route.active -= 1
+    except Exception as exc:
+        return error_response(request, exc, route, peer_address)
+    if not isinstance(result, RemotingCommand):  # None (a oneway's) or a frame: no answer
+        return request.response(
+            ResponseCode.SYSTEM_ERROR, f"processor {route.name} gave no response command"
+        )
+    return result
