@@ -1,15 +1,17 @@
 """What a new page of a CommitLog-like file costs, by how it is written.
 
-The mmap store writes records into a mapping of a sparse file: each new 4 KiB page is
-faulted in (zero-filled) before the record is copied into it. What that costs depends on
+The mmap store writes records into a mapping of a file whose blocks it reserved
+(posix_fallocate): each new 4 KiB page is faulted in (zero-filled) before the record is
+copied into it. What that costs depends on
 the folio size the mapping faults in and, on a VM, on which memory the kernel hands out:
 a balloon with free page reporting gives free blocks of 2 MiB and more back to the host
 a few seconds after they are freed, and the first touch of such memory costs the host's
 fault on top of ours (docs/perf.md, "Page cache").
 
-Each round writes ``--mib`` MiB of ``--record``-byte records into a new file on the
-file system of ``--scratch``, after ``--pause`` seconds in which the previous round's
-freed pages may be reported, then deletes it:
+Each round writes ``--mib`` MiB of ``--record``-byte records into a new file,
+fallocated as the store's CommitLog files are, on the file system of ``--scratch``,
+after ``--pause`` seconds in which the previous round's freed pages may be reported,
+then deletes it:
 
 * pwrite: one ``os.pwrite`` per 64 KiB of records (the page cache gets the data directly);
 * mmap 4 KiB: memcpy into a MAP_SHARED mapping advised MADV_RANDOM (the store's default);
@@ -54,7 +56,7 @@ def records(step: int, record: int) -> bytes:
 def write_through_pwrite(path: Path, size: int, chunk: bytes) -> None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.ftruncate(fd, size)
+        os.posix_fallocate(fd, 0, size)  # as the store's CommitLog files (reserve=True)
         for offset in range(0, size, len(chunk)):
             os.pwrite(fd, chunk, offset)
     finally:
@@ -64,7 +66,7 @@ def write_through_pwrite(path: Path, size: int, chunk: bytes) -> None:
 def write_through_mapping(path: Path, size: int, chunk: bytes, huge: bool) -> None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.ftruncate(fd, size)
+        os.posix_fallocate(fd, 0, size)
         mapping = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
@@ -103,7 +105,9 @@ def main() -> None:
     parser.add_argument("--record", type=int, default=1200, help="bytes a record")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--pause", type=float, default=8.0, help="seconds before a round")
-    parser.add_argument("--core", type=int, default=1, help="-1: don't pin")
+    parser.add_argument(
+        "--core", type=int, default=1 if (os.cpu_count() or 1) > 1 else -1, help="-1: don't pin"
+    )
     parser.add_argument("--scratch", default=None, help="a directory on the store's disk")
     parser.add_argument("--output", default="benchmarks/results/page_faults.json")
     args = parser.parse_args()

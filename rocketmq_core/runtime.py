@@ -15,21 +15,28 @@ import anyio
 
 # glibc's mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-# freed memory glibc keeps for the next allocations instead of giving it back to the kernel
+# freed memory glibc keeps at the top of its heap instead of giving it back to the kernel
 KEEP_FREED = 16 << 20
-MAPPED_FROM = 1 << 20  # blocks this large or larger are mapped on their own
+# blocks this large or larger are mapped on their own: the most glibc's own adaptive
+# threshold reaches on 64-bit, which a fixed setting turns off (a 4 MiB message body
+# freed and made again must not be mapped and zeroed afresh each time)
+MAPPED_FROM = 32 << 20
 
 
 def keep_freed_memory() -> None:
     """Let glibc reuse freed blocks instead of handing them back to the kernel.
 
     A server reads its sockets 256 KiB at a time into new bytes objects. By default
-    glibc maps a block that large on its own and unmaps it when freed, or trims the
-    heap once a few hundred KiB lie free at its top: the next read then faults in
-    freshly zeroed pages (~6% of a broker's CPU under batched sends). Environment
-    settings (MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_) win; elsewhere than glibc,
-    nothing changes."""
-    if os.environ.get("MALLOC_TRIM_THRESHOLD_") or os.environ.get("MALLOC_MMAP_THRESHOLD_"):
+    glibc maps such a block on its own until one is freed, then trims the heap once
+    twice the largest freed block lies free at its top: the next reads then fault in
+    freshly zeroed pages (~6% of a broker's CPU under batched sends). Settings of the
+    environment (MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_, GLIBC_TUNABLES'
+    glibc.malloc.*) win; elsewhere than glibc, nothing changes."""
+    if (
+        os.environ.get("MALLOC_TRIM_THRESHOLD_")
+        or os.environ.get("MALLOC_MMAP_THRESHOLD_")
+        or "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", "")
+    ):
         return
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the C library the interpreter runs on

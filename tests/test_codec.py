@@ -239,6 +239,12 @@ def test_oversized_frame_names_the_request_when_its_header_arrived():
     # the stream cannot be resynchronised: every later feed fails the same way
     with pytest.raises(RemoteProtocolError):
         decoder.feed(small)
+    for cut in (1, 2, 3):  # the length in two reads: refused once whole, header and all
+        decoder = FrameDecoder()
+        assert decoder.feed(too_long[:cut]) == []
+        with pytest.raises(RemoteProtocolError) as caught:
+            decoder.feed(too_long[cut:])
+        assert caught.value.opaque == 31, cut
 
 
 def test_a_smaller_limit_is_honoured():

@@ -126,7 +126,8 @@ class FrameDecoder:
                 return taken
         length: int = _INT32.unpack_from(buffer, 0)[0]
         if length > self.max_frame_length - 4 or length < 4:
-            self._fail_on_length(buffer, 0, length)
+            # with what follows: the error names the request once its header is there
+            self._fail_on_length(bytes(buffer) + data[taken:], 0, length)
         missing = 4 + length - len(buffer)
         more = min(missing, len(data) - taken)
         with memoryview(data) as view:

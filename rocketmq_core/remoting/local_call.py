@@ -58,7 +58,9 @@ async def call_locally(
 ) -> RemotingCommand:
     """``request``'s response from the processor its code routes to, as a connection
     would answer it (REQUEST_CODE_NOT_SUPPORTED, SYSTEM_BUSY, a processor's refusal or
-    failure as its response). ``peer_address`` is whom the processor sees sending it."""
+    failure as its response). ``peer_address`` is whom the processor sees sending it.
+    Cancelled (a caller's timeout), it stops waiting for a later answer; a processor's
+    awaitable runs to its end regardless (its own timeouts bound it)."""
     route = processors.lookup(request.code)
     if route is None:
         return request.response(
@@ -75,7 +77,10 @@ async def call_locally(
         elif isawaitable(result):
             route.active += 1
             try:
-                result = await within_limit(route, result)
+                # a caller that stops waiting must not cut the processor's work short (a
+                # put half done): over a connection a client's timeout never does either
+                with anyio.CancelScope(shield=True):
+                    result = await within_limit(route, result)
             finally:
                 route.active -= 1
     except Exception as exc:

@@ -136,16 +136,20 @@ async def test_sync_flush_sends_are_answered_once_durable(tmp_path, plugin_host,
 
 
 async def test_the_commit_log_takes_huge_folios_when_asked_and_async_flushed(
-    tmp_path, plugin_host, broker
+    tmp_path, plugin_host, broker, caplog
 ):
-    """commitLogHugeFolios (off by default); a SYNC_FLUSH store keeps 4 KiB pages."""
+    """commitLogHugeFolios (off by default); a SYNC_FLUSH store keeps 4 KiB pages, and
+    says so."""
     assert not broker.store.commitlog.files.huge_folios
     for flush_disk_type, huge in (("ASYNC_FLUSH", True), ("SYNC_FLUSH", False)):
         config = broker_config(
             tmp_path / flush_disk_type, flush_disk_type=flush_disk_type, commit_log_huge_folios=True
         )
+        caplog.clear()
         async with Broker.serving(config, host=plugin_host) as asked:
             assert asked.store.commitlog.files.huge_folios is huge
+        ignored = "commitLogHugeFolios is ignored with SYNC_FLUSH" in caplog.text
+        assert ignored is not huge
 
 
 async def test_unknown_topic_without_auto_create(tmp_path, plugin_host, client):

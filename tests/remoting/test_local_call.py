@@ -117,3 +117,22 @@ async def test_a_route_at_its_limit_is_busy_and_a_deferred_call_counts_in_it():
         release.set()
     assert [answer.code for answer in answers] == [ResponseCode.SUCCESS]
     assert route.active == 0
+
+
+async def test_a_caller_that_stops_waiting_does_not_cut_a_processors_work_short():
+    table = ProcessorTable()
+    finished = []
+
+    async def put(req):
+        await anyio.sleep(0.05)
+        finished.append(req.remark)  # the store's work, done after the caller left
+        return req.response()
+
+    table.register(1, lambda ctx, req: put(req))
+    table.register(2, lambda ctx, req: ctx.connection.answer_later(req))  # never answered
+    with anyio.move_on_after(0.01):
+        await call_locally(table, request(1, "kept"), PEER, LOCAL)
+    with anyio.move_on_after(0.01) as gave_up:
+        await call_locally(table, request(2), PEER, LOCAL)
+    assert finished == ["kept"]
+    assert gave_up.cancelled_caught

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import anyio
 import grpc
@@ -71,7 +72,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         # local mode on the broker's loop: consumers go in the broker's own table
         self.local = local
         # gRPC's peer of a call -> the client's host:port (a TLS front knows it)
-        self.peer_of = peer_of or _peer_host
+        self.peer_of = peer_of or peer_host
         self.endpoints = endpoints  # where clients reach this proxy when they do not say
         self.clients = ClientRegistry()
         self.transactions = TransactionTable()
@@ -490,7 +491,8 @@ class TransactionRelay:
         publishers[hash(transaction_id) % len(publishers)].outboxes[-1].put_nowait(command)
 
 
-def _peer_host(peer: str) -> str:
-    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1:5555`` (gRPC's peer string)."""
+def peer_host(peer: str) -> str:
+    """``ipv4:127.0.0.1:5555`` -> ``127.0.0.1:5555``, ``ipv6:%5B::1%5D:5555`` ->
+    ``[::1]:5555`` (gRPC's peer string; grpcio percent-encodes IPv6 brackets)."""
     scheme, _, rest = peer.partition(":")
-    return rest if scheme in ("ipv4", "ipv6") else peer
+    return unquote(rest) if scheme in ("ipv4", "ipv6") else peer

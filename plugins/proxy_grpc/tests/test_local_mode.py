@@ -262,10 +262,15 @@ def test_a_send_goes_to_the_brokers_own_send_processor_without_a_socket(
     """On the broker's own loop the proxy hands a send to the broker's send processor
     (remoting.local_call): no remoting request over loopback, the gRPC client is the
     sender the processor sees, and a SYNC_FLUSH send is answered once flushed (a later
-    answer). Beside a broker on trio the proxy's thread sends over remoting as before."""
+    answer); a refusal answers as over remoting. Beside a broker on trio the proxy's
+    thread sends over remoting as before."""
     topic = "LocalSends"
     with EmbeddedCluster(
-        tmp_path, backend=backend, grpc_server_port=0, flush_disk_type=flush
+        tmp_path,
+        backend=backend,
+        grpc_server_port=0,
+        flush_disk_type=flush,
+        reject_transaction_message=True,
     ) as cluster:
         cluster.create_topic(topic)
         port = cluster.broker.services["grpc_proxy"].port
@@ -273,8 +278,10 @@ def test_a_send_goes_to_the_brokers_own_send_processor_without_a_socket(
         processor, seen = route.processor, []
 
         def spy(ctx, request):
-            seen.append((isinstance(ctx.connection, Connection), ctx.peer_address))
-            return processor(ctx, request)
+            seen.append((isinstance(ctx.connection, Connection), ctx.peer_address, []))
+            answer = processor(ctx, request)  # raises for the refused one
+            seen[-1][2].append(type(answer).__name__)
+            return answer
 
         route.processor = spy
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -286,8 +293,14 @@ def test_a_send_goes_to_the_brokers_own_send_processor_without_a_socket(
                 metadata=metadata(),
                 timeout=10,
             )
+            half = message(topic, b"half")  # a broker with rejectTransactionMessage refuses
+            half.system_properties.message_type = pb.TRANSACTION
+            refused = stub.SendMessage(
+                spb.SendMessageRequest(messages=[half]), metadata=metadata(), timeout=10
+            )
         assert [entry.status.code for entry in sent.entries] == [pb.OK] * 3
         assert len({entry.message_id for entry in sent.entries}) == 3
+        assert [entry.status.code for entry in refused.entries] == [pb.FORBIDDEN]
         if flush == "SYNC_FLUSH":
             stats = cluster.broker.store.stats()
             assert stats["flushed_offset"] >= cluster.broker.store.max_commit_log_offset > 0
@@ -297,6 +310,9 @@ def test_a_send_goes_to_the_brokers_own_send_processor_without_a_socket(
                 return (await admin.topic_stats(topic)).total_messages
 
         assert cluster.call(stored) == 3
-    assert [over_a_connection for over_a_connection, _ in seen] == [not in_process] * 3
+    assert [over_a_connection for over_a_connection, _, _ in seen] == [not in_process] * 4
     if in_process:  # the gRPC client's address, not the proxy's own remoting client's
-        assert all(peer.startswith("127.0.0.1:") for _, peer in seen)
+        assert all(peer.startswith("127.0.0.1:") for _, peer, _ in seen)
+        # SYNC_FLUSH: answered by the flusher's callback, once durable
+        later = "LaterAnswer" if flush == "SYNC_FLUSH" else "RemotingCommand"
+        assert [kind for _, _, kind in seen] == [[later]] * 3 + [[]]

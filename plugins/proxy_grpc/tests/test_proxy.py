@@ -11,6 +11,7 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from grpc_requests import access_point, message, metadata, receive, resource
 from rocketmq_proxy_grpc import routes
+from rocketmq_proxy_grpc.service import peer_host
 from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
 from rocketmq_proxy_grpc.v2 import service_pb2 as spb
 
@@ -230,3 +231,10 @@ def test_consistent_bucket_moves_few_keys():
 def test_proxy_command_refuses_a_bad_port(capsys):
     assert main(["proxy", "-n", "127.0.0.1:9876", "--grpc-port", "70000"]) == 2
     assert "--grpc-port 70000 is not a port" in capsys.readouterr().err
+
+
+def test_grpc_peer_strings_become_host_and_port():
+    """What a send's born host is made of: grpcio percent-encodes an IPv6 peer's brackets."""
+    assert peer_host("ipv4:10.1.2.3:5555") == "10.1.2.3:5555"
+    assert peer_host("ipv6:%5B::1%5D:5555") == "[::1]:5555"
+    assert peer_host("unix:/tmp/socket") == "unix:/tmp/socket"

@@ -150,8 +150,9 @@ class MappedFile:
         # ``release_before`` does): resident memory then follows the write position, not
         # the last flush, which at 100 MB/s and a flush each 0.5 s is 50 MB behind
         self.resident_behind = resident_behind
-        # held while a worker thread uses ``address`` (release_before) and while the
-        # mapping is let go of: a madvise never reaches memory mapped anew at that address
+        # held while ``address`` is told something (release_before, from a worker thread
+        # or the writer's pre-touch) and while the mapping is let go of: a madvise never
+        # reaches memory mapped anew at that address
         self.lock = threading.Lock()
         self.used = False
         # bytes from the start known to have disk blocks (``allocate``); 0: not known
@@ -296,7 +297,7 @@ class MappedFile:
             os.close(fd)
         self.flushed = max(self.flushed, target)
 
-    def release_before(self, position: int) -> None:
+    def release_before(self, position: int, *, wait: bool = True) -> None:
         """Let go of this process's mapping of the written pages before ``position``
         (MADV_DONTNEED): the page cache keeps them and a read maps them again, but the
         process's resident memory follows the recent part of the log instead of all it
@@ -305,20 +306,30 @@ class MappedFile:
         fdatasync writes it as before; once on disk, the kernel may reclaim it as any
         unmapped clean cache. Whole 2 MiB folios with ``huge_folios``. Blocking (GIL
         released). Pages read again after that stay until the file goes: what a lagging
-        consumer reads back is not let go of a second time."""
+        consumer reads back is not let go of a second time. Without ``wait``, nothing is
+        done while another thread holds the lock (the event loop's writer must never wait
+        for the SCHED_IDLE pre-toucher: on a busy core that thread may not run again for
+        long)."""
         unit = HUGE_FOLIO if self.huge_folios else mmap.PAGESIZE
-        end = min(position, self.wrote) & ~(unit - 1)
-        if end <= self.released:
+        if (min(position, self.wrote) & ~(unit - 1)) <= self.released:
             return
-        with self.lock:  # the mapping stays while the kernel is told (unmap waits)
+        if not self.lock.acquire(blocking=wait):
+            return
+        try:  # the mapping stays while the kernel is told (unmap waits)
+            # under the lock: a truncation may have moved ``wrote`` back meanwhile
+            end = min(position, self.wrote) & ~(unit - 1)
             address, released = self.address, self.released
             told = address and end > released
             if told and _madvise(address + released, end - released, MADV_DONTNEED) == 0:
                 self.released = end
+        finally:
+            self.lock.release()
 
     def pre_touch(self, length: int) -> None:
         """Fault in the next ``length`` bytes ahead of the writer (a first touch costs
-        2-7 us per page here). Blocking, GIL released: call from a worker thread; the
+        2-10 us per page here), then let go of the pages more than ``resident_behind``
+        behind it (RELEASE_STEP at a time, when no other thread holds the lock). Blocking,
+        GIL released: from a worker thread, or the writer's own when it caught up; the
         mapping must stay open meanwhile. Contents are never changed."""
         start = max(self.touched, self.wrote) & ~(mmap.PAGESIZE - 1)
         end = min(self.size, start + length)
@@ -331,7 +342,7 @@ class MappedFile:
         _madvise(self.address + start, end - start, MADV_POPULATE_WRITE)
         keep = self.resident_behind
         if keep and self.wrote - keep - self.released >= RELEASE_STEP:
-            self.release_before(self.wrote - keep)
+            self.release_before(self.wrote - keep, wait=False)
 
     def disable_read_ahead(self, position: int = 0) -> None:
         """No read-ahead from ``position`` on, for the writer's part of a file: the
@@ -340,8 +351,9 @@ class MappedFile:
         written, a stall for every put meanwhile). With ``huge_folios`` the part is also
         advised MADV_HUGEPAGE: the kernel then fills the page cache 2 MiB around a fault
         (read-ahead bounded to that, even with MADV_RANDOM), as one folio where the file
-        system has large folios (ext4 from Linux 6.16): ~1.3 instead of ~5.5 us a page
-        here (MADV_POPULATE_WRITE in 256 KiB steps; the worst step ~1 ms either way).
+        system has large folios (ext4 from Linux 6.16): ~1 instead of ~2.7 us a page from
+        memory the kernel used before, ~9 from memory a VM's balloon gave back to its
+        host (docs/perf.md, "Page cache").
         Hints: a kernel that refuses them (no transparent huge pages) changes nothing
         else; a file once full keeps the 2 MiB read-around for readers catching up."""
         start = position & ~(mmap.PAGESIZE - 1)
@@ -565,8 +577,9 @@ class MappedFileQueue:
         if kept:
             last = kept[-1]
             last.wrote = last.flushed = max(0, min(last.size, offset - last.start))
-            # pages written again from here on may be let go of again
-            last.released = min(last.released, last.wrote & ~(mmap.PAGESIZE - 1))
+            with last.lock:  # not while a worker thread is letting go of pages
+                # pages written again from here on may be let go of again
+                last.released = min(last.released, last.wrote & ~(mmap.PAGESIZE - 1))
             self._prepare_for_the_writer(last)  # the writer goes on from here
             if zero:
                 last.zero_from(last.wrote)

@@ -140,6 +140,11 @@ class MmapStore(ImmediateGet):
         self.config = config
         self.policy = flush_policy or AsyncFlush.from_config(config)
         root = self.root = Path(config.root_dir)
+        if config.commit_log_huge_folios and self.policy.waits:
+            log.warning(
+                "commitLogHugeFolios is ignored with SYNC_FLUSH: each group commit would"
+                " write whole 2 MiB folios back; the CommitLog keeps 4 KiB pages"
+            )
         self.commitlog = CommitLog(
             root / "commitlog",
             config.commit_log_file_size,

@@ -196,8 +196,9 @@ def test_the_index_lets_go_of_synced_entries_behind_and_keeps_its_slots(tmp_path
     entries_end = newest.entries_at + newest.index_count * INDEX_ENTRY_SIZE
     slots = (0, newest.entries_at)
     slots_before = resident_kib_between(newest.path, *slots)
-    service.sync()
     behind = (newest.entries_at + 4096, entries_end - RESIDENT_ENTRIES_BEHIND - 4096)
+    assert resident_kib_between(newest.path, *behind) > 2 * 1024  # written: mapped
+    service.sync()
     assert resident_kib_between(newest.path, *behind) == 0
     assert resident_kib_between(newest.path, *slots) == slots_before > 0
     assert (
@@ -234,3 +235,23 @@ def test_a_flush_lets_go_of_queue_entries_behind_and_they_are_read_again(tmp_pat
             await store.close()
 
     anyio.run(main)
+
+
+def test_the_writer_never_waits_for_another_thread_to_let_go_of_pages(tmp_path):
+    """The writer's pre-touch skips letting go of pages while another thread holds the
+    file's lock (the SCHED_IDLE pre-toucher may not run again for long on a busy core);
+    the next pre-touch does it."""
+    mapped = MappedFile(
+        tmp_path / "00000000000000000000", 0, 64 * MIB, reserve=True, resident_behind=4 * MIB
+    )
+    try:
+        assert mapped.buffer is not None
+        mapped.buffer[: 16 * MIB] = WRITTEN * 2
+        mapped.wrote = mapped.touched = 16 * MIB
+        with mapped.lock:  # held elsewhere; waiting here would never end (one thread)
+            mapped.pre_touch(MIB)
+            assert mapped.released == 0 and mapped.touched == 17 * MIB
+        mapped.pre_touch(MIB)
+        assert mapped.released == 12 * MIB
+    finally:
+        mapped.close()
