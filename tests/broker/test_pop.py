@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from rocketmq_core.broker.pop import pop_service
+from rocketmq_core.broker.pop import service as pop_service_module
 from rocketmq_core.broker.pop.headers import (
     NotificationRequestHeader,
     PeekMessageRequestHeader,
@@ -117,6 +118,24 @@ async def test_change_invisible_time_shortens_and_extends(broker, client):
     retry = f"%RETRY%{GROUP}_{TOPIC}"
     got = await broker.store.get(retry, 0, 0, 8)
     assert [m.body for m in iter_records(got.body)] == [b"m0", b"m1", b"m0"]
+
+
+async def test_a_change_in_the_pops_own_millisecond_still_brings_the_message_back(
+    broker, client, monkeypatch
+):
+    """A checkpoint is named by queue, start offset and pop time: a change of the batch's
+    first message in the POP's own millisecond must not make a checkpoint the old one's
+    ack also cancels (the new pop time is at least one ms later)."""
+    await setup(broker, client, count=1)
+    revive = pop_service(broker).revive
+    popped = await client.invoke(broker.address, pop_request(invisible_ms=600_000))
+    first_pop = int(popped.ext_fields["popTime"])
+    (m0,) = popped_messages(popped)
+    monkeypatch.setattr(pop_service_module, "now_ms", lambda: first_pop)  # the same ms
+    changed = await client.invoke(broker.address, change_request(m0, 300_000))
+    assert changed.code == ResponseCode.SUCCESS, changed.remark
+    assert int(changed.ext_fields["popTime"]) == first_pop + 1
+    assert await revive.scan(now_ms=first_pop + 1 + 300_000) == 1
 
 
 async def test_a_change_whose_old_checkpoint_cannot_be_acked_is_an_error(

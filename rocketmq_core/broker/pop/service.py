@@ -450,6 +450,10 @@ class PopService:
             )
             return ChangedInvisible(now, invisible_time, ORDER_REVIVE_QUEUE, new_handle)
         self._check_revive_qid(handle.revive_qid)
+        # never in the POP's own millisecond: a checkpoint is named by its queue, start
+        # offset and pop time, and the ack of the old one below would cancel the new one
+        # too (a change of the batch's first message right after the POP)
+        now = max(now, handle.pop_time + 1)
         # a one-message checkpoint for the new time first, then the old one acked
         checkpoint = Checkpoint(
             offset, now, invisible_time, queue_id, topic, group, handle.broker_name, [0]
