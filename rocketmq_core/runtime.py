@@ -46,6 +46,12 @@ def keep_freed_memory() -> None:
     mallopt(_M_TRIM_THRESHOLD, KEEP_FREED)
 
 
+# set by a command that starts servers as its children (``rocketmq cluster up``): the
+# parent's pid; such a server stops gracefully once that parent is gone, even by SIGKILL
+STOP_WITH_PARENT = "ROCKETMQ_STOP_WITH_PARENT"
+PARENT_CHECK_INTERVAL = 0.5  # seconds between two looks at the parent
+
+
 def run(main: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     """Run ``main(*args)`` on asyncio, with uvloop when it is installed (~3x faster)."""
     keep_freed_memory()
@@ -58,12 +64,35 @@ def run(main: Callable[..., Awaitable[Any]], *args: Any) -> Any:
 
 async def wait_for_stop_signal(announce: Callable[[], None] = lambda: None) -> signal.Signals:
     """Return the first SIGINT or SIGTERM received. ``announce()`` runs once they are
-    caught: log the ready line there, since a supervisor may signal as soon as it reads it."""
+    caught: log the ready line there, since a supervisor may signal as soon as it reads it.
+    Started with STOP_WITH_PARENT, also SIGTERM once that parent is gone: a process it
+    started must not run on orphaned when it is killed (polled: the kernel's parent-death
+    signal comes again for every thread of a dying parent, and the second would cut the
+    graceful stop short)."""
+    parent = os.environ.get(STOP_WITH_PARENT)
+    received: list[signal.Signals] = []
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         announce()
-        async for received in signals:
-            return signal.Signals(received)
-    raise RuntimeError("the signal receiver closed")  # pragma: no cover
+        async with anyio.create_task_group() as waiting:
+
+            async def first_signal() -> None:
+                async for number in signals:
+                    received.append(signal.Signals(number))
+                    waiting.cancel_scope.cancel()
+
+            async def parent_gone(pid: str) -> None:
+                while str(os.getppid()) == pid:
+                    await anyio.sleep(PARENT_CHECK_INTERVAL)
+                logging.getLogger("rocketmq").warning(
+                    "the process that started this one (pid %s) is gone: stopping", pid
+                )
+                received.append(signal.SIGTERM)
+                waiting.cancel_scope.cancel()
+
+            waiting.start_soon(first_signal)
+            if parent:
+                waiting.start_soon(parent_gone, parent)
+    return received[0]
 
 
 def configure_logging(level: int = logging.INFO) -> None:

@@ -81,9 +81,31 @@ class ClusterUp:
 def cluster(tmp_path_factory):
     running = ClusterUp(tmp_path_factory.mktemp("up") / "data")
     yield running
-    if running.process.poll() is None:
-        running.process.kill()
-        running.process.wait()
+    if running.process.poll() is None:  # its brokers stop with it (a clean stop)
+        running.stop()
+
+
+def test_a_killed_cluster_up_takes_its_brokers_with_it(tmp_path):
+    """``rocketmq cluster up`` killed by SIGKILL (no chance to stop its brokers): each
+    broker sees its parent gone and stops cleanly instead of running on orphaned."""
+    running = ClusterUp(tmp_path / "data")
+    brokers = list(running.pids.values())
+    running.process.kill()
+    running.process.wait()
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in brokers):
+        assert time.monotonic() < deadline, f"orphaned brokers: {brokers}"
+        time.sleep(0.1)
+    assert running.log.read_text().count("rocketmq.broker: broker broker-") == 4
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (an orphan's zombie is init's to reap)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_it_starts_every_broker_of_the_folder_with_its_role(cluster):

@@ -11,6 +11,7 @@ the name server, and prints ``stopped``.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from ..namesrv.server import NameServer
 from ..plugins import PluginHost
 from ..protocol.constants import DEFAULT_NAMESRV_PORT
 from ..remoting.transport import parse_address
+from ..runtime import STOP_WITH_PARENT
 
 PROG = "rocketmq cluster up"
 CONFIG_PATTERNS = ("broker*.conf", "broker*.properties")
@@ -253,6 +255,8 @@ async def _start_broker(member: Member, run: Run, group: TaskGroup) -> None:
         stdout=sys.stderr,  # stdout is for this command's own lines
         stderr=None,  # the brokers' logs show where this command's do
         start_new_session=True,  # a terminal's Ctrl-C reaches this process only
+        # and when this process dies, even by SIGKILL, each broker stops (SIGTERM)
+        env={**os.environ, STOP_WITH_PARENT: str(os.getpid())},
     )
     group.start_soon(_watch_broker, member, run)
 
