@@ -52,9 +52,22 @@ STOP_WITH_PARENT = "ROCKETMQ_STOP_WITH_PARENT"
 PARENT_CHECK_INTERVAL = 0.5  # seconds between two looks at the parent
 
 
+_followed_parent: int | None = None  # STOP_WITH_PARENT's pid, taken out of the environment
+
+
+def follow_parent() -> None:
+    """Take STOP_WITH_PARENT out of the environment (what this process starts must not
+    follow a parent that is not theirs), keeping its pid for ``wait_for_stop_signal``."""
+    global _followed_parent
+    value = os.environ.pop(STOP_WITH_PARENT, "")
+    if value.isdigit():
+        _followed_parent = int(value)
+
+
 def run(main: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     """Run ``main(*args)`` on asyncio, with uvloop when it is installed (~3x faster)."""
     keep_freed_memory()
+    follow_parent()
     try:
         import uvloop  # noqa: F401
     except ImportError:
@@ -69,7 +82,7 @@ async def wait_for_stop_signal(announce: Callable[[], None] = lambda: None) -> s
     started must not run on orphaned when it is killed (polled: the kernel's parent-death
     signal comes again for every thread of a dying parent, and the second would cut the
     graceful stop short)."""
-    parent = os.environ.get(STOP_WITH_PARENT)
+    parent = _followed_parent
     received: list[signal.Signals] = []
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         announce()
@@ -80,8 +93,8 @@ async def wait_for_stop_signal(announce: Callable[[], None] = lambda: None) -> s
                     received.append(signal.Signals(number))
                     waiting.cancel_scope.cancel()
 
-            async def parent_gone(pid: str) -> None:
-                while str(os.getppid()) == pid:
+            async def parent_gone(pid: int) -> None:
+                while os.getppid() == pid:
                     await anyio.sleep(PARENT_CHECK_INTERVAL)
                 logging.getLogger("rocketmq").warning(
                     "the process that started this one (pid %s) is gone: stopping", pid
@@ -90,8 +103,10 @@ async def wait_for_stop_signal(announce: Callable[[], None] = lambda: None) -> s
                 waiting.cancel_scope.cancel()
 
             waiting.start_soon(first_signal)
-            if parent:
+            if parent is not None:
                 waiting.start_soon(parent_gone, parent)
+    if not received:
+        raise RuntimeError("the signal receiver closed")  # pragma: no cover
     return received[0]
 
 

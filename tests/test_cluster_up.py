@@ -82,7 +82,11 @@ def cluster(tmp_path_factory):
     running = ClusterUp(tmp_path_factory.mktemp("up") / "data")
     yield running
     if running.process.poll() is None:  # its brokers stop with it (a clean stop)
-        running.stop()
+        try:
+            running.stop()
+        except subprocess.TimeoutExpired:  # the brokers then see it gone and stop
+            running.process.kill()
+            running.process.wait()
 
 
 def test_a_killed_cluster_up_takes_its_brokers_with_it(tmp_path):
@@ -93,9 +97,13 @@ def test_a_killed_cluster_up_takes_its_brokers_with_it(tmp_path):
     running.process.kill()
     running.process.wait()
     deadline = time.monotonic() + 30
-    while any(_running(pid) for pid in brokers):
-        assert time.monotonic() < deadline, f"orphaned brokers: {brokers}"
-        time.sleep(0.1)
+    try:
+        while any(_running(pid) for pid in brokers):
+            assert time.monotonic() < deadline, f"orphaned brokers: {brokers}"
+            time.sleep(0.1)
+    finally:  # failed: no orphan outlives the test
+        for pid in filter(_running, brokers):
+            os.kill(pid, signal.SIGKILL)
     assert running.log.read_text().count("rocketmq.broker: broker broker-") == 4
 
 

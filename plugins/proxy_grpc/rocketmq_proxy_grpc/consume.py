@@ -166,9 +166,9 @@ class Consuming:
         entries = []
         for entry in request.entries:
             try:
-                current = self.renewals.current(entry.receipt_handle)
-                await self._ack_one(request.group.name, request.topic.name, current)
-                self.renewals.forget(entry.receipt_handle)
+                async with self.renewals.settled(entry.receipt_handle) as current:
+                    await self._ack_one(request.group.name, request.topic.name, current)
+                    self.renewals.forget(entry.receipt_handle)
                 result = OK
             except Exception as exc:
                 result = status_of(exc)
@@ -214,14 +214,14 @@ class Consuming:
                     Code.ILLEGAL_INVISIBLE_TIME,
                     f"invisible duration {invisible_ms} ms is outside [0, {MAX_INVISIBLE_MS}] ms",
                 )
-            current = self.renewals.current(request.receipt_handle)
-            renewed = await self.change_invisible_time(group, topic, current, invisible_ms)
+            async with self.renewals.settled(request.receipt_handle) as current:
+                renewed = await self.change_invisible_time(group, topic, current, invisible_ms)
+                self.renewals.forget(request.receipt_handle)  # the client times it now
         except Exception as exc:
             # a client keeps the handle it is given, whatever the status: give back its own
             return spb.ChangeInvisibleDurationResponse(
                 status=status_of(exc), receipt_handle=request.receipt_handle
             )
-        self.renewals.forget(request.receipt_handle)  # the client times it from now on
         return spb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=renewed)
 
     async def change_invisible_time(
@@ -259,27 +259,34 @@ class Consuming:
     ) -> Any:
         try:
             self.service.metadata(context, consume(request.topic.name, request.group.name))
-            handle = parse_handle(self.renewals.current(request.receipt_handle))
-            if handle.commit_log_offset < 0:
-                raise ProxyError(
-                    Code.INVALID_RECEIPT_HANDLE, "the receipt handle has no commitLog offset"
-                )
-            group, topic = request.group.name, request.topic.name
-            address = await self.service.master_address(topic, handle.broker_name)
-            header = ConsumerSendMsgBackRequestHeader(
-                offset=handle.commit_log_offset,
-                group=group,
-                delay_level=-1,  # straight to the dead-letter queue
-                origin_msg_id=request.message_id,
-                origin_topic=handle.real_topic(topic, group),
-                max_reconsume_times=0,
-            )
-            await self.service.instance.invoke(address, RequestCode.CONSUMER_SEND_MSG_BACK, header)
-            await self._ack_one(group, topic, self.renewals.current(request.receipt_handle))
-            self.renewals.forget(request.receipt_handle)
+            async with self.renewals.settled(request.receipt_handle) as current:
+                await self._forward_one(request, current)
+                self.renewals.forget(request.receipt_handle)
         except Exception as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status_of(exc))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=OK)
+
+    async def _forward_one(
+        self, request: spb.ForwardMessageToDeadLetterQueueRequest, receipt_handle: str
+    ) -> None:
+        """The message of ``receipt_handle`` to its dead-letter queue, then acked."""
+        handle = parse_handle(receipt_handle)
+        if handle.commit_log_offset < 0:
+            raise ProxyError(
+                Code.INVALID_RECEIPT_HANDLE, "the receipt handle has no commitLog offset"
+            )
+        group, topic = request.group.name, request.topic.name
+        address = await self.service.master_address(topic, handle.broker_name)
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=handle.commit_log_offset,
+            group=group,
+            delay_level=-1,  # straight to the dead-letter queue
+            origin_msg_id=request.message_id,
+            origin_topic=handle.real_topic(topic, group),
+            max_reconsume_times=0,
+        )
+        await self.service.instance.invoke(address, RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        await self._ack_one(group, topic, receipt_handle)
 
 
 def _handle_of(answer: Any, stored: Any, broker_name: str) -> str:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import anyio
@@ -28,6 +30,11 @@ class Renewal:
     current: str  # the latest receipt handle
     revive_ms: int  # when the current handle expires
     started_ms: int
+    # held while the current handle is used: by a renewal replacing it, or by the
+    # client's ack, change or dead-lettering with it (else the renewal's checkpoint could
+    # outlive the ack, and the acked message come back)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    stopped: bool = False  # a renewal failed: the current handle stays, no more renewals
 
 
 def _revive_ms(receipt_handle: str) -> int:
@@ -52,6 +59,17 @@ class Renewals:
         renewal = self._renewals.get(receipt_handle)
         return renewal.current if renewal is not None else receipt_handle
 
+    @asynccontextmanager
+    async def settled(self, receipt_handle: str) -> AsyncIterator[str]:
+        """The latest handle for ``receipt_handle``, with no renewal of it under way
+        until the block ends: use it (ack, change, dead-letter) inside."""
+        renewal = self._renewals.get(receipt_handle)
+        if renewal is None:
+            yield receipt_handle
+            return
+        async with renewal.lock:
+            yield renewal.current
+
     def forget(self, receipt_handle: str) -> None:
         self._renewals.pop(receipt_handle, None)
 
@@ -71,19 +89,22 @@ class Renewals:
     async def renew_due(self, now_ms: int) -> None:
         invisible_ms = self.consuming.auto_renew_invisible_ms
         for original, renewal in list(self._renewals.items()):
-            if renewal.revive_ms - now_ms > invisible_ms // 3:
+            if renewal.stopped or renewal.revive_ms - now_ms > invisible_ms // 3:
                 continue
             if now_ms - renewal.started_ms > MAX_RENEW_MS:
                 self.forget(original)
                 continue
-            try:
-                renewed = await self.consuming.change_invisible_time(
-                    renewal.group, renewal.topic, renewal.current, invisible_ms
-                )
-            except Exception as exc:  # acked meanwhile, or expired: the broker decides
-                log.debug("receipt handle not renewed: %s", exc)
-                self.forget(original)
-                continue
-            if original in self._renewals:  # not acked while the renewal was under way
+            async with renewal.lock:
+                if self._renewals.get(original) is not renewal:
+                    continue  # acked, changed or dead-lettered while this waited
+                try:
+                    renewed = await self.consuming.change_invisible_time(
+                        renewal.group, renewal.topic, renewal.current, invisible_ms
+                    )
+                except Exception as exc:  # expired, say: the broker decides
+                    log.debug("receipt handle not renewed: %s", exc)
+                    # the client's ack still names the latest handle, not its first
+                    renewal.stopped = True
+                    continue
                 renewal.current = renewed
                 renewal.revive_ms = _revive_ms(renewed)

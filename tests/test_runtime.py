@@ -1,5 +1,7 @@
-"""A server's process keeps freed memory for its next allocations (runtime.keep_freed_memory):
-reading sockets 256 KiB at a time must not fault in freshly zeroed pages for each read."""
+"""rocketmq_core.runtime, what every server process does at start: it keeps freed
+memory for its next allocations (reading sockets 256 KiB at a time must not fault in
+freshly zeroed pages for each read), and takes the parent it follows out of the
+environment."""
 
 from __future__ import annotations
 
@@ -64,3 +66,15 @@ def test_a_large_message_body_freed_and_made_again_is_not_mapped_afresh():
         [sys.executable, "-c", rounds, "kept"], capture_output=True, text=True, check=True
     )
     assert int(done.stdout) < 100
+
+
+def test_the_parent_to_follow_is_taken_out_of_the_environment(monkeypatch):
+    """What a server started by ``rocketmq cluster up`` starts itself must not follow a
+    parent that is not its own: the variable leaves the environment once read."""
+    from rocketmq_core import runtime
+
+    monkeypatch.setenv(runtime.STOP_WITH_PARENT, "4242")
+    monkeypatch.setattr(runtime, "_followed_parent", None)
+    runtime.follow_parent()
+    assert runtime.STOP_WITH_PARENT not in os.environ
+    assert runtime._followed_parent == 4242
