@@ -55,6 +55,7 @@ from .ha.service import HAService
 from .locks import QueueLockTable
 from .longpoll import PullHoldService
 from .offsets import ConsumerOffsetManager
+from .processors.send_frames import SendFrames
 from .pull_rates import PullRates
 from .put_hooks import PutHooks
 from .stats import BrokerStats, sample_periodically
@@ -450,8 +451,11 @@ class Broker:
         self._services_group = None
 
     def processor_table(self) -> ProcessorTable:
-        """Every broker processor the plugins registered, bound to this server."""
-        return self.host.processor_table("broker", self)
+        """Every broker processor the plugins registered, bound to this server, with
+        runs of usual sends answered before decoding where the send processors are ours."""
+        table = self.host.processor_table("broker", self)
+        table.frame_server = SendFrames.for_table(self, table)
+        return table
 
     def check_ready(self) -> None:
         if not self.ready:

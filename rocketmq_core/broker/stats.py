@@ -192,6 +192,27 @@ class BrokerStats:
         if self.message_sizes is not None:
             self.message_sizes.add(topic, size, 1)
 
+    def fixed_record_size(self, born_host_size: int) -> int:
+        """A CommitLog record's bytes but for its topic (and its length), body and
+        properties, as ``count_put`` counts them."""
+        return self._record_fixed_size + born_host_size
+
+    def count_put_runs(self, counts: dict[tuple[str, int], int]) -> None:
+        """Single sends stored by a run of them (send_frames): messages by topic and
+        record size, each counted as ``count_put`` counts one."""
+        for (topic, size), messages in counts.items():
+            row = self.puts.get(topic)
+            if row is None:
+                row = self.puts[topic] = [0, 0, 0]
+            row[0] += messages
+            row[1] += messages
+            row[2] += size * messages
+            self._broker_puts[0] += messages
+            self.stored_messages += messages
+            self.stored_bytes += size * messages
+            if self.message_sizes is not None:
+                self.message_sizes.add(topic, size, messages)
+
     def count_put_batch(self, messages: list[MessageToStore], result: PutResult) -> None:
         """A batch put (SEND_BATCH_MESSAGE): its messages in one call, as Java counts it."""
         status = result.status

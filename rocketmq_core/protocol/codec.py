@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import NoReturn
 
@@ -70,12 +70,16 @@ _SLOTS = tuple(
 class FrameDecoder:
     """Turns a byte stream into RemotingCommands, one chunk at a time."""
 
-    __slots__ = ("_buffer", "_failed", "max_frame_length")
+    __slots__ = ("_buffer", "_failed", "max_frame_length", "serve_first")
 
     def __init__(self, max_frame_length: int = MAX_FRAME_LENGTH) -> None:
         self._buffer = bytearray()
         self._failed: RemoteProtocolError | None = None
         self.max_frame_length = max_frame_length
+        # (source, position) -> position: answers the whole frames it takes from
+        # ``position`` on (a processor table's FrameServer) before any is decoded, while
+        # no frame of this feed was decoded before them (their order is kept)
+        self.serve_first: Callable[[bytes | bytearray, int], int] | None = None
 
     @property
     def buffered(self) -> int:
@@ -147,7 +151,12 @@ class FrameDecoder:
         max_length = self.max_frame_length - 4
         unpack_prefix = _PREFIX.unpack_from
         helper = COMPILED
+        serve_first = self.serve_first
         while end - position >= 8:
+            if serve_first is not None and not commands:
+                position = serve_first(source, position)
+                if end - position < 8:
+                    break
             if helper is not None:  # the usual frames; it stops before any other one
                 decoded, position = helper.decode_frames(
                     source, position, max_length, _loads, RemotingCommand, _SLOTS,
@@ -267,6 +276,12 @@ def encode_into(
 
 
 # --- JSON header -----------------------------------------------------------------
+
+
+def decode_json_header(header: bytes | bytearray) -> RemotingCommand:
+    """The request of a JSON header alone, without its body (a frame a FrameServer took,
+    answered after all as a processor's error is answered)."""
+    return _decode_header(_JSON, header)
 
 
 def _decode_header(serialize_type: int, header: bytes | bytearray) -> RemotingCommand:

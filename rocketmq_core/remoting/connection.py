@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Generator, Iterable
+from functools import partial
 from inspect import isawaitable
 from typing import Any
 
@@ -32,7 +33,7 @@ from ..errors import (
     RemotingTimeoutError,
     RequestRefused,
 )
-from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, encode_into
+from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, decode_json_header, encode_into
 from ..protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
 from ..protocol.command import OpaqueSequence, RemotingCommand
 from ..rate_limited_log import RateLimitedLog
@@ -284,6 +285,11 @@ class Connection:
             self._task_group.cancel_scope.cancel()
 
     @property
+    def max_frame_length(self) -> int:
+        """The longest frame this connection reads."""
+        return self._max_frame_length
+
+    @property
     def takes_encoded_answers(self) -> bool:
         """Whether a processor may answer with a finished frame (bytes) instead of a
         command: only where no RPC hook must see the response (``after_response``)."""
@@ -327,6 +333,9 @@ class Connection:
 
     async def _read_loop(self, task_group: TaskGroup) -> None:
         decoder = FrameDecoder(self._max_frame_length)
+        server = self._processors.frame_server if self._processors is not None else None
+        if server is not None and not self._hooks:  # a hook sees every request
+            decoder.serve_first = partial(server, self)
         receive = self._io.receive
         budget = self._budget
         high_water = budget.limits.write_high_water if budget is not None else None
@@ -622,6 +631,32 @@ class Connection:
         self._out_bytes += size
         if budget is not None:
             budget.unsent += size
+
+    def queue_answers(self, frames: bytes) -> None:
+        """Whole answer frames a FrameServer made, queued as ``_respond_encoded`` queues
+        one."""
+        if self._closed:
+            return
+        self._out.append(frames)
+        size = len(frames)
+        self._out_bytes += size
+        if self._budget is not None:
+            self._budget.unsent += size
+
+    def dispatch_frame(self, frame: bytes | bytearray) -> None:
+        """One whole request frame a FrameServer gives back, dispatched now, before the
+        frames after it, as the read loop dispatches each request."""
+        (request,) = FrameDecoder(self._max_frame_length).feed(frame)
+        assert self._task_group is not None  # a FrameServer runs inside the read loop
+        self._dispatch(request, self._task_group)
+
+    def answer_failed(self, header: bytes | bytearray, error: Exception) -> None:
+        """A frame a FrameServer took whose processing raised ``error``: answered as
+        ``_dispatch`` answers a processor's exception (``header``: its JSON header)."""
+        request = decode_json_header(header)
+        route = self._processors.lookup(request.code) if self._processors is not None else None
+        if route is not None:
+            self._respond(request, error_response(request, error, route, self.peer_address))
 
     def _respond_encoded(self, request: RemotingCommand, frame: bytes) -> None:
         """Queue a response a processor encoded itself, as ``_respond`` would queue it."""

@@ -55,6 +55,19 @@ class RpcHook(Protocol):
     ) -> None: ...
 
 
+class FrameServer(Protocol):
+    """A processor table's way past decoding for the frames it answers the most (a
+    broker's usual sends): called with each chunk a connection read, before a frame of
+    it is decoded, while no hook must see requests or responses.
+
+    It answers the whole frames of ``source`` from ``position`` on, in order, exactly as
+    the processors would (``connection.queue_answers``), and stops before the first it
+    does not take: nothing is done for that one, which is decoded and dispatched as
+    usual, and so are the frames after it. Returns the position it stopped at."""
+
+    def __call__(self, connection: Connection, source: bytes | bytearray, position: int) -> int: ...
+
+
 class ProcessorRoute:
     """One processor and its admission state (Java's per-processor pool and queue)."""
 
@@ -84,6 +97,10 @@ class ProcessorTable:
     def __init__(self) -> None:
         self._routes: dict[int, ProcessorRoute] = {}
         self._default: ProcessorRoute | None = None
+        # answers the leading frames of what a connection read that its processors would
+        # answer the usual way, before they are decoded (FrameServer); None: every frame
+        # is decoded and dispatched
+        self.frame_server: FrameServer | None = None
 
     def register(
         self,
@@ -101,6 +118,7 @@ class ProcessorTable:
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
         codes = [code] if isinstance(code, int) else list(code)
+        self.frame_server = None  # it stands for the processors it was made for
         route = ProcessorRoute(_name(processor), processor, limit, backlog)
         for one in codes:
             self._routes[int(one)] = route
@@ -119,6 +137,7 @@ class ProcessorTable:
 
     def wrap(self, wrapper: Callable[[Processor], Processor]) -> None:
         """Put ``wrapper(processor)`` in place of every processor (request timing)."""
+        self.frame_server = None  # the wrapper sees every request
         routes = {id(route): route for route in [*self._routes.values(), self._default] if route}
         for route in routes.values():
             route.processor = wrapper(route.processor)

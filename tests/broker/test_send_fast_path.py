@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from rocketmq_core.acl.guard import AclGuard
 from rocketmq_core.acl.signing import Credentials, sign
 from rocketmq_core.broker.app import Broker
-from rocketmq_core.broker.processors import send_fast
+from rocketmq_core.broker.processors import send_fast, send_frames
 from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codec import FrameDecoder, encode_command
@@ -109,13 +109,17 @@ async def read_frame(stream: SocketStream, buffered: bytearray) -> bytes:
 async def answers_and_store(
     directory: Path,
     plugin_host,
-    requests: list[RemotingCommand],
+    requests: list[RemotingCommand | bytes],
     slave: bool = False,
+    pipelined: bool = False,
     **overrides,
 ) -> tuple[list[bytes], bytes, dict[str, bytes]]:
     """Each request's answer frame (None for a oneway one), the CommitLog's written
     bytes and every consume-queue file, from a fresh broker in ``directory``; with
-    ``slave``, one that acks each frame follows it (a SYNC_MASTER's sends wait for it)."""
+    ``slave``, one that acks each frame follows it (a SYNC_MASTER's sends wait for it).
+    A request may be a finished frame (bytes) whose opaque is its number. With
+    ``pipelined``, every request is written at once and the answers are taken in the
+    order of their opaques."""
     random.seed(7)  # a queue id of -1 picks the same queues in both runs
     config = broker_config(directory, **overrides)
     answers: list[bytes | None] = []
@@ -142,10 +146,24 @@ async def answers_and_store(
         ):
             await task_group.start(connection.run)
             buffered = bytearray()
+            frames = []
             for opaque, request in enumerate(requests, 1):
-                request.opaque = opaque
-                await peer.send(encode_command(request))
-                if request.flag & FLAG_ONEWAY:
+                if isinstance(request, RemotingCommand):
+                    request.opaque = opaque
+                    frames.append((encode_command(request), bool(request.flag & FLAG_ONEWAY)))
+                else:
+                    frames.append((request, False))
+            if pipelined:
+                await peer.send(b"".join(frame for frame, _ in frames))
+                by_opaque: dict[int, bytes] = {}
+                with anyio.fail_after(10):
+                    while len(by_opaque) < sum(not oneway for _, oneway in frames):
+                        frame = await read_frame(peer, buffered)
+                        by_opaque[FrameDecoder().feed(frame)[0].opaque] = frame
+                answers = [by_opaque.get(number) for number in range(1, len(frames) + 1)]
+            for frame, oneway in frames if not pipelined else ():
+                await peer.send(frame)
+                if oneway:
                     answers.append(None)
                 else:
                     with anyio.fail_after(10):
@@ -188,21 +206,28 @@ def test_the_compiled_helper_is_built():
     assert callable(compiled_helper().answer_frame)
 
 
-# (fast path on, its compiled helper on): the compiled helper, the Python fast path (the
-# helper's reference) and the general path, which both are held to; without a build of
-# the helper (test_the_compiled_helper_is_built fails) the other two are still compared
-PATHS = {"compiled": (True, True), "python-fast": (True, False), "general": (False, False)}
+# (fast path on, its compiled helper on, runs of frames on): the runs answered before
+# decoding (send_frames), the compiled helper, the Python fast path (the helper's
+# reference) and the general path, which all are held to; without a build of the helper
+# (test_the_compiled_helper_is_built fails) the Python ones are still compared
+PATHS = {
+    "frames": (True, True, True),
+    "compiled": (True, True, False),
+    "python-fast": (True, False, False),
+    "general": (False, False, False),
+}
 
 
 async def assert_same(tmp_path, plugin_host, monkeypatch, make_requests, **overrides) -> list:
     """The paths give the same answers and store the same bytes; the answers."""
     ports = free_ports()
     results = {}
-    for name, (fast, with_helper) in PATHS.items():
+    for name, (fast, with_helper, frames) in PATHS.items():
         if with_helper and send_fast.compiled is None:
             continue
         monkeypatch.setattr(send_fast, "ENABLED", fast)
         monkeypatch.setattr(send_fast, "COMPILED", send_fast.compiled if with_helper else None)
+        monkeypatch.setattr(send_frames, "ENABLED", frames)
         results[name] = await answers_and_store(
             tmp_path / name, plugin_host, make_requests(), **ports, **overrides
         )

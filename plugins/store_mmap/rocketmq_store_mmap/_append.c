@@ -871,7 +871,7 @@ static PyObject *put_result(PyObject *type, PyObject *ok, int64_t phys, int64_t 
 }
 
 PyDoc_STRVAR(append_one_doc,
-"append_one(store, message, state)\n"
+"append_one(store, state, message)\n"
 "--\n\n"
 "``MmapStore.append(message)`` for the usual put, whole: the store's checks, the\n"
 "kernel's writing and the bookkeeping after it (write positions, queue offset, index\n"
@@ -885,14 +885,16 @@ PyDoc_STRVAR(append_one_doc,
 
 static PyObject *append_one(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 3 || !PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != STATE_FIELDS ||
-        !PyType_Check(PyTuple_GET_ITEM(args[2], S_PUT_RESULT))) {
+    if (nargs != 3 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != STATE_FIELDS ||
+        !PyType_Check(PyTuple_GET_ITEM(args[1], S_PUT_RESULT))) {
         PyErr_Format(PyExc_TypeError,
-                     "append_one() takes the store, a message and a state tuple of %d fields",
+                     "append_one() takes the store, a state tuple of %d fields and a message",
                      STATE_FIELDS);
         return NULL;
     }
-    PyObject *store = args[0], *message = args[1], *state = args[2];
+    /* the state before the message: functools.partial(append_one, store, state) is the
+     * store's usual_append */
+    PyObject *store = args[0], *state = args[1], *message = args[2];
     Held held = {.count = 0};
     PyObject *result = NULL;
     Run run;

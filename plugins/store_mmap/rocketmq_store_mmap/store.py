@@ -522,7 +522,7 @@ class MmapStore(ImmediateGet):
     def append(self, message: MessageToStore) -> PutResult:
         append_one = self._append_one  # set only while open
         if append_one is not None:
-            written = append_one(self, message, self._append_one_state)
+            written = append_one(self, self._append_one_state, message)
             if written is not None:
                 return written
         self._check_open()
@@ -544,6 +544,17 @@ class MmapStore(ImmediateGet):
         self._puts += 1
         flush_to = phys + size if self.policy.waits and waits_for_flush(message) else -1
         return PutResult.written([phys], queue_offset, store_time, self.config.store_host, flush_to)
+
+    def usual_append(self) -> Callable[[MessageToStore], PutResult | None] | None:
+        """``append`` of the usual message, compiled, for a caller that puts many in a
+        row (the broker's runs of sends): it returns None, with nothing done, for any
+        other message (``append`` then puts it) and never a result that waits for a
+        flush. None while it does not apply: closed, not compiled, a flush policy that
+        waits."""
+        append_one = self._append_one
+        if append_one is None or self.policy.waits:
+            return None
+        return functools.partial(append_one, self, self._append_one_state)
 
     def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()

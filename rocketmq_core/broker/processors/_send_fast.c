@@ -18,11 +18,17 @@ enum {
     PROPERTIES, RECONSUME_TIMES, MAX_RECONSUME_TIMES, BATCH
 };
 
-/* a plain decimal ASCII str ("-" and 1..18 digits) within [low, high]; 0 when not */
-static int read_number(PyObject *text, int64_t low, int64_t high, int64_t *out) {
-    if (text == NULL || !PyUnicode_CheckExact(text) || !PyUnicode_IS_ASCII(text)) return 0;
-    const char *p = (const char *)PyUnicode_1BYTE_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+/* A run of text read in place: a header field's value. ``text`` NULL: the field is absent. */
+typedef struct {
+    const char *text;
+    Py_ssize_t length;
+} View;
+
+/* plain decimal ASCII ("-" and 1..18 digits) within [low, high]; 0 when not */
+static int read_digits(View view, int64_t low, int64_t high, int64_t *out) {
+    const char *p = view.text;
+    Py_ssize_t n = view.length;
+    if (p == NULL) return 0;
     int negative = n > 0 && p[0] == '-';
     if (negative) {
         p++;
@@ -38,6 +44,11 @@ static int read_number(PyObject *text, int64_t low, int64_t high, int64_t *out) 
     if (value < low || value > high) return 0;
     *out = value;
     return 1;
+}
+
+static int view_is(View view, const char *text) {
+    Py_ssize_t length = (Py_ssize_t)strlen(text);
+    return view.text != NULL && view.length == length && memcmp(view.text, text, (size_t)length) == 0;
 }
 
 /* the value of property ``name`` (with its \x01) in encoded properties, as
@@ -79,6 +90,62 @@ PyDoc_STRVAR(read_send_doc,
 "send._with_cluster adds it and ``uniq`` its UNIQ_KEY (bytes or None); None when the\n"
 "Python fast path must read them.");
 
+typedef struct {
+    int64_t queue_id, sys_flag, born_timestamp, flag, reconsume_times;
+} SendNumbers;
+
+/* the numbers of a send whose fields (by the enum above) are in their canonical form;
+ * 0 when a field is missing or not canonical */
+static int read_send_fields(const View *field, SendNumbers *out) {
+    if (field[GROUP].text == NULL || field[TOPIC].text == NULL || field[DEFAULT_TOPIC].text == NULL)
+        return 0;
+    /* "false" from Java clients, "0" from the C++ client (its bool as a number) */
+    if (field[BATCH].text != NULL && !view_is(field[BATCH], "false") && !view_is(field[BATCH], "0"))
+        return 0;
+    int64_t ignored;
+    const int64_t low32 = INT32_MIN, high32 = INT32_MAX;
+    out->reconsume_times = 0;
+    return read_digits(field[QUEUE_ID], low32, high32, &out->queue_id) &&
+           read_digits(field[SYS_FLAG], low32, high32, &out->sys_flag) &&
+           read_digits(field[BORN_TIMESTAMP], INT64_MIN, INT64_MAX, &out->born_timestamp) &&
+           read_digits(field[FLAG], low32, high32, &out->flag) &&
+           read_digits(field[DEFAULT_QUEUES], low32, high32, &ignored) &&
+           (field[RECONSUME_TIMES].text == NULL ||
+            read_digits(field[RECONSUME_TIMES], low32, high32, &out->reconsume_times)) &&
+           (field[MAX_RECONSUME_TIMES].text == NULL ||
+            read_digits(field[MAX_RECONSUME_TIMES], low32, high32, &ignored));
+}
+
+/* the encoded properties with CLUSTER=``cluster`` added as send._with_cluster adds it */
+static PyObject *with_cluster(View properties, View cluster) {
+    const char *text = properties.text ? properties.text : "";
+    Py_ssize_t length = properties.text ? properties.length : 0;
+    if (contains(text, length, "CLUSTER\x01", 8))
+        return PyBytes_FromStringAndSize(text, length); /* already names a cluster */
+    int separate = length > 0 && text[length - 1] != 2;
+    PyObject *encoded = PyBytes_FromStringAndSize(NULL, length + separate + 8 + cluster.length + 1);
+    if (encoded == NULL) return NULL;
+    char *out = PyBytes_AS_STRING(encoded);
+    memcpy(out, text, (size_t)length);
+    out += length;
+    if (separate) *out++ = 2;
+    memcpy(out, "CLUSTER\x01", 8);
+    memcpy(out + 8, cluster.text, (size_t)cluster.length);
+    out[8 + cluster.length] = 2;
+    return encoded;
+}
+
+/* a str's UTF-8 in place; 0 (nothing raised) when ``value`` is not a str that has one */
+static int str_view(PyObject *value, View *out) {
+    if (value == NULL || !PyUnicode_CheckExact(value)) return 0;
+    out->text = PyUnicode_AsUTF8AndSize(value, &out->length);
+    if (out->text == NULL) { /* lone surrogates: the Python path raises as it should */
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *read_send(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != FIELD_COUNT ||
         !PyUnicode_CheckExact(args[2])) {
@@ -86,62 +153,19 @@ static PyObject *read_send(PyObject *module, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     if (!PyDict_CheckExact(args[0])) Py_RETURN_NONE; /* another mapping: the Python code's */
-    PyObject *field[FIELD_COUNT];
-    for (int i = 0; i < FIELD_COUNT; i++) /* borrowed; NULL when absent */
-        field[i] = PyDict_GetItemWithError(args[0], PyTuple_GET_ITEM(args[1], i));
-    if (PyErr_Occurred()) return NULL;
-    if (field[GROUP] == NULL || !PyUnicode_CheckExact(field[GROUP]) || field[TOPIC] == NULL ||
-        !PyUnicode_CheckExact(field[TOPIC]) || field[DEFAULT_TOPIC] == NULL ||
-        !PyUnicode_CheckExact(field[DEFAULT_TOPIC]))
-        Py_RETURN_NONE;
-    /* "false" from Java clients, "0" from the C++ client (its bool as a number) */
-    if (field[BATCH] != NULL &&
-        !(PyUnicode_CheckExact(field[BATCH]) &&
-          (PyUnicode_CompareWithASCIIString(field[BATCH], "false") == 0 ||
-           PyUnicode_CompareWithASCIIString(field[BATCH], "0") == 0)))
-        Py_RETURN_NONE;
-    int64_t queue_id, sys_flag, born_timestamp, flag, ignored, reconsume_times = 0;
-    const int64_t low32 = INT32_MIN, high32 = INT32_MAX;
-    if (!read_number(field[QUEUE_ID], low32, high32, &queue_id) ||
-        !read_number(field[SYS_FLAG], low32, high32, &sys_flag) ||
-        !read_number(field[BORN_TIMESTAMP], INT64_MIN, INT64_MAX, &born_timestamp) ||
-        !read_number(field[FLAG], low32, high32, &flag) ||
-        !read_number(field[DEFAULT_QUEUES], low32, high32, &ignored) ||
-        (field[RECONSUME_TIMES] != NULL &&
-         !read_number(field[RECONSUME_TIMES], low32, high32, &reconsume_times)) ||
-        (field[MAX_RECONSUME_TIMES] != NULL &&
-         !read_number(field[MAX_RECONSUME_TIMES], low32, high32, &ignored)))
-        Py_RETURN_NONE;
-    const char *text = "";
-    Py_ssize_t length = 0;
-    if (field[PROPERTIES] != NULL && field[PROPERTIES] != Py_None) {
-        if (!PyUnicode_CheckExact(field[PROPERTIES])) Py_RETURN_NONE;
-        text = PyUnicode_AsUTF8AndSize(field[PROPERTIES], &length);
-        if (text == NULL) { /* lone surrogates: the Python path raises as it should */
-            PyErr_Clear();
-            Py_RETURN_NONE;
-        }
+    View field[FIELD_COUNT];
+    for (int i = 0; i < FIELD_COUNT; i++) {
+        PyObject *value = PyDict_GetItemWithError(args[0], PyTuple_GET_ITEM(args[1], i));
+        if (value == NULL && PyErr_Occurred()) return NULL;
+        field[i] = (View){NULL, 0};
+        if (value == NULL || (i == PROPERTIES && value == Py_None)) continue; /* absent */
+        if (!str_view(value, &field[i])) Py_RETURN_NONE;
     }
-    Py_ssize_t cluster_length;
-    const char *cluster = PyUnicode_AsUTF8AndSize(args[2], &cluster_length);
-    if (cluster == NULL) return NULL;
-    PyObject *properties;
-    if (contains(text, length, "CLUSTER\x01", 8)) {
-        properties = PyBytes_FromStringAndSize(text, length); /* already names a cluster */
-    } else {
-        int separate = length > 0 && text[length - 1] != 2;
-        Py_ssize_t size = length + separate + 8 + cluster_length + 1;
-        properties = PyBytes_FromStringAndSize(NULL, size);
-        if (properties != NULL) {
-            char *out = PyBytes_AS_STRING(properties);
-            memcpy(out, text, (size_t)length);
-            out += length;
-            if (separate) *out++ = 2;
-            memcpy(out, "CLUSTER\x01", 8);
-            memcpy(out + 8, cluster, (size_t)cluster_length);
-            out[8 + cluster_length] = 2;
-        }
-    }
+    SendNumbers numbers;
+    if (!read_send_fields(field, &numbers)) Py_RETURN_NONE;
+    View cluster;
+    if (!str_view(args[2], &cluster)) Py_RETURN_NONE;
+    PyObject *properties = with_cluster(field[PROPERTIES], cluster);
     if (properties == NULL) return NULL;
     Py_ssize_t uniq_length;
     const char *uniq_at = property_value(PyBytes_AS_STRING(properties),
@@ -152,9 +176,17 @@ static PyObject *read_send(PyObject *module, PyObject *const *args, Py_ssize_t n
         Py_DECREF(properties);
         return NULL;
     }
-    return Py_BuildValue("(OLLLLLNN)", field[TOPIC], (long long)queue_id, (long long)sys_flag,
-                         (long long)born_timestamp, (long long)flag, (long long)reconsume_times,
-                         properties, uniq);
+    PyObject *topic = PyDict_GetItemWithError(args[0], PyTuple_GET_ITEM(args[1], TOPIC));
+    if (topic == NULL) { /* gone meanwhile: nothing above runs Python code, but be sure */
+        Py_DECREF(properties);
+        Py_DECREF(uniq);
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(OLLLLLNN)", topic, (long long)numbers.queue_id,
+                         (long long)numbers.sys_flag, (long long)numbers.born_timestamp,
+                         (long long)numbers.flag, (long long)numbers.reconsume_times, properties,
+                         uniq);
 }
 
 static int plain_text(const char *p, Py_ssize_t n) { /* bytes.isalnum() and isascii() */
@@ -185,40 +217,31 @@ PyDoc_STRVAR(answer_frame_doc,
 "around the message id, queue id, queue offset, [uniq,] opaque, as send_fast's\n"
 "_AnswerFrame builds it; None when ``uniq`` is not plain text.");
 
-static PyObject *answer_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    long long commit_log_offset, queue_id, queue_offset, opaque;
-    if (nargs != 8 || !PyTuple_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) ||
-        !PyBytes_CheckExact(args[2]) || (args[6] != Py_None && !PyBytes_CheckExact(args[6]))) {
-        PyErr_SetString(PyExc_TypeError, "answer_frame: bad arguments");
-        return NULL;
-    }
-    commit_log_offset = PyLong_AsLongLong(args[3]);
-    queue_id = PyLong_AsLongLong(args[4]);
-    queue_offset = PyLong_AsLongLong(args[5]);
-    opaque = PyLong_AsLongLong(args[7]);
-    if (PyErr_Occurred()) return NULL;
-    PyObject *parts = args[0];
-    int with_uniq = args[6] != Py_None;
-    Py_ssize_t part_count = PyTuple_GET_SIZE(parts);
-    if (part_count != (with_uniq ? 5 : 4)) {
-        PyErr_SetString(PyExc_ValueError, "answer_frame: 4 parts, or 5 with uniq");
-        return NULL;
-    }
-    const char *uniq = with_uniq ? PyBytes_AS_STRING(args[6]) : NULL;
-    Py_ssize_t uniq_length = with_uniq ? PyBytes_GET_SIZE(args[6]) : 0;
-    if (with_uniq && !plain_text(uniq, uniq_length)) Py_RETURN_NONE;
-    Py_ssize_t host_length = PyBytes_GET_SIZE(args[2]);
-    Py_ssize_t size = 8 + (host_length + 8) * 2 + 4 * 21 + uniq_length + PyBytes_GET_SIZE(args[1]);
-    for (Py_ssize_t i = 0; i < part_count; i++) {
-        PyObject *part = PyTuple_GET_ITEM(parts, i);
-        if (!PyBytes_CheckExact(part)) {
-            PyErr_SetString(PyExc_TypeError, "answer_frame: parts are bytes");
-            return NULL;
-        }
-        size += PyBytes_GET_SIZE(part);
-    }
-    char *buffer = PyMem_Malloc((size_t)size);
-    if (buffer == NULL) return PyErr_NoMemory();
+/* whether ``parts`` (bytes, 4 of them; 5 with a UNIQ_KEY) and ``tail`` are a template */
+static int answer_template(PyObject *parts, PyObject *tail, int with_uniq) {
+    if (!PyTuple_CheckExact(parts) || !PyBytes_CheckExact(tail) ||
+        PyTuple_GET_SIZE(parts) != (with_uniq ? 5 : 4))
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++)
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(parts, i))) return 0;
+    return 1;
+}
+
+/* the most bytes write_answer writes with this template, host and UNIQ_KEY */
+static Py_ssize_t answer_bound(PyObject *parts, PyObject *tail, Py_ssize_t host_length,
+                               Py_ssize_t uniq_length) {
+    Py_ssize_t size = 8 + (host_length + 8) * 2 + 4 * 21 + uniq_length + PyBytes_GET_SIZE(tail);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++)
+        size += PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, i));
+    return size;
+}
+
+/* the frame at ``buffer`` (answer_bound bytes at least); returns where it ends */
+static char *write_answer(char *buffer, PyObject *parts, PyObject *tail,
+                          const unsigned char *host, Py_ssize_t host_length,
+                          long long commit_log_offset, long long queue_id,
+                          long long queue_offset, const char *uniq, Py_ssize_t uniq_length,
+                          long long opaque) {
     static const char hex[] = "0123456789ABCDEF";
     char *out = buffer + 8;
 #define PART(i)                                                                    \
@@ -228,7 +251,6 @@ static PyObject *answer_frame(PyObject *module, PyObject *const *args, Py_ssize_
         out += PyBytes_GET_SIZE(piece);                                            \
     } while (0)
     PART(0);
-    const unsigned char *host = (const unsigned char *)PyBytes_AS_STRING(args[2]);
     for (Py_ssize_t i = 0; i < host_length; i++) {
         *out++ = hex[host[i] >> 4];
         *out++ = hex[host[i] & 15];
@@ -243,19 +265,48 @@ static PyObject *answer_frame(PyObject *module, PyObject *const *args, Py_ssize_
     PART(2);
     out = put_decimal(out, queue_offset);
     PART(3);
-    if (with_uniq) {
+    if (uniq != NULL) {
         memcpy(out, uniq, (size_t)uniq_length);
         out += uniq_length;
         PART(4);
     }
     out = put_decimal(out, opaque);
-    memcpy(out, PyBytes_AS_STRING(args[1]), (size_t)PyBytes_GET_SIZE(args[1]));
-    out += PyBytes_GET_SIZE(args[1]);
 #undef PART
+    memcpy(out, PyBytes_AS_STRING(tail), (size_t)PyBytes_GET_SIZE(tail));
+    out += PyBytes_GET_SIZE(tail);
     Py_ssize_t header_length = out - buffer - 8;
     put_be32(buffer, (uint32_t)(header_length + 4));
     put_be32(buffer + 4, (uint32_t)header_length);
-    PyObject *frame = PyBytes_FromStringAndSize(buffer, out - buffer);
+    return out;
+}
+
+static PyObject *answer_frame(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    long long commit_log_offset, queue_id, queue_offset, opaque;
+    if (nargs != 8 || !PyTuple_CheckExact(args[0]) || !PyBytes_CheckExact(args[1]) ||
+        !PyBytes_CheckExact(args[2]) || (args[6] != Py_None && !PyBytes_CheckExact(args[6]))) {
+        PyErr_SetString(PyExc_TypeError, "answer_frame: bad arguments");
+        return NULL;
+    }
+    commit_log_offset = PyLong_AsLongLong(args[3]);
+    queue_id = PyLong_AsLongLong(args[4]);
+    queue_offset = PyLong_AsLongLong(args[5]);
+    opaque = PyLong_AsLongLong(args[7]);
+    if (PyErr_Occurred()) return NULL;
+    int with_uniq = args[6] != Py_None;
+    if (!answer_template(args[0], args[1], with_uniq)) {
+        PyErr_SetString(PyExc_ValueError, "answer_frame: 4 bytes parts, or 5 with uniq");
+        return NULL;
+    }
+    const char *uniq = with_uniq ? PyBytes_AS_STRING(args[6]) : NULL;
+    Py_ssize_t uniq_length = with_uniq ? PyBytes_GET_SIZE(args[6]) : 0;
+    if (with_uniq && !plain_text(uniq, uniq_length)) Py_RETURN_NONE;
+    Py_ssize_t host_length = PyBytes_GET_SIZE(args[2]);
+    char *buffer = PyMem_Malloc((size_t)answer_bound(args[0], args[1], host_length, uniq_length));
+    if (buffer == NULL) return PyErr_NoMemory();
+    char *end = write_answer(buffer, args[0], args[1], (const unsigned char *)PyBytes_AS_STRING(args[2]),
+                             host_length, commit_log_offset, queue_id, queue_offset, uniq,
+                             uniq_length, opaque);
+    PyObject *frame = PyBytes_FromStringAndSize(buffer, end - buffer);
     PyMem_Free(buffer);
     return frame;
 }
@@ -649,6 +700,540 @@ python_decides:
     Py_RETURN_NONE;
 }
 
+/* --- runs of usual sends, answered from the bytes read (send_frames.py) ---------------
+ *
+ * serve_sends reads each whole frame from a position of what a connection read: a JSON
+ * header in the form clients write (an object of plain values, extFields an object of
+ * strings, numbers and booleans; ASCII; escapes of ASCII characters), then the checks,
+ * the put and the answer of send_fast's fast path. It stops before the first frame
+ * that is anything else, nothing done for it: the decoder decodes that one as usual. */
+
+#define HEADER_SCRATCH 4096 /* bytes of one header's strings that had escapes */
+#define SEND_MESSAGE_V2 310
+#define FLAG_RESPONSE_OR_ONEWAY 0x3
+
+typedef struct {
+    const char *p, *end;
+    char scratch[HEADER_SCRATCH];
+    Py_ssize_t scratch_used;
+} Scan;
+
+static void skip_space(Scan *scan) {
+    while (scan->p < scan->end &&
+           (*scan->p == ' ' || *scan->p == '\t' || *scan->p == '\n' || *scan->p == '\r'))
+        scan->p++;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* a JSON string of ASCII characters: its text in place, or unescaped into the scratch */
+static int scan_string(Scan *scan, View *out) {
+    if (scan->p >= scan->end || *scan->p != '"') return 0;
+    const char *start = ++scan->p, *at = start;
+    for (; at < scan->end && *at != '"' && *at != '\\'; at++)
+        if ((unsigned char)*at < 0x20 || (unsigned char)*at >= 0x80) return 0;
+    if (at < scan->end && *at == '"') {
+        *out = (View){start, at - start};
+        scan->p = at + 1;
+        return 1;
+    }
+    char *first = scan->scratch + scan->scratch_used, *to = first;
+    char *limit = scan->scratch + HEADER_SCRATCH;
+    if (at - start > limit - to) return 0;
+    memcpy(to, start, (size_t)(at - start));
+    to += at - start;
+    while (at < scan->end && *at != '"') {
+        if (to >= limit) return 0;
+        unsigned char c = (unsigned char)*at;
+        if (c < 0x20 || c >= 0x80) return 0;
+        if (c != '\\') {
+            *to++ = (char)c;
+            at++;
+            continue;
+        }
+        if (scan->end - at < 2) return 0;
+        switch (at[1]) {
+        case '"': case '\\': case '/': *to++ = at[1]; break;
+        case 'b': *to++ = '\b'; break;
+        case 'f': *to++ = '\f'; break;
+        case 'n': *to++ = '\n'; break;
+        case 'r': *to++ = '\r'; break;
+        case 't': *to++ = '\t'; break;
+        case 'u': {
+            if (scan->end - at < 6) return 0;
+            int code = 0;
+            for (int i = 2; i < 6; i++) {
+                int digit = hex_digit(at[i]);
+                if (digit < 0) return 0;
+                code = code * 16 + digit;
+            }
+            if (code >= 0x80) return 0; /* UTF-8 to make: orjson's */
+            *to++ = (char)code;
+            at += 4;
+            break;
+        }
+        default: return 0;
+        }
+        at += 2;
+    }
+    if (at >= scan->end) return 0;
+    *out = (View){first, to - first};
+    scan->scratch_used = to - scan->scratch;
+    scan->p = at + 1;
+    return 1;
+}
+
+/* a JSON integer as written (no fraction, exponent or "-0"): its digits in place */
+static int scan_integer(Scan *scan, View *out) {
+    const char *start = scan->p, *at = start;
+    if (at < scan->end && *at == '-') at++;
+    if (at >= scan->end || *at < '0' || *at > '9') return 0;
+    if (*at == '0') {
+        at++;
+        if (at - start == 2) return 0; /* "-0": Python's str() of it is "0" */
+    } else {
+        while (at < scan->end && *at >= '0' && *at <= '9') at++;
+    }
+    if (at < scan->end && (*at == '.' || *at == 'e' || *at == 'E' || (*at >= '0' && *at <= '9')))
+        return 0;
+    *out = (View){start, at - start};
+    scan->p = at;
+    return 1;
+}
+
+static int scan_word(Scan *scan, const char *word) {
+    Py_ssize_t length = (Py_ssize_t)strlen(word);
+    if (scan->end - scan->p < length || memcmp(scan->p, word, (size_t)length) != 0) return 0;
+    scan->p += length;
+    return 1;
+}
+
+enum { V_STRING, V_INTEGER, V_TRUE, V_FALSE, V_NULL };
+
+/* a string, integer, true, false or null: which, and its text (true and false as the
+ * header codec's str() of them gives it) */
+static int scan_plain_value(Scan *scan, View *out, int *kind) {
+    if (scan->p >= scan->end) return 0;
+    switch (*scan->p) {
+    case '"': *kind = V_STRING; return scan_string(scan, out);
+    case 't': *kind = V_TRUE; *out = (View){"true", 4}; return scan_word(scan, "true");
+    case 'f': *kind = V_FALSE; *out = (View){"false", 5}; return scan_word(scan, "false");
+    case 'n': *kind = V_NULL; *out = (View){NULL, 0}; return scan_word(scan, "null");
+    default: *kind = V_INTEGER; return scan_integer(scan, out);
+    }
+}
+
+/* after a member: 1 and past the comma, 2 at the object's end (past it), 0 otherwise */
+static int scan_next_member(Scan *scan) {
+    skip_space(scan);
+    if (scan->p < scan->end && *scan->p == ',') {
+        scan->p++;
+        skip_space(scan);
+        return 1;
+    }
+    if (scan->p < scan->end && *scan->p == '}') {
+        scan->p++;
+        return 2;
+    }
+    return 0;
+}
+
+static int scan_key(Scan *scan, View *key) {
+    if (!scan_string(scan, key)) return 0;
+    skip_space(scan);
+    if (scan->p >= scan->end || *scan->p != ':') return 0;
+    scan->p++;
+    skip_space(scan);
+    return 1;
+}
+
+/* extFields: each of ``names`` found once at most, as text (numbers and booleans as the
+ * header codec's str() of them, null as absent); other keys only need plain values */
+static int scan_ext_fields(Scan *scan, PyObject *names, View *field) {
+    for (int i = 0; i < FIELD_COUNT; i++) field[i] = (View){NULL, 0};
+    if (scan->p >= scan->end || *scan->p != '{') return 0;
+    scan->p++;
+    skip_space(scan);
+    if (scan->p < scan->end && *scan->p == '}') {
+        scan->p++;
+        return 1;
+    }
+    int seen = 0;
+    for (;;) {
+        View key, value;
+        int kind;
+        if (!scan_key(scan, &key) || !scan_plain_value(scan, &value, &kind)) return 0;
+        for (int i = 0; i < FIELD_COUNT; i++) {
+            PyObject *name = PyTuple_GET_ITEM(names, i);
+            if (PyBytes_GET_SIZE(name) != key.length ||
+                memcmp(PyBytes_AS_STRING(name), key.text, (size_t)key.length) != 0)
+                continue;
+            if (seen & (1 << i)) return 0; /* twice: the last one counts; the codec decides */
+            seen |= 1 << i;
+            field[i] = value;
+            break;
+        }
+        int next = scan_next_member(scan);
+        if (next == 0) return 0;
+        if (next == 2) return 1;
+    }
+}
+
+typedef struct {
+    int64_t code, flag, opaque;
+    View field[FIELD_COUNT];
+} SendHeader;
+
+/* a request header in the form clients write, read as the header codec would read it;
+ * 0 when it is in any other form (or one the codec refuses) */
+static int scan_header(Scan *scan, PyObject *names, SendHeader *header) {
+    enum { CODE = 1, FLAG = 2, OPAQUE = 4, VERSION = 8, LANGUAGE = 16, REMARK = 32, EXT = 64 };
+    int seen = 0;
+    header->flag = header->opaque = 0;
+    skip_space(scan);
+    if (scan->p >= scan->end || *scan->p != '{') return 0;
+    scan->p++;
+    skip_space(scan);
+    for (;;) {
+        View key, value;
+        int kind, bit;
+        if (!scan_key(scan, &key)) return 0;
+        if (view_is(key, "extFields")) {
+            if (seen & EXT || !scan_ext_fields(scan, names, header->field)) return 0;
+            seen |= EXT;
+        } else {
+            if (!scan_plain_value(scan, &value, &kind)) return 0;
+            int64_t number = 0;
+            if (view_is(key, "code")) bit = CODE;
+            else if (view_is(key, "flag")) bit = FLAG;
+            else if (view_is(key, "opaque")) bit = OPAQUE;
+            else if (view_is(key, "version")) bit = VERSION;
+            else if (view_is(key, "language")) bit = LANGUAGE;
+            else if (view_is(key, "remark")) bit = REMARK;
+            else bit = 0; /* serializeTypeCurrentRPC and the like: not read */
+            if (seen & bit) return 0;
+            seen |= bit;
+            if (bit & (CODE | FLAG | OPAQUE | VERSION)) {
+                int64_t low = bit == OPAQUE ? INT32_MIN : INT64_MIN;
+                int64_t high = bit == OPAQUE ? INT32_MAX : INT64_MAX;
+                if (kind != V_INTEGER || !read_digits(value, low, high, &number)) return 0;
+                if (bit == CODE) header->code = number;
+                else if (bit == FLAG) header->flag = number;
+                else if (bit == OPAQUE) header->opaque = number;
+            } else if (bit == LANGUAGE && kind != V_STRING) {
+                return 0;
+            } else if (bit == REMARK && kind != V_STRING && kind != V_NULL) {
+                return 0;
+            }
+        }
+        int next = scan_next_member(scan);
+        if (next == 0) return 0;
+        if (next == 2) break;
+    }
+    skip_space(scan);
+    return scan->p == scan->end && (seen & CODE) && (seen & EXT);
+}
+
+/* the answers of a run, one after another */
+typedef struct {
+    char *data;
+    Py_ssize_t used, capacity;
+} Answers;
+
+static char *answers_room(Answers *answers, Py_ssize_t size) {
+    if (answers->capacity - answers->used < size) {
+        Py_ssize_t capacity = answers->capacity ? answers->capacity * 2 : 16384;
+        while (capacity - answers->used < size) capacity *= 2;
+        char *grown = PyMem_Realloc(answers->data, (size_t)capacity);
+        if (grown == NULL) return NULL;
+        answers->data = grown;
+        answers->capacity = capacity;
+    }
+    return answers->data + answers->used;
+}
+
+/* a run's stored messages counted by (topic, record size), for BrokerStats.count_stored */
+static int count_stored(PyObject **counts, PyObject *topic, Py_ssize_t size) {
+    if (*counts == NULL && (*counts = PyDict_New()) == NULL) return -1;
+    PyObject *key = Py_BuildValue("(On)", topic, size);
+    if (key == NULL) return -1;
+    PyObject *count = PyDict_GetItemWithError(*counts, key);
+    long long so_far = count ? PyLong_AsLongLong(count) : 0;
+    PyObject *now = PyErr_Occurred() ? NULL : PyLong_FromLongLong(so_far + 1);
+    int failed = now == NULL || PyDict_SetItem(*counts, key, now) < 0;
+    Py_XDECREF(now);
+    Py_DECREF(key);
+    return failed ? -1 : 0;
+}
+
+enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS, RUN_TOPIC_NAMES,
+       RUN_TOPICS, RUN_BORN_HOST, RUN_MESSAGE_TYPE, RUN_APPEND, RUN_PUT_OK, RUN_ANSWER,
+       RUN_RECORD_FIXED, RUN_FIELDS };
+
+PyDoc_STRVAR(serve_sends_doc,
+"serve_sends(run, source, position, /)\n--\n\n"
+"Answer the usual SEND_MESSAGE_V2 frames of ``source`` (bytes or bytearray) from\n"
+"``position`` on, one after another, as send_fast's fast path would; stop before the\n"
+"first frame that is anything else (or incomplete), nothing done for it. ``run`` is\n"
+"send_frames.SendFrames' tuple (max frame length, the V2 wire names as bytes, the\n"
+"cluster as bytes, max message size, put-hook markers, topic names by bytes (a str, or\n"
+"None for a topic the fast path leaves), the topic table, the born host, MessageToStore,\n"
+"the store's usual append, PutStatus.PUT_OK, the answer template (head, tail, uniq head,\n"
+"uniq tail), the record size but for the topic, body and properties).\n\n"
+"Returns (position, answers: bytes or None, counts: {(topic, record size): messages} or\n"
+"None, missed: topic bytes not in the topic names or None, failure: (exception, header\n"
+"start, header end) of a frame whose put raised, answered by the caller, or None,\n"
+"declined: the start of the frame before ``position`` whose put the usual append\n"
+"declined, nothing done, for the caller to dispatch, or -1).");
+
+static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != RUN_FIELDS) {
+        PyErr_SetString(PyExc_TypeError, "serve_sends(run: tuple, source, position)");
+        return NULL;
+    }
+    PyObject *run = args[0];
+    PyObject *names = PyTuple_GET_ITEM(run, RUN_NAMES), *answer = PyTuple_GET_ITEM(run, RUN_ANSWER);
+    PyObject *cluster_bytes = PyTuple_GET_ITEM(run, RUN_CLUSTER);
+    PyObject *markers = PyTuple_GET_ITEM(run, RUN_MARKERS);
+    PyObject *topic_names = PyTuple_GET_ITEM(run, RUN_TOPIC_NAMES);
+    PyObject *topics = PyTuple_GET_ITEM(run, RUN_TOPICS);
+    PyObject *born_host = PyTuple_GET_ITEM(run, RUN_BORN_HOST);
+    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != FIELD_COUNT ||
+        !PyBytes_CheckExact(cluster_bytes) || !PyTuple_CheckExact(markers) ||
+        !PyDict_CheckExact(topic_names) || !PyDict_CheckExact(topics) ||
+        !PyBytes_CheckExact(born_host) || !PyTuple_CheckExact(answer) ||
+        PyTuple_GET_SIZE(answer) != 4 ||
+        !answer_template(PyTuple_GET_ITEM(answer, 0), PyTuple_GET_ITEM(answer, 1), 0) ||
+        !answer_template(PyTuple_GET_ITEM(answer, 2), PyTuple_GET_ITEM(answer, 3), 1)) {
+        PyErr_SetString(PyExc_TypeError, "serve_sends: a malformed run tuple");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < FIELD_COUNT; i++)
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(names, i))) {
+            PyErr_SetString(PyExc_TypeError, "serve_sends: names are bytes");
+            return NULL;
+        }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(markers); i++)
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(markers, i))) {
+            PyErr_SetString(PyExc_TypeError, "serve_sends: markers are bytes");
+            return NULL;
+        }
+    long long max_frame = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_MAX_FRAME));
+    long long max_message_size = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_MAX_MESSAGE_SIZE));
+    long long record_fixed = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_RECORD_FIXED));
+    Py_ssize_t position = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    View cluster = {PyBytes_AS_STRING(cluster_bytes), PyBytes_GET_SIZE(cluster_bytes)};
+
+    Py_buffer source;
+    if (PyObject_GetBuffer(args[1], &source, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *base = source.buf;
+    Py_ssize_t end = source.len;
+    Answers answers = {NULL, 0, 0};
+    PyObject *counts = NULL, *missed = NULL, *failure = NULL, *result = NULL;
+    PyObject *last_key = NULL, *last_name = NULL; /* the topic of the frame before */
+    PyObject *last_config = NULL;                 /* and its config, read once */
+    long long perm = 0, read_queues = 0, write_queues = 0;
+    int multi_tag = 0, failed = 0;
+    Py_ssize_t declined = -1; /* where a frame the store's usual append declined starts */
+    Scan *scan = PyMem_Malloc(sizeof(Scan));
+    if (scan == NULL) {
+        PyBuffer_Release(&source);
+        return PyErr_NoMemory();
+    }
+
+    while (position >= 0 && end - position >= 8) {
+        const unsigned char *frame = base + position;
+        long long length = (uint32_t)read_be32(frame);
+        if (length < 4 || length > max_frame - 4 || end - position - 4 < length) break;
+        uint32_t type_and_length = (uint32_t)read_be32(frame + 4);
+        Py_ssize_t header_length = type_and_length & 0xFFFFFF;
+        if (type_and_length >> 24 != 0 || header_length > length - 4) break; /* not JSON */
+        const char *header_text = (const char *)frame + 8;
+        scan->p = header_text;
+        scan->end = header_text + header_length;
+        scan->scratch_used = 0;
+        SendHeader header;
+        if (!scan_header(scan, names, &header) || header.code != SEND_MESSAGE_V2 ||
+            header.flag & FLAG_RESPONSE_OR_ONEWAY)
+            break;
+        SendNumbers numbers;
+        if (!read_send_fields(header.field, &numbers)) break;
+        View topic_text = header.field[TOPIC];
+        if (last_key == NULL || PyBytes_GET_SIZE(last_key) != topic_text.length ||
+            memcmp(PyBytes_AS_STRING(last_key), topic_text.text, (size_t)topic_text.length)) {
+            PyObject *key = PyBytes_FromStringAndSize(topic_text.text, topic_text.length);
+            if (key == NULL) goto error;
+            PyObject *name = PyDict_GetItemWithError(topic_names, key); /* borrowed */
+            if (name == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(key);
+                    goto error;
+                }
+                missed = key; /* the caller learns it and calls again */
+                break;
+            }
+            Py_XSETREF(last_key, key);
+            Py_XSETREF(last_name, Py_NewRef(name));
+        }
+        if (!PyUnicode_CheckExact(last_name)) break; /* a topic the fast path leaves */
+        PyObject *config = PyDict_GetItemWithError(topics, last_name); /* borrowed */
+        if (config == NULL) {
+            if (PyErr_Occurred()) goto error;
+            break; /* a new topic: the general path creates it */
+        }
+        if (config != last_config) {
+            if (attribute_int(config, s_perm, &perm) <= 0 ||
+                attribute_int(config, s_read_queue_nums, &read_queues) <= 0 ||
+                attribute_int(config, s_write_queue_nums, &write_queues) <= 0) {
+                if (PyErr_Occurred()) goto error;
+                break;
+            }
+            PyObject *filter = PyObject_GetAttr(config, s_topic_filter_type);
+            if (filter == NULL) goto error;
+            multi_tag = PyUnicode_Check(filter) && PyUnicode_Compare(filter, s_multi_tag) == 0;
+            Py_DECREF(filter);
+            if (PyErr_Occurred()) goto error;
+            Py_XSETREF(last_config, Py_NewRef(config));
+        }
+        const char *body_at = header_text + header_length;
+        Py_ssize_t body_length = (Py_ssize_t)length - 4 - header_length;
+        if (!(perm & PERM_WRITE) || numbers.sys_flag & COMPRESSED ||
+            body_length > max_message_size || numbers.queue_id < 0 ||
+            numbers.queue_id >= (read_queues > write_queues ? read_queues : write_queues))
+            break;
+        PyObject *properties = with_cluster(header.field[PROPERTIES], cluster);
+        if (properties == NULL) goto error;
+        const char *encoded = PyBytes_AS_STRING(properties);
+        Py_ssize_t encoded_length = PyBytes_GET_SIZE(properties), uniq_length = 0;
+        int hooked = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(markers) && !hooked; i++) {
+            PyObject *marker = PyTuple_GET_ITEM(markers, i);
+            hooked = contains(encoded, encoded_length, PyBytes_AS_STRING(marker),
+                              PyBytes_GET_SIZE(marker));
+        }
+        const char *uniq = property_value(encoded, encoded_length, "UNIQ_KEY\x01", 9, &uniq_length);
+        if (hooked || (uniq != NULL && !plain_text(uniq, uniq_length))) {
+            Py_DECREF(properties); /* a hook's, or a UNIQ_KEY the answer escapes */
+            break;
+        }
+        /* MessageToStore(topic, queue_id, body, properties, flag, sys_flag,
+         * born_timestamp, born_host, reconsume_times) */
+        PyObject *message_args[9] = {
+            last_name,
+            PyLong_FromLongLong(numbers.queue_id),
+            PyBytes_FromStringAndSize(body_at, body_length),
+            properties,
+            PyLong_FromLongLong(numbers.flag),
+            PyLong_FromLongLong(numbers.sys_flag | (multi_tag ? MULTI_TAGS : 0)),
+            PyLong_FromLongLong(numbers.born_timestamp),
+            born_host,
+            PyLong_FromLongLong(numbers.reconsume_times),
+        };
+        PyObject *message = NULL;
+        int made = 1;
+        for (int i = 0; i < 9; i++) made &= message_args[i] != NULL;
+        if (made)
+            message = PyObject_Vectorcall(PyTuple_GET_ITEM(run, RUN_MESSAGE_TYPE), message_args,
+                                          9, NULL);
+        for (int i = 1; i < 7; i++) Py_XDECREF(message_args[i]);
+        Py_XDECREF(message_args[8]);
+        if (message == NULL) goto error;
+        PyObject *put = PyObject_CallOneArg(PyTuple_GET_ITEM(run, RUN_APPEND), message);
+        Py_DECREF(message);
+        Py_ssize_t frame_end = position + 4 + (Py_ssize_t)length;
+        if (put == NULL) { /* answered by the caller as a processor's error is answered */
+            PyObject *type, *value, *traceback;
+            PyErr_Fetch(&type, &value, &traceback);
+            PyErr_NormalizeException(&type, &value, &traceback);
+            if (traceback != NULL && value != NULL) PyException_SetTraceback(value, traceback);
+            failure = Py_BuildValue("(Onn)", value ? value : Py_None, position + 8,
+                                    position + 8 + header_length);
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(traceback);
+            if (failure == NULL) goto error;
+            position = frame_end;
+            break;
+        }
+        if (put == Py_None) { /* not the usual put, nothing written: dispatched by the
+                                 caller, before the frames after it */
+            Py_DECREF(put);
+            declined = position;
+            position = frame_end;
+            break;
+        }
+        long long commit_log_offset, queue_offset, flush_to;
+        PyObject *status = PyObject_GetAttr(put, s_status);
+        PyObject *store_host = status ? PyObject_GetAttr(put, s_store_host) : NULL;
+        int usual = store_host != NULL && status == PyTuple_GET_ITEM(run, RUN_PUT_OK) &&
+                    PyBytes_CheckExact(store_host) &&
+                    attribute_int(put, s_commit_log_offset, &commit_log_offset) > 0 &&
+                    attribute_int(put, s_queue_offset, &queue_offset) > 0 &&
+                    attribute_int(put, s_flush_to, &flush_to) > 0 && flush_to < 0;
+        Py_XDECREF(status);
+        Py_DECREF(put);
+        if (!usual) {
+            Py_XDECREF(store_host);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError,
+                                "the store's usual append gave another answer than PUT_OK");
+            goto error; /* written, so not the general path's: an error, loudly */
+        }
+        PyObject *parts = PyTuple_GET_ITEM(answer, uniq ? 2 : 0);
+        PyObject *tail = PyTuple_GET_ITEM(answer, uniq ? 3 : 1);
+        Py_ssize_t host_length = PyBytes_GET_SIZE(store_host);
+        char *to = answers_room(&answers, answer_bound(parts, tail, host_length, uniq_length));
+        if (to == NULL) {
+            Py_DECREF(store_host);
+            PyErr_NoMemory();
+            goto error;
+        }
+        char *written = write_answer(to, parts, tail,
+                                     (const unsigned char *)PyBytes_AS_STRING(store_host),
+                                     host_length, commit_log_offset, numbers.queue_id,
+                                     queue_offset, uniq, uniq_length, header.opaque);
+        Py_DECREF(store_host);
+        answers.used = written - answers.data;
+        Py_ssize_t topic_length = PyUnicode_GET_LENGTH(last_name);
+        Py_ssize_t record = (Py_ssize_t)record_fixed + (topic_length <= 127 ? 1 : 2) +
+                            topic_length + body_length + encoded_length;
+        if (count_stored(&counts, last_name, record) < 0) goto error;
+        position = frame_end;
+    }
+    goto done;
+
+error:
+    failed = 1;
+done:
+    if (!failed) {
+        PyObject *served = answers.used ? PyBytes_FromStringAndSize(answers.data, answers.used)
+                                        : Py_NewRef(Py_None);
+        if (served != NULL)
+            result = Py_BuildValue("(nNOOOn)", position, served, counts ? counts : Py_None,
+                                   missed ? missed : Py_None, failure ? failure : Py_None,
+                                   declined);
+    }
+    /* on an error after puts, their answers are lost with the connection (the caller
+     * closes it): nothing stored is lost */
+    PyMem_Free(answers.data);
+    PyMem_Free(scan);
+    PyBuffer_Release(&source);
+    Py_XDECREF(counts);
+    Py_XDECREF(missed);
+    Py_XDECREF(failure);
+    Py_XDECREF(last_key);
+    Py_XDECREF(last_name);
+    Py_XDECREF(last_config);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"read_send", (PyCFunction)(void (*)(void))read_send, METH_FASTCALL, read_send_doc},
     {"answer_frame", (PyCFunction)(void (*)(void))answer_frame, METH_FASTCALL,
@@ -656,6 +1241,7 @@ static PyMethodDef methods[] = {
     {"send_one", (PyCFunction)(void (*)(void))send_one, METH_FASTCALL, send_one_doc},
     {"batch_messages", (PyCFunction)(void (*)(void))batch_messages, METH_FASTCALL,
      batch_messages_doc},
+    {"serve_sends", (PyCFunction)(void (*)(void))serve_sends, METH_FASTCALL, serve_sends_doc},
     {NULL, NULL, 0, NULL},
 };
 

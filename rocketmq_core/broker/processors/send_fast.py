@@ -246,6 +246,11 @@ class _AnswerFrame:
         self._head, self._tail = self._template(region_id, trace_on, sentinels, None)
         self._uniq_head, self._uniq_tail = self._template(region_id, trace_on, sentinels, "\x15")
 
+    @property
+    def template(self) -> tuple[tuple[bytes, ...], bytes, tuple[bytes, ...], bytes]:
+        """(head, tail, uniq head, uniq tail): what the compiled runs build frames from."""
+        return self._head, self._tail, self._uniq_head, self._uniq_tail
+
     @staticmethod
     def _template(
         region_id: str, trace_on: bool, sentinels: tuple[str, ...], uniq: str | None

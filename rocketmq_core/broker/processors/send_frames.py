@@ -1,0 +1,153 @@
+"""Runs of usual sends, answered from the bytes a connection read, before decoding.
+
+A producer with many sends in flight hands the broker chunks of many SEND_MESSAGE_V2
+frames. Decoded, each would cost a header dict, a command, the processor's calls and the
+answer's queueing in Python, about two thirds of what a send costs the broker. So each
+chunk goes first to ``SendFrames``, the broker's FrameServer (remoting/processor.py): the
+compiled ``serve_sends`` (_send_fast.c) reads the leading frames in place, and answers
+every one that send_fast's fast path would take, as it would (the same checks, the same
+put through the store's compiled ``usual_append``, the same answer frame, the same
+counts), then stops before the first frame it would not take. The decoder decodes that
+frame and the rest of the chunk, and the processors answer them as ever: the order of
+the requests is the order of their puts.
+
+It serves only where nothing else must see the sends: a writable master that does not
+wait for slaves, a store whose puts do not wait for a flush, no RPC hook (ACL, request
+timing), and only the frames of clients' canonical form (send_fast's), with ASCII
+headers. tests/broker/test_send_frames.py holds its answers and stored bytes to the
+general path's. ROCKETMQ_SEND_FRAMES=0 turns it off (to compare).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from ...errors import RemoteProtocolError
+from ...protocol.codes import RequestCode
+from ...protocol.constants import PERM_WRITE
+from ...protocol.message import HOST_V4_SIZE
+from ...store.api import MessageToStore, PutStatus
+from ..put_hooks import PutHooks
+from . import send, send_fast
+
+if TYPE_CHECKING:
+    from ...remoting.connection import Connection
+    from ...remoting.processor import ProcessorTable
+    from ..app import Broker
+
+log = logging.getLogger("rocketmq.broker")
+
+ENABLED = os.environ.get("ROCKETMQ_SEND_FRAMES", "1") != "0"
+TOPIC_NAMES_MOST = 4096  # names of topics learned; forgotten all at once beyond this
+_V2_NAMES = tuple(name.encode() for name in send_fast._V2_NAMES)
+
+
+class SendFrames:
+    """The FrameServer of a broker whose sends are send_fast's."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        # a send's topic as the header has it -> its name, or None for a topic the fast
+        # path leaves (send_fast._plain_topic): what a name is does not change
+        self._topic_names: dict[bytes, str | None] = {}
+
+    @classmethod
+    def for_table(cls, broker: Broker, table: ProcessorTable) -> SendFrames | None:
+        """One for ``table`` when its SEND_MESSAGE_V2 processor is send_fast's, bound to
+        ``broker``, and the compiled helper is built; else None."""
+        route = table.lookup(RequestCode.SEND_MESSAGE_V2)
+        processor = route.processor if route is not None else None
+        if (
+            send_fast.compiled is None
+            or getattr(processor, "func", None) is not send_fast.send_message
+            or getattr(processor, "args", None) != (broker,)
+        ):
+            return None
+        return cls(broker)
+
+    def __call__(self, connection: Connection, source: bytes | bytearray, position: int) -> int:
+        run = self._run(connection)
+        if run is None:
+            return position
+        serve_sends = send_fast.compiled.serve_sends  # type: ignore[union-attr]
+        stored = False
+        while True:
+            try:
+                position, answers, counts, missed, failure, declined = serve_sends(
+                    run, source, position
+                )
+            except Exception as exc:  # not a send's: the broker's own (out of memory)
+                log.exception("answering sends from %s failed", connection.peer_address)
+                raise RemoteProtocolError(f"the broker failed to answer sends: {exc}") from exc
+            if answers is not None:
+                connection.queue_answers(answers)
+            if counts is not None:
+                self.broker.stats.count_put_runs(counts)
+                stored = True
+            if failure is not None:  # its put raised: answered as a processor's error
+                error, header_start, header_end = failure
+                connection.answer_failed(source[header_start:header_end], error)
+                stored = True
+                continue
+            if declined >= 0:  # the store's first put to a queue or file: the usual way
+                connection.dispatch_frame(source[declined:position])
+                continue
+            if missed is None:
+                break
+            self._learn(missed)
+        ha = self.broker.ha
+        if stored and ha is not None:
+            ha.appended()
+        return position
+
+    def _run(self, connection: Connection) -> tuple | None:
+        """What serve_sends reads, as _send_fast.c names it; None when no send of this
+        connection may be answered here now (send_fast_send's first checks)."""
+        broker = self.broker
+        config = broker.config
+        if (
+            not ENABLED
+            or not broker.ready
+            or not config.broker_permission & PERM_WRITE
+            or config.is_slave
+            or config.broker_role == "SYNC_MASTER"  # its answers wait for a slave
+        ):
+            return None
+        hooks = broker.put_hooks
+        markers = hooks.markers if type(hooks) is PutHooks else None
+        if markers is None:  # a hook that may act on any message
+            return None
+        usual_append = getattr(broker.store, "usual_append", None)
+        append = usual_append() if usual_append is not None else None
+        born_host = send._born_host(connection.context.peer_address)
+        if append is None or len(born_host) != HOST_V4_SIZE:  # an IPv6 peer: the general path
+            return None
+        answer = send_fast._answer_frame(config.region_id, config.trace_on)
+        return (
+            connection.max_frame_length,
+            _V2_NAMES,
+            config.broker_cluster_name.encode(),
+            config.max_message_size,
+            markers,
+            self._topic_names,
+            broker.topics.table,
+            born_host,
+            MessageToStore,
+            append,
+            PutStatus.PUT_OK,
+            answer.template,
+            broker.stats.fixed_record_size(HOST_V4_SIZE),
+        )
+
+    def _learn(self, topic: bytes) -> None:
+        if len(self._topic_names) >= TOPIC_NAMES_MOST:
+            self._topic_names.clear()
+        try:
+            name: str | None = topic.decode("ascii")
+        except UnicodeDecodeError:
+            name = None  # not a valid topic name: the general path says why
+        if name is not None and not send_fast._plain_topic(name):
+            name = None
+        self._topic_names[topic] = name

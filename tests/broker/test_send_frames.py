@@ -1,0 +1,269 @@
+"""Runs of usual sends answered before decoding (processors/send_frames.py) against the
+general path: the same answers, the same stored bytes and counts, for requests one at a
+time and all written at once, for every form of header a client may write, and a put
+that fails answered as a processor's failure is."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+
+import anyio
+import pytest
+from anyio.abc import SocketStream
+
+from rocketmq_core.broker.app import Broker
+from rocketmq_core.broker.processors import send_fast, send_frames
+from rocketmq_core.protocol.bodies import TopicConfig
+from rocketmq_core.protocol.codec import FrameDecoder, encode_command
+from rocketmq_core.protocol.codes import ResponseCode
+from rocketmq_core.protocol.constants import PERM_RW
+from rocketmq_core.protocol.message import encode_properties as props
+from rocketmq_core.remoting.connection import Connection
+from rocketmq_core.testing.broker import broker_config
+
+from .test_send_fast_path import (
+    PEER,
+    answers_and_store,
+    free_ports,
+    read_frame,
+    send,
+    usual_sends,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+class CountingRuns:
+    """send_fast's compiled helper, counting the frames its serve_sends answered."""
+
+    def __init__(self) -> None:
+        self.helper = send_fast.compiled
+        self.served = 0
+
+    def __getattr__(self, name):
+        return getattr(self.helper, name)
+
+    def serve_sends(self, run, source, position):
+        result = self.helper.serve_sends(run, source, position)
+        if result[1] is not None:
+            self.served += len(FrameDecoder().feed(result[1]))
+        return result
+
+
+@pytest.fixture
+def runs(monkeypatch) -> CountingRuns:
+    if send_fast.compiled is None:
+        pytest.fail("rocketmq_core.broker.processors._send_fast is not built")
+    counting = CountingRuns()
+    monkeypatch.setattr(send_fast, "compiled", counting)
+    return counting
+
+
+async def frames_against_general(tmp_path, plugin_host, monkeypatch, requests, **options):
+    """The answers and stored bytes with runs of frames, then with the general path
+    alone: asserted the same; the answers."""
+    ports = free_ports()
+    results = {}
+    for name, frames in (("frames", True), ("general", False)):
+        monkeypatch.setattr(send_frames, "ENABLED", frames)
+        monkeypatch.setattr(send_fast, "ENABLED", frames)
+        results[name] = await answers_and_store(
+            tmp_path / name, plugin_host, requests(), **ports, **options
+        )
+    (answers, log, queues), (general_answers, general_log, general_queues) = results.values()
+    for number, (ours, general) in enumerate(zip(answers, general_answers, strict=True), 1):
+        assert ours == general, f"answer to request {number} differs"
+    assert log == general_log
+    assert queues == general_queues
+    return answers
+
+
+def codes(answers: list[bytes | None]) -> list[int | None]:
+    return [FrameDecoder().feed(a)[0].code if a is not None else None for a in answers]
+
+
+async def test_sends_written_at_once_answer_and_store_as_the_general_path(
+    tmp_path, plugin_host, monkeypatch, runs
+):
+    # answered inline on both paths (a put that waits in a task, as a put hook's may,
+    # is stored when the read loop yields, which it does at other points on each path)
+    def requests():
+        usual = [request for request in usual_sends() if not request.flag]  # no oneway
+        return [send(body=b"%d" % n, queue_id=n % 4) for n in range(40)] + [
+            send(topic="NewTopic"),  # created by the general path
+            send(body=b"after the new topic"),
+            *usual,
+        ]
+
+    answers = await frames_against_general(
+        tmp_path, plugin_host, monkeypatch, requests, pipelined=True
+    )
+    assert set(codes(answers)[:43]) == {ResponseCode.SUCCESS}
+    # each queue's first put is the general path's, dispatched in its turn; the usual
+    # sends after those are served, up to the new topic: from there on in this chunk every
+    # frame is decoded (commands decoded before a frame are dispatched before it is put)
+    assert runs.served == 36
+
+
+async def test_sends_one_at_a_time_are_each_a_run(tmp_path, plugin_host, monkeypatch, runs):
+    def requests():
+        return [send(body=b"%d" % n, queue_id=n % 4) for n in range(20)]
+
+    answers = await frames_against_general(tmp_path, plugin_host, monkeypatch, requests)
+    assert set(codes(answers)) == {ResponseCode.SUCCESS}
+    assert runs.served == 16  # each queue's first put is the general path's
+
+
+def raw_send(header: str, body: bytes) -> bytes:
+    encoded = header.encode()
+    return struct.pack(">II", 4 + len(encoded) + len(body), len(encoded)) + encoded + body
+
+
+def canonical_fields(**changes) -> dict:
+    fields = {"a": "PG", "b": "Orders", "c": "TBW102", "d": 4, "e": 1, "f": 0}
+    fields |= {"g": "1700000000000", "h": 0, "i": props({"TAGS": "T", "UNIQ_KEY": "AB1"})}
+    fields |= {"j": "0", "k": "false", "m": "false"}
+    fields |= changes
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def header(opaque: int, fields: dict | None = None, **top) -> str:
+    return json.dumps(
+        {"code": 310, "extFields": fields or canonical_fields(), "flag": 0, "language": "CPP",
+         "opaque": opaque, "version": 395, **top},
+        separators=(",", ":"),
+    )  # fmt: skip
+
+
+# (header text of request number n, whether a run answers it)
+HEADER_FORMS = [
+    (lambda n: header(n), True),
+    (lambda n: header(n).replace(":", " : ").replace(",", " ,\n\t"), True),
+    (lambda n: header(n, serializeTypeCurrentRPC="JSON", remark=None, other=True), True),
+    (lambda n: header(n, remark='hello \\" there'), True),
+    (lambda n: json.dumps({"opaque": n, "extFields": canonical_fields(), "code": 310}), True),
+    (lambda n: header(n).replace('"a":', '"\\u0061":').replace('"PG"', '"P\\/G"'), True),
+    (lambda n: header(n, canonical_fields(k=None, m=False, j=3, x=None)), True),
+    (lambda n: header(n, canonical_fields(i="TAGS\\u0001T\\u0002KEYS\\u0001k\\n")), True),
+    (lambda n: header(n, canonical_fields(d=-0.0)), False),  # a float: the codec's
+    (lambda n: header(n, canonical_fields(e="1e0")), False),
+    (lambda n: header(n, canonical_fields(a="PGé")), False),  # not ASCII
+    (lambda n: header(n, version="395"), False),  # a number as text: the codec reads it
+    (lambda n: header(n, language=1), False),
+    (lambda n: header(n, other=[1]), False),
+    (lambda n: header(n).replace('"b":"Orders"', '"b":"Tagged","b":"Orders"'), False),
+    (lambda n: header(n).replace('"code":310', '"code":310,"code":310'), False),
+    (lambda n: header(n, code=10), False),  # SEND_MESSAGE: its names differ
+    (lambda n: header(n, canonical_fields(m="true")), False),  # a batch
+    (lambda n: header(n, canonical_fields(b="%RETRY%PG")), False),
+    (lambda n: header(n, canonical_fields(b="NewTopic")), False),
+    (lambda n: header(n, canonical_fields(e=-1)), False),
+    (lambda n: header(n, canonical_fields(i=props({"DELAY": "1"}))), False),
+    (lambda n: header(n, canonical_fields(i=props({"UNIQ_KEY": "a-b"}))), False),
+    (lambda n: header(n) + " ", True),
+]
+
+
+@pytest.mark.parametrize("pipelined", [False, True], ids=["one-at-a-time", "at-once"])
+async def test_every_form_of_header_answers_as_the_general_path(
+    tmp_path, plugin_host, monkeypatch, runs, pipelined
+):
+    def requests():
+        return [raw_send(form(n), b"form %d" % n) for n, (form, _) in enumerate(HEADER_FORMS, 1)]
+
+    answers = await frames_against_general(
+        tmp_path, plugin_host, monkeypatch, requests, pipelined=pipelined
+    )
+    assert all(answer is not None for answer in answers)
+    if not pipelined:  # one request a chunk: each one is a run, or not (the first is
+        # the queue's first put, which the general path makes)
+        assert runs.served == sum(served for _, served in HEADER_FORMS) - 1
+
+
+async def test_a_put_that_raises_is_answered_as_a_failure_and_the_rest_are_served(
+    tmp_path, plugin_host, runs
+):
+    async with Broker.serving(broker_config(tmp_path), host=plugin_host) as broker:
+        broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
+        usual_append = broker.store.usual_append
+        calls = 0
+
+        def failing_second_put():
+            append = usual_append()
+
+            def put(message):
+                nonlocal calls
+                calls += 1
+                if calls == 2:
+                    raise OSError("the disk went away")
+                return append(message)
+
+            return put
+
+        broker.store.usual_append = failing_second_put
+        ours, theirs = socket.socketpair()
+        server = broker.server
+        connection = Connection(
+            await SocketStream.from_socket(ours), server.processors, peer_address=PEER
+        )
+        async with (
+            anyio.create_task_group() as task_group,
+            await SocketStream.from_socket(theirs) as peer,
+        ):
+            await task_group.start(connection.run)
+            requests = [send(body=b"%d" % n) for n in range(4)]
+            for opaque, request in enumerate(requests, 1):
+                request.opaque = opaque
+            await peer.send(b"".join(encode_command(request) for request in requests))
+            buffered = bytearray()
+            with anyio.fail_after(10):
+                frames = [await read_frame(peer, buffered) for _ in requests]
+            answers = [FrameDecoder().feed(frame)[0] for frame in frames]
+            await connection.aclose()
+        stored = broker.stats.puts["Orders"][0]
+    assert [answer.opaque for answer in answers] == [1, 2, 3, 4]
+    assert [answer.code for answer in answers] == [0, ResponseCode.SYSTEM_ERROR, 0, 0]
+    assert answers[1].remark == "OSError: the disk went away"
+    # the first put to the queue was declined by the usual append (the general path made
+    # it), the second raised, the last two were served
+    assert runs.served == 2
+    assert stored == 3
+
+
+async def test_stored_sends_are_counted_as_one_at_a_time(tmp_path, plugin_host, monkeypatch):
+    counted = {}
+    for frames in (True, False):
+        monkeypatch.setattr(send_frames, "ENABLED", frames)
+        monkeypatch.setattr(send_fast, "ENABLED", frames)
+        directory = tmp_path / str(frames)
+        async with Broker.serving(broker_config(directory), host=plugin_host) as broker:
+            broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
+            ours, theirs = socket.socketpair()
+            connection = Connection(
+                await SocketStream.from_socket(ours), broker.server.processors, peer_address=PEER
+            )
+            async with (
+                anyio.create_task_group() as task_group,
+                await SocketStream.from_socket(theirs) as peer,
+            ):
+                await task_group.start(connection.run)
+                requests = [send(body=b"x" * n) for n in range(1, 30)]
+                for opaque, request in enumerate(requests, 1):
+                    request.opaque = opaque
+                await peer.send(b"".join(encode_command(request) for request in requests))
+                buffered = bytearray()
+                with anyio.fail_after(10):
+                    for _ in requests:
+                        await read_frame(peer, buffered)
+                await connection.aclose()
+            stats = broker.stats
+            counted[frames] = (
+                dict(stats.puts),
+                stats.stored_messages,
+                stats.stored_bytes,
+                broker.store.max_commit_log_offset,
+            )
+    assert counted[True] == counted[False]
+    assert counted[True][0]["Orders"][0] == 29
