@@ -70,7 +70,7 @@ _SLOTS = tuple(
 class FrameDecoder:
     """Turns a byte stream into RemotingCommands, one chunk at a time."""
 
-    __slots__ = ("_buffer", "_failed", "max_frame_length", "serve_first")
+    __slots__ = ("_buffer", "_failed", "max_frame_length", "serve_first", "served")
 
     def __init__(self, max_frame_length: int = MAX_FRAME_LENGTH) -> None:
         self._buffer = bytearray()
@@ -80,6 +80,7 @@ class FrameDecoder:
         # ``position`` on (a processor table's FrameServer) before any is decoded, while
         # no frame of this feed was decoded before them (their order is kept)
         self.serve_first: Callable[[bytes | bytearray, int], int] | None = None
+        self.served = False  # whether serve_first took frames in the last feed
 
     @property
     def buffered(self) -> int:
@@ -99,6 +100,7 @@ class FrameDecoder:
             data = bytes(data)
         buffer = self._buffer
         commands: list[RemotingCommand] = []
+        self.served = False
         try:
             start = self._complete_held_frame(commands, buffer, data) if buffer else 0
             if not buffer and start < len(data):
@@ -154,7 +156,9 @@ class FrameDecoder:
         serve_first = self.serve_first
         while end - position >= 8:
             if serve_first is not None and not commands:
-                position = serve_first(source, position)
+                served_to = serve_first(source, position)
+                self.served = self.served or served_to != position
+                position = served_to
                 if end - position < 8:
                     break
             if helper is not None:  # the usual frames; it stops before any other one

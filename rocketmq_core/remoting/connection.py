@@ -359,7 +359,7 @@ class Connection:
             if (
                 budget is not None
                 and (held or self._incomplete)
-                and not self._hold_incomplete(held, bool(commands))
+                and not self._hold_incomplete(held, bool(commands) or decoder.served)
             ):
                 return
             for index, command in enumerate(commands, 1):

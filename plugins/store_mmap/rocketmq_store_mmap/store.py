@@ -76,7 +76,7 @@ from .replication import ReplicaWriter
 
 log = logging.getLogger("rocketmq.store.mmap")
 
-KERNEL_INTERFACE = 3  # the calling conventions of append() and append_one() spoken here
+KERNEL_INTERFACE = 4  # the calling conventions of append() and append_one() spoken here
 # append_one fills a PutResult made without __init__: these fields, all of them
 _PUT_RESULT_FIELDS = (
     "status",

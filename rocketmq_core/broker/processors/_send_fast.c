@@ -1118,11 +1118,16 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             hooked = contains(encoded, encoded_length, PyBytes_AS_STRING(marker),
                               PyBytes_GET_SIZE(marker));
         }
-        const char *uniq = property_value(encoded, encoded_length, "UNIQ_KEY\x01", 9, &uniq_length);
-        if (hooked || (uniq != NULL && !plain_text(uniq, uniq_length))) {
+        const char *uniq_at = property_value(encoded, encoded_length, "UNIQ_KEY\x01", 9,
+                                             &uniq_length);
+        char uniq_text[128]; /* the answer's copy: the properties go with the message */
+        const char *uniq = uniq_at ? uniq_text : NULL;
+        if (hooked || (uniq_at != NULL && (!plain_text(uniq_at, uniq_length) ||
+                                           uniq_length > (Py_ssize_t)sizeof uniq_text))) {
             Py_DECREF(properties); /* a hook's, or a UNIQ_KEY the answer escapes */
             break;
         }
+        if (uniq_at != NULL) memcpy(uniq_text, uniq_at, (size_t)uniq_length);
         /* MessageToStore(topic, queue_id, body, properties, flag, sys_flag,
          * born_timestamp, born_host, reconsume_times) */
         PyObject *message_args[9] = {
@@ -1149,6 +1154,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         Py_DECREF(message);
         Py_ssize_t frame_end = position + 4 + (Py_ssize_t)length;
         if (put == NULL) { /* answered by the caller as a processor's error is answered */
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) goto error; /* an interrupt */
             PyObject *type, *value, *traceback;
             PyErr_Fetch(&type, &value, &traceback);
             PyErr_NormalizeException(&type, &value, &traceback);

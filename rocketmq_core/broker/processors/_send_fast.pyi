@@ -32,3 +32,13 @@ def batch_messages(
     message_type: type[MessageToStore],
     /,
 ) -> list[MessageToStore] | None: ...
+def serve_sends(
+    run: tuple[object, ...], source: bytes | bytearray, position: int, /
+) -> tuple[
+    int,
+    bytes | None,
+    dict[tuple[str, int], int] | None,
+    bytes | None,
+    tuple[Exception, int, int] | None,
+    int,
+]: ...

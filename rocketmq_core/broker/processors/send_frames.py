@@ -60,7 +60,9 @@ class SendFrames:
         route = table.lookup(RequestCode.SEND_MESSAGE_V2)
         processor = route.processor if route is not None else None
         if (
-            send_fast.compiled is None
+            not hasattr(send_fast.compiled, "serve_sends")  # not built, or built before it
+            or route is None
+            or route.limit is not None  # its SYSTEM_BUSY answers are the dispatch's
             or getattr(processor, "func", None) is not send_fast.send_message
             or getattr(processor, "args", None) != (broker,)
         ):
@@ -109,6 +111,8 @@ class SendFrames:
         config = broker.config
         if (
             not ENABLED
+            or not send_fast.ENABLED  # the fast path off (to compare): so are its runs
+            or send_fast.COMPILED is None
             or not broker.ready
             or not config.broker_permission & PERM_WRITE
             or config.is_slave
@@ -117,8 +121,8 @@ class SendFrames:
             return None
         hooks = broker.put_hooks
         markers = hooks.markers if type(hooks) is PutHooks else None
-        if markers is None:  # a hook that may act on any message
-            return None
+        if markers is None or not all(type(marker) is bytes for marker in markers):
+            return None  # a hook that may act on any message
         usual_append = getattr(broker.store, "usual_append", None)
         append = usual_append() if usual_append is not None else None
         born_host = send._born_host(connection.context.peer_address)
