@@ -15,15 +15,20 @@ import sys
 import anyio
 import pytest
 from anyio.abc import SocketStream
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketmq_core.broker.app import Broker
+from rocketmq_core.broker.processors import send as send_processor
 from rocketmq_core.broker.processors import send_fast, send_frames
+from rocketmq_core.errors import RemoteProtocolError
 from rocketmq_core.protocol.bodies import TopicConfig
-from rocketmq_core.protocol.codec import FrameDecoder, encode_command
+from rocketmq_core.protocol.codec import FrameDecoder, decode_json_header, encode_command
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.constants import PERM_RW
 from rocketmq_core.protocol.message import encode_properties as props
 from rocketmq_core.remoting.connection import Connection
+from rocketmq_core.store.api import MessageToStore, PutResult, PutStatus
 from rocketmq_core.testing.broker import broker_config
 
 from .test_send_fast_path import (
@@ -300,3 +305,107 @@ def test_runs_read_no_freed_memory_under_the_debug_allocator():
         timeout=120,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-2000:]
+
+
+# --- the header reader against the header codec, on headers of every shape --------------
+
+_VALUES = st.one_of(
+    st.text(alphabet='09-+ _aZé\x01\x02"\\/\n', max_size=6),
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.lists(st.integers(), max_size=2),
+)
+_CANONICAL = canonical_fields(e=3, i=props({"TAGS": "T", "UNIQ_KEY": "AB1", "K": "x\ny"}))
+_CANONICAL_HEADER = {"code": 310, "extFields": _CANONICAL, "flag": 0, "language": "JAVA",
+                     "opaque": 9}  # fmt: skip
+
+
+@st.composite
+def headers(draw) -> bytes:
+    """A send's JSON header: the canonical one, some of its values, keys and text
+    changed the ways a client, a proxy or an attacker might write it."""
+    fields = dict(_CANONICAL)
+    for key in draw(st.lists(st.sampled_from([*fields, "l", "n", "zz"]), max_size=3)):
+        fields[key] = draw(_VALUES)
+    for key in draw(st.lists(st.sampled_from(list(fields)), max_size=2)):
+        fields.pop(key, None)
+    top = dict(_CANONICAL_HEADER, extFields=fields)
+    for key in draw(
+        st.lists(
+            st.sampled_from(["code", "flag", "opaque", "version", "language", "remark", "other"]),
+            max_size=2,
+        )
+    ):
+        top[key] = draw(_VALUES)  # fmt: skip
+    order = draw(st.permutations(list(top)))
+    text = json.dumps({key: top[key] for key in order}, ensure_ascii=draw(st.booleans()))
+    for _ in range(draw(st.integers(0, 2))):  # duplicates, escapes, spaces, stray bytes
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(
+            st.sampled_from(['"b":"Orders",', '"code":310,', "\\u0061", " ", "\\/", "}", ","])
+        ) + text[at:]  # fmt: skip
+    return text.encode()
+
+
+def _expected(header: bytes) -> tuple | None:
+    """What the general path would put for this header: None where it refuses or does not
+    take it the fast way at all (the run must then leave the frame)."""
+    try:
+        command = decode_json_header(header)
+    except RemoteProtocolError:
+        return None
+    if command.code != 310 or command.flag & 3:
+        return None
+    fields = send_fast._read_fields(command.ext_fields, send_fast._V2_NAMES)
+    if fields is None:
+        return None
+    topic, queue_id, sys_flag, born, flag, reconsume, properties, _ = fields
+    encoded = send_processor._with_cluster(properties or "", "Cluster").encode()
+    return topic, queue_id, sys_flag, born, flag, reconsume, encoded, command.opaque
+
+
+def serve_one(header: bytes) -> tuple[int, list[MessageToStore], bytes | None]:
+    """serve_sends of one frame with this header, its puts captured: (where it stopped,
+    the messages put, the answers)."""
+    if send_fast.compiled is None:
+        pytest.fail("rocketmq_core.broker.processors._send_fast is not built")
+    body = b"body"
+    frame = struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
+    put: list[MessageToStore] = []
+
+    def append(message):
+        put.append(message)
+        return PutResult.written([4096], 7, 1, b"\x7f\x00\x00\x01\x00\x00\x27\x10", -1)
+
+    answer = send_fast._answer_frame("DefaultRegion", False).template
+    run = (1 << 24, send_frames._V2_NAMES, b"Cluster", 1 << 22, (), {b"Orders": "Orders"},
+           {"Orders": TopicConfig("Orders", 8, 8, PERM_RW)}, b"\x7f\x00\x00\x01\x00\x00\x00\x01",
+           MessageToStore, append, PutStatus.PUT_OK, answer, 100)  # fmt: skip
+    position, answers, *_ = send_fast.compiled.serve_sends(run, frame, 0)
+    return position, put, answers
+
+
+def test_the_canonical_header_is_served():
+    position, put, answers = serve_one(json.dumps(_CANONICAL_HEADER).encode())
+    assert position > 0 and len(put) == 1 and answers is not None
+
+
+@settings(max_examples=int(os.environ.get("SERVE_EXAMPLES", "400")), deadline=None)
+@given(header=headers())
+def test_a_served_header_is_read_as_the_header_codec_reads_it(header):
+    position, put, answers = serve_one(header)
+    expected = _expected(header)
+    if position == 0:  # left to the decoder: always allowed
+        assert not put
+        return
+    assert expected is not None, f"served a header the general path does not take: {header!r}"
+    (message,) = put
+    topic, queue_id, sys_flag, born, flag, reconsume, encoded, opaque = expected
+    assert (message.topic, message.queue_id, message.sys_flag, message.born_timestamp) == (
+        topic, queue_id, sys_flag, born)  # fmt: skip
+    assert (message.flag, message.reconsume_times, message.properties) == (
+        flag, reconsume, encoded)  # fmt: skip
+    assert message.body == b"body"
+    assert FrameDecoder().feed(answers)[0].opaque == opaque
