@@ -660,13 +660,8 @@ class Connection:
 
     def _respond_encoded(self, request: RemotingCommand, frame: bytes) -> None:
         """Queue a response a processor encoded itself, as ``_respond`` would queue it."""
-        if request.flag & FLAG_ONEWAY or self._closed:
-            return
-        self._out.append(frame)
-        size = len(frame)
-        self._out_bytes += size
-        if self._budget is not None:
-            self._budget.unsent += size
+        if not request.flag & FLAG_ONEWAY:
+            self.queue_answers(frame)
 
     def _within_budget(
         self, budget: MemoryBudget, request: RemotingCommand, response: RemotingCommand
