@@ -112,11 +112,13 @@ async def answers_and_store(
     requests: list[RemotingCommand | bytes],
     slave: bool = False,
     pipelined: bool = False,
+    slave_acks: bool = True,
     **overrides,
 ) -> tuple[list[bytes], bytes, dict[str, bytes]]:
     """Each request's answer frame (None for a oneway one), the CommitLog's written
     bytes and every consume-queue file, from a fresh broker in ``directory``; with
-    ``slave``, one that acks each frame follows it (a SYNC_MASTER's sends wait for it).
+    ``slave``, one that acks each frame follows it (a SYNC_MASTER's sends wait for it;
+    one that never acks with ``slave_acks=False``).
     A request may be a finished frame (bytes) whose opaque is its number. With
     ``pipelined``, every request is written at once and the answers are taken in the
     order of their opaques."""
@@ -125,7 +127,7 @@ async def answers_and_store(
     answers: list[bytes | None] = []
     async with (
         Broker.serving(config, host=plugin_host) as broker,
-        FakeSlave.following(broker) if slave else contextlib.nullcontext(),
+        FakeSlave.following(broker, acking=slave_acks) if slave else contextlib.nullcontext(),
     ):
         broker.store.clock.last = STORE_TIME
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))

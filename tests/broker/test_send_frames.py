@@ -125,6 +125,26 @@ async def test_sends_one_at_a_time_are_each_a_run(tmp_path, plugin_host, monkeyp
     assert runs.served == 16  # each queue's first put is the general path's
 
 
+@pytest.mark.parametrize("acks", [True, False], ids=["acked", "never-acked"])
+async def test_a_sync_masters_runs_answer_once_the_slave_has_them(
+    tmp_path, plugin_host, monkeypatch, runs, acks
+):
+    """SEND_OK once a slave acks the run's end; FLUSH_SLAVE_TIMEOUT after slaveTimeout
+    from a slave that never acks; the same answers as each send's own wait gives."""
+
+    def requests():
+        warm = [send(body=b"first %d" % n, queue_id=n) for n in range(4)]  # the queues' first
+        return warm + [send(body=b"%d" % n, queue_id=n % 4) for n in range(24)]
+
+    answers = await frames_against_general(
+        tmp_path, plugin_host, monkeypatch, requests, pipelined=True, slave=True,
+        slave_acks=acks, broker_role="SYNC_MASTER", slave_timeout=300,
+    )  # fmt: skip
+    expected = ResponseCode.SUCCESS if acks else ResponseCode.FLUSH_SLAVE_TIMEOUT
+    assert set(codes(answers)) == {expected}
+    assert runs.served > 0
+
+
 def raw_send(header: str, body: bytes) -> bytes:
     encoded = header.encode()
     return struct.pack(">II", 4 + len(encoded) + len(body), len(encoded)) + encoded + body

@@ -11,21 +11,23 @@ counts), then stops before the first frame it would not take. The decoder decode
 frame and the rest of the chunk, and the processors answer them as ever: the order of
 the requests is the order of their puts.
 
-It serves only where nothing else must see the sends: a writable master that does not
-wait for slaves, a store whose puts do not wait for a flush, no RPC hook (ACL, request
-timing), and only the frames of clients' canonical form (send_fast's), with ASCII
-headers. tests/broker/test_send_frames.py holds its answers and stored bytes to the
-general path's. ROCKETMQ_SEND_FRAMES=0 turns it off (to compare).
+It serves only where nothing else must see the sends: a writable master (a SYNC_MASTER
+answers a run once a slave acks its end), a store whose puts do not wait for a flush, no
+RPC hook (ACL, request timing), and only the frames of clients' canonical form
+(send_fast's), with ASCII headers. tests/broker/test_send_frames.py holds its answers and
+stored bytes to the general path's. ROCKETMQ_SEND_FRAMES=0 turns it off (to compare).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import struct
 from typing import TYPE_CHECKING
 
 from ...errors import RemoteProtocolError
 from ...protocol.codes import RequestCode
+from ...protocol.command import RemotingCommand
 from ...protocol.constants import PERM_WRITE
 from ...protocol.message import HOST_V4_SIZE
 from ...store.api import MessageToStore, PutStatus
@@ -42,6 +44,27 @@ log = logging.getLogger("rocketmq.broker")
 ENABLED = os.environ.get("ROCKETMQ_SEND_FRAMES", "1") != "0"
 TOPIC_NAMES_MOST = 4096  # names of topics learned; forgotten all at once beyond this
 _V2_NAMES = tuple(name.encode() for name in send_fast._V2_NAMES)
+_NO_WAIT = b"WAIT\x01false"
+_FRAME_PREFIX = struct.Struct(">II")
+_SUCCESS_HEAD = b'{"code":0,'
+# the request a run's waiting answers stand for (Connection.answer_later): one that is
+# not oneway, which is all the connection reads of it
+_RUN = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
+
+
+def _with_status(answers: bytes, status: PutStatus) -> bytes:
+    """A run's SEND_OK answers as answers with a stored message's other status: the same
+    frames with another code, as send._answer makes them (no remark)."""
+    frames: list[bytes] = []
+    position = 0
+    while position < len(answers):
+        length, header_length = _FRAME_PREFIX.unpack_from(answers, position)
+        header = answers[position + 8 : position + 4 + length]
+        assert header.startswith(_SUCCESS_HEAD) and header_length == len(header)
+        header = b'{"code":%d,' % status.response_code + header[len(_SUCCESS_HEAD) :]
+        frames += (_FRAME_PREFIX.pack(len(header) + 4, len(header)), header)
+        position += 4 + length
+    return b"".join(frames)
 
 
 class SendFrames:
@@ -74,6 +97,7 @@ class SendFrames:
         if run is None:
             return position
         serve_sends = send_fast.compiled.serve_sends  # type: ignore[union-attr]
+        waits_for_slave = self.broker.config.broker_role == "SYNC_MASTER"
         stored = False
         while True:
             try:
@@ -84,7 +108,10 @@ class SendFrames:
                 log.exception("answering sends from %s failed", connection.peer_address)
                 raise RemoteProtocolError(f"the broker failed to answer sends: {exc}") from exc
             if answers is not None:
-                connection.queue_answers(answers)
+                if waits_for_slave:
+                    self._answer_when_replicated(connection, answers)
+                else:
+                    connection.queue_answers(answers)
             if counts is not None:
                 self.broker.stats.count_put_runs(counts)
                 stored = True
@@ -104,6 +131,32 @@ class SendFrames:
             ha.appended()
         return position
 
+    def _answer_when_replicated(self, connection: Connection, answers: bytes) -> None:
+        """A SYNC_MASTER's answers to a run: SEND_OK once a slave acks the run's end, as
+        each send's would be once its own end is acked (HA.md §3), with no wait per send;
+        FLUSH_SLAVE_TIMEOUT after slaveTimeout, SLAVE_NOT_AVAILABLE when no slave can be
+        waited for after all."""
+        ha = self.broker.ha
+        assert ha is not None  # a SYNC_MASTER has one
+        end = self.broker.store.max_commit_log_offset  # the run's last put ends here
+        status = ha.check(end)
+        if status is PutStatus.PUT_OK:
+            connection.queue_answers(answers)
+            return
+        if status is not None:
+            connection.queue_answers(_with_status(answers, status))
+            return
+        later = connection.answer_later(_RUN)
+
+        def replicated(acked: bool) -> None:
+            later.answer(answers if acked else _with_status(answers, PutStatus.FLUSH_SLAVE_TIMEOUT))
+
+        try:
+            ha.when_replicated(end, replicated)
+        except BaseException:
+            later.withdraw()
+            raise
+
     def _run(self, connection: Connection) -> tuple | None:
         """What serve_sends reads, as _send_fast.c names it; None when no send of this
         connection may be answered here now (send_fast_send's first checks)."""
@@ -116,13 +169,18 @@ class SendFrames:
             or not broker.ready
             or not config.broker_permission & PERM_WRITE
             or config.is_slave
-            or config.broker_role == "SYNC_MASTER"  # its answers wait for a slave
         ):
             return None
         hooks = broker.put_hooks
         markers = hooks.markers if type(hooks) is PutHooks else None
         if markers is None or not all(type(marker) is bytes for marker in markers):
             return None  # a hook that may act on any message
+        if config.broker_role == "SYNC_MASTER":
+            ha = broker.ha
+            end = broker.store.max_commit_log_offset
+            if ha is None or ha.check(end) is PutStatus.SLAVE_NOT_AVAILABLE:
+                return None  # no slave to wait for: each send's SLAVE_NOT_AVAILABLE is theirs
+            markers += (_NO_WAIT,)  # a send that does not wait for the slave: the usual way
         usual_append = getattr(broker.store, "usual_append", None)
         append = usual_append() if usual_append is not None else None
         born_host = send._born_host(connection.context.peer_address)
