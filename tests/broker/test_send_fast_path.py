@@ -334,6 +334,7 @@ async def test_the_compiled_send_answers_the_usual_sends_and_leaves_the_rest(
 ):
     deciding = DecidingHelper(compiled_helper())
     monkeypatch.setattr(send_fast, "COMPILED", deciding)
+    monkeypatch.setattr(send_frames, "ENABLED", False)  # send_one's choices, not the runs'
     finished_in_python: list[bytes] = []  # answers the compiled path left to _after_put
 
     def after_put(broker, ctx, request, *rest):

@@ -24,7 +24,7 @@ from rocketmq_core.broker.processors import send_fast, send_frames
 from rocketmq_core.errors import RemoteProtocolError
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codec import FrameDecoder, decode_json_header, encode_command
-from rocketmq_core.protocol.codes import ResponseCode
+from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.constants import PERM_RW
 from rocketmq_core.protocol.message import encode_properties as props
 from rocketmq_core.remoting.connection import Connection
@@ -158,6 +158,15 @@ def canonical_fields(**changes) -> dict:
     return {key: value for key, value in fields.items() if value is not None}
 
 
+V2 = send_fast._V2_NAMES
+V1_BY_V2 = dict(zip(V2, send_fast._V1_NAMES, strict=True))
+
+
+def v1_fields(fields: dict) -> dict:
+    """The same fields by SEND_MESSAGE's names."""
+    return {V1_BY_V2.get(key, key): value for key, value in fields.items()}
+
+
 def header(opaque: int, fields: dict | None = None, **top) -> str:
     return json.dumps(
         {"code": 310, "extFields": fields or canonical_fields(), "flag": 0, "language": "CPP",
@@ -178,6 +187,7 @@ HEADER_FORMS = [
     (lambda n: header(n, canonical_fields(i="TAGS\\u0001T\\u0002KEYS\\u0001k\\n")), True),
     (lambda n: header(n, canonical_fields(d=-0.0)), False),  # a float: the codec's
     (lambda n: header(n, canonical_fields(e="1e0")), False),
+    (lambda n: header(n, canonical_fields(i=-(2**63) - 1)), False),  # orjson: a float
     (lambda n: header(n, canonical_fields(a="PGé")), False),  # not ASCII
     (lambda n: header(n, version="395"), False),  # a number as text: the codec reads it
     (lambda n: header(n, language=1), False),
@@ -185,6 +195,8 @@ HEADER_FORMS = [
     (lambda n: header(n).replace('"b":"Orders"', '"b":"Tagged","b":"Orders"'), False),
     (lambda n: header(n).replace('"code":310', '"code":310,"code":310'), False),
     (lambda n: header(n, code=10), False),  # SEND_MESSAGE: its names differ
+    (lambda n: header(n, v1_fields(canonical_fields()), code=10), True),  # as the C++ client
+    (lambda n: header(n, v1_fields(canonical_fields(AccessKey="", Signature="x=")), code=10), True),
     (lambda n: header(n, canonical_fields(m="true")), False),  # a batch
     (lambda n: header(n, canonical_fields(b="%RETRY%PG")), False),
     (lambda n: header(n, canonical_fields(b="NewTopic")), False),
@@ -359,6 +371,9 @@ def headers(draw) -> bytes:
         )
     ):
         top[key] = draw(_VALUES)  # fmt: skip
+    if draw(st.booleans()):  # SEND_MESSAGE, with its long names (the C++ client's)
+        top["code"] = RequestCode.SEND_MESSAGE
+        top["extFields"] = {V1_BY_V2.get(key, key): value for key, value in fields.items()}
     order = draw(st.permutations(list(top)))
     text = json.dumps({key: top[key] for key in order}, ensure_ascii=draw(st.booleans()))
     for _ in range(draw(st.integers(0, 2))):  # duplicates, escapes, spaces, stray bytes
@@ -376,9 +391,12 @@ def _expected(header: bytes) -> tuple | None:
         command = decode_json_header(header)
     except RemoteProtocolError:
         return None
-    if command.code != 310 or command.flag & 3:
+    if command.flag & 3:
         return None
-    fields = send_fast._read_fields(command.ext_fields, send_fast._V2_NAMES)
+    if command.code not in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
+        return None
+    names = send_fast._V1_NAMES if command.code == RequestCode.SEND_MESSAGE else V2
+    fields = send_fast._read_fields(command.ext_fields, names)
     if fields is None:
         return None
     topic, queue_id, sys_flag, born, flag, reconsume, properties, _ = fields
@@ -400,7 +418,7 @@ def serve_one(header: bytes) -> tuple[int, list[MessageToStore], bytes | None]:
         return PutResult.written([4096], 7, 1, b"\x7f\x00\x00\x01\x00\x00\x27\x10", -1)
 
     answer = send_fast._answer_frame("DefaultRegion", False).template
-    run = (1 << 24, send_frames._V2_NAMES, b"Cluster", 1 << 22, (), {b"Orders": "Orders"},
+    run = (1 << 24, send_frames._NAMES, b"Cluster", 1 << 22, (), {b"Orders": "Orders"},
            {"Orders": TopicConfig("Orders", 8, 8, PERM_RW)}, b"\x7f\x00\x00\x01\x00\x00\x00\x01",
            MessageToStore, append, PutStatus.PUT_OK, answer, 100)  # fmt: skip
     position, answers, *_ = send_fast.compiled.serve_sends(run, frame, 0)

@@ -788,7 +788,8 @@ static int scan_string(Scan *scan, View *out) {
     return 1;
 }
 
-/* a JSON integer as written (no fraction, exponent or "-0"): its digits in place */
+/* a JSON integer as written (no fraction, exponent or "-0"; 18 characters at most): its
+ * digits in place */
 static int scan_integer(Scan *scan, View *out) {
     const char *start = scan->p, *at = start;
     if (at < scan->end && *at == '-') at++;
@@ -801,6 +802,7 @@ static int scan_integer(Scan *scan, View *out) {
     }
     if (at < scan->end && (*at == '.' || *at == 'e' || *at == 'E' || (*at >= '0' && *at <= '9')))
         return 0;
+    if (at - start > 18) return 0; /* past 64 bits orjson reads a float: its text differs */
     *out = (View){start, at - start};
     scan->p = at;
     return 1;
@@ -852,10 +854,11 @@ static int scan_key(Scan *scan, View *key) {
     return 1;
 }
 
-/* extFields: each of ``names`` found once at most, as text (numbers and booleans as the
- * header codec's str() of them, null as absent); other keys only need plain values */
+/* extFields: each of ``names`` (SEND_MESSAGE's twelve, then SEND_MESSAGE_V2's) found once
+ * at most, as text (numbers and booleans as the header codec's str() of them, null as
+ * absent); other keys only need plain values */
 static int scan_ext_fields(Scan *scan, PyObject *names, View *field) {
-    for (int i = 0; i < FIELD_COUNT; i++) field[i] = (View){NULL, 0};
+    for (int i = 0; i < 2 * FIELD_COUNT; i++) field[i] = (View){NULL, 0};
     if (scan->p >= scan->end || *scan->p != '{') return 0;
     scan->p++;
     skip_space(scan);
@@ -868,7 +871,7 @@ static int scan_ext_fields(Scan *scan, PyObject *names, View *field) {
         View key, value;
         int kind;
         if (!scan_key(scan, &key) || !scan_plain_value(scan, &value, &kind)) return 0;
-        for (int i = 0; i < FIELD_COUNT; i++) {
+        for (int i = 0; i < 2 * FIELD_COUNT; i++) {
             PyObject *name = PyTuple_GET_ITEM(names, i);
             if (PyBytes_GET_SIZE(name) != key.length ||
                 memcmp(PyBytes_AS_STRING(name), key.text, (size_t)key.length) != 0)
@@ -886,7 +889,7 @@ static int scan_ext_fields(Scan *scan, PyObject *names, View *field) {
 
 typedef struct {
     int64_t code, flag, opaque;
-    View field[FIELD_COUNT];
+    View field[2 * FIELD_COUNT]; /* by SEND_MESSAGE's names, then by SEND_MESSAGE_V2's */
 } SendHeader;
 
 /* a request header in the form clients write, read as the header codec would read it;
@@ -977,10 +980,12 @@ enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS,
 
 PyDoc_STRVAR(serve_sends_doc,
 "serve_sends(run, source, position, /)\n--\n\n"
-"Answer the usual SEND_MESSAGE_V2 frames of ``source`` (bytes or bytearray) from\n"
+"Answer the usual SEND_MESSAGE and SEND_MESSAGE_V2 frames of ``source`` (bytes or\n"
+"bytearray) from\n"
 "``position`` on, one after another, as send_fast's fast path would; stop before the\n"
 "first frame that is anything else (or incomplete), nothing done for it. ``run`` is\n"
-"send_frames.SendFrames' tuple (max frame length, the V2 wire names as bytes, the\n"
+"send_frames.SendFrames' tuple (max frame length, the wire names of SEND_MESSAGE then of\n"
+"SEND_MESSAGE_V2 as bytes, the\n"
 "cluster as bytes, max message size, put-hook markers, topic names by bytes (a str, or\n"
 "None for a topic the fast path leaves), the topic table, the born host, MessageToStore,\n"
 "the store's usual append, PutStatus.PUT_OK, the answer template (head, tail, uniq head,\n"
@@ -1004,7 +1009,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
     PyObject *topic_names = PyTuple_GET_ITEM(run, RUN_TOPIC_NAMES);
     PyObject *topics = PyTuple_GET_ITEM(run, RUN_TOPICS);
     PyObject *born_host = PyTuple_GET_ITEM(run, RUN_BORN_HOST);
-    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != FIELD_COUNT ||
+    if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2 * FIELD_COUNT ||
         !PyBytes_CheckExact(cluster_bytes) || !PyTuple_CheckExact(markers) ||
         !PyDict_CheckExact(topic_names) || !PyDict_CheckExact(topics) ||
         !PyBytes_CheckExact(born_host) || !PyTuple_CheckExact(answer) ||
@@ -1014,7 +1019,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "serve_sends: a malformed run tuple");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < FIELD_COUNT; i++)
+    for (Py_ssize_t i = 0; i < 2 * FIELD_COUNT; i++)
         if (!PyBytes_CheckExact(PyTuple_GET_ITEM(names, i))) {
             PyErr_SetString(PyExc_TypeError, "serve_sends: names are bytes");
             return NULL;
@@ -1060,12 +1065,15 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         scan->end = header_text + header_length;
         scan->scratch_used = 0;
         SendHeader header;
-        if (!scan_header(scan, names, &header) || header.code != SEND_MESSAGE_V2 ||
+        if (!scan_header(scan, names, &header) ||
+            (header.code != SEND_MESSAGE && header.code != SEND_MESSAGE_V2) ||
             header.flag & FLAG_RESPONSE_OR_ONEWAY)
             break;
+        /* each code reads its own names, as the header codec does */
+        const View *field = header.field + (header.code == SEND_MESSAGE ? 0 : FIELD_COUNT);
         SendNumbers numbers;
-        if (!read_send_fields(header.field, &numbers)) break;
-        View topic_text = header.field[TOPIC];
+        if (!read_send_fields(field, &numbers)) break;
+        View topic_text = field[TOPIC];
         if (last_key == NULL || PyBytes_GET_SIZE(last_key) != topic_text.length ||
             memcmp(PyBytes_AS_STRING(last_key), topic_text.text, (size_t)topic_text.length)) {
             PyObject *key = PyBytes_FromStringAndSize(topic_text.text, topic_text.length);
@@ -1108,7 +1116,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             body_length > max_message_size || numbers.queue_id < 0 ||
             numbers.queue_id >= (read_queues > write_queues ? read_queues : write_queues))
             break;
-        PyObject *properties = with_cluster(header.field[PROPERTIES], cluster);
+        PyObject *properties = with_cluster(field[PROPERTIES], cluster);
         if (properties == NULL) goto error;
         const char *encoded = PyBytes_AS_STRING(properties);
         Py_ssize_t encoded_length = PyBytes_GET_SIZE(properties), uniq_length = 0;

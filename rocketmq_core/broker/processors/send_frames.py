@@ -1,6 +1,6 @@
 """Runs of usual sends, answered from the bytes a connection read, before decoding.
 
-A producer with many sends in flight hands the broker chunks of many SEND_MESSAGE_V2
+A producer with many sends in flight hands the broker chunks of many SEND_MESSAGE(_V2)
 frames. Decoded, each would cost a header dict, a command, the processor's calls and the
 answer's queueing in Python, about two thirds of what a send costs the broker. So each
 chunk goes first to ``SendFrames``, the broker's FrameServer (remoting/processor.py): the
@@ -43,7 +43,8 @@ log = logging.getLogger("rocketmq.broker")
 
 ENABLED = os.environ.get("ROCKETMQ_SEND_FRAMES", "1") != "0"
 TOPIC_NAMES_MOST = 4096  # names of topics learned; forgotten all at once beyond this
-_V2_NAMES = tuple(name.encode() for name in send_fast._V2_NAMES)
+# the fields each code reads: SEND_MESSAGE's (the C++ client's), then SEND_MESSAGE_V2's
+_NAMES = tuple(name.encode() for name in (*send_fast._V1_NAMES, *send_fast._V2_NAMES))
 _NO_WAIT = b"WAIT\x01false"
 _FRAME_PREFIX = struct.Struct(">II")
 _SUCCESS_HEAD = b'{"code":0,'
@@ -75,6 +76,7 @@ class SendFrames:
         # a send's topic as the header has it -> its name, or None for a topic the fast
         # path leaves (send_fast._plain_topic): what a name is does not change
         self._topic_names: dict[bytes, str | None] = {}
+        self.served = 0  # sends answered by runs
 
     @classmethod
     def for_table(cls, broker: Broker, table: ProcessorTable) -> SendFrames | None:
@@ -114,6 +116,7 @@ class SendFrames:
                     connection.queue_answers(answers)
             if counts is not None:
                 self.broker.stats.count_put_runs(counts)
+                self.served += sum(counts.values())
                 stored = True
             if failure is not None:  # its put raised: answered as a processor's error
                 error, header_start, header_end = failure
@@ -189,7 +192,7 @@ class SendFrames:
         answer = send_fast._answer_frame(config.region_id, config.trace_on)
         return (
             connection.max_frame_length,
-            _V2_NAMES,
+            _NAMES,
             config.broker_cluster_name.encode(),
             config.max_message_size,
             markers,
