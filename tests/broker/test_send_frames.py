@@ -196,6 +196,10 @@ HEADER_FORMS = [
     (lambda n: header(n).replace('"code":310', '"code":310,"code":310'), False),
     (lambda n: header(n, code=10), False),  # SEND_MESSAGE: its names differ
     (lambda n: header(n, v1_fields(canonical_fields()), code=10), True),  # as the C++ client
+    (
+        lambda n: header(n, canonical_fields(d="4", e="1", h="0", n="broker-a"), language="PYTHON"),
+        True,
+    ),  # as our SDK writes it (all text, brokerName)
     (lambda n: header(n, v1_fields(canonical_fields(AccessKey="", Signature="x=")), code=10), True),
     (lambda n: header(n, canonical_fields(m="true")), False),  # a batch
     (lambda n: header(n, canonical_fields(b="%RETRY%PG")), False),
