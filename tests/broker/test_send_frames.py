@@ -31,6 +31,7 @@ from rocketmq_core.remoting.connection import Connection
 from rocketmq_core.store.api import MessageToStore, PutResult, PutStatus
 from rocketmq_core.testing.broker import broker_config
 
+from .test_ha import FakeSlave
 from .test_send_fast_path import (
     PEER,
     answers_and_store,
@@ -132,17 +133,97 @@ async def test_a_sync_masters_runs_answer_once_the_slave_has_them(
     """SEND_OK once a slave acks the run's end; FLUSH_SLAVE_TIMEOUT after slaveTimeout
     from a slave that never acks; the same answers as each send's own wait gives."""
 
+    no_wait = props({"WAIT": "false", "UNIQ_KEY": "AB2"})
+
     def requests():
         warm = [send(body=b"first %d" % n, queue_id=n) for n in range(4)]  # the queues' first
-        return warm + [send(body=b"%d" % n, queue_id=n % 4) for n in range(24)]
+        return [
+            *warm,
+            *[send(body=b"%d" % n, queue_id=n % 4) for n in range(24)],
+            send(body=b"no wait", properties=no_wait),  # answered at once: not a run's
+            *[send(body=b"%d" % n, queue_id=n % 4) for n in range(24, 30)],
+        ]
 
     answers = await frames_against_general(
         tmp_path, plugin_host, monkeypatch, requests, pipelined=True, slave=True,
         slave_acks=acks, broker_role="SYNC_MASTER", slave_timeout=300,
     )  # fmt: skip
     expected = ResponseCode.SUCCESS if acks else ResponseCode.FLUSH_SLAVE_TIMEOUT
-    assert set(codes(answers)) == {expected}
+    assert codes(answers)[28] == ResponseCode.SUCCESS  # WAIT=false
+    assert set(codes(answers[:28] + answers[29:])) == {expected}
+    assert runs.served == 24  # up to the send that does not wait; the rest are decoded
+
+
+async def test_sends_too_far_ahead_of_the_slave_are_not_available_the_rest_wait(
+    tmp_path, plugin_host, monkeypatch, runs
+):
+    """haSlaveFallbehindMax splits a run: its first sends wait for the slave (here until
+    slaveTimeout), the ones past the limit are SLAVE_NOT_AVAILABLE at once."""
+
+    def requests():
+        warm = [send(body=b"first %d" % n, queue_id=n) for n in range(4)]
+        return warm + [send(body=b"%060d" % n, queue_id=n % 4) for n in range(30)]
+
+    answers = await frames_against_general(
+        tmp_path, plugin_host, monkeypatch, requests, pipelined=True, slave=True,
+        slave_acks=False, broker_role="SYNC_MASTER", slave_timeout=300,
+        ha_slave_fallbehind_max=4000,
+    )  # fmt: skip
+    got = codes(answers)
+    assert ResponseCode.FLUSH_SLAVE_TIMEOUT in got and ResponseCode.SLAVE_NOT_AVAILABLE in got
+    first_refused = got.index(ResponseCode.SLAVE_NOT_AVAILABLE)
+    assert set(got[first_refused:]) == {ResponseCode.SLAVE_NOT_AVAILABLE}
     assert runs.served > 0
+
+
+@pytest.mark.parametrize("frames", [True, False], ids=["runs", "general"])
+async def test_a_slave_that_acks_part_of_a_run_before_the_timeout(
+    tmp_path, plugin_host, monkeypatch, runs, frames
+):
+    """The sends the slave acked are SEND_OK, the rest FLUSH_SLAVE_TIMEOUT: per send, as
+    each one's own wait gives it, though a run waited once."""
+    monkeypatch.setattr(send_frames, "ENABLED", frames)
+    config = broker_config(tmp_path, broker_role="SYNC_MASTER", slave_timeout=500, **free_ports())
+    async with Broker.serving(config, host=plugin_host) as broker:
+        broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
+        async with FakeSlave.following(broker, acking=False) as slave:
+            ours, theirs = socket.socketpair()
+            connection = Connection(
+                await SocketStream.from_socket(ours), broker.server.processors, peer_address=PEER
+            )
+            async with (
+                anyio.create_task_group() as task_group,
+                await SocketStream.from_socket(theirs) as peer,
+            ):
+                await task_group.start(connection.run)
+                buffered = bytearray()
+                warm = send(body=b"warm")
+                warm.opaque = 99
+                await peer.send(encode_command(warm))  # the queue's first put
+                await slave.report(broker.store.max_commit_log_offset)
+                with anyio.fail_after(10):
+                    await read_frame(peer, buffered)
+                base = broker.store.max_commit_log_offset
+                requests = [send(body=b"%04d" % n) for n in range(20)]  # records of one size
+                for opaque, request in enumerate(requests, 1):
+                    request.opaque = opaque
+                await peer.send(b"".join(encode_command(request) for request in requests))
+                with anyio.fail_after(10):
+                    while broker.store.max_commit_log_offset < base + 20:
+                        await anyio.sleep(0.01)
+                    while (broker.store.max_commit_log_offset - base) % 20:
+                        await anyio.sleep(0.01)
+                record = (broker.store.max_commit_log_offset - base) // 20
+                await slave.report(base + 8 * record)  # the first eight
+                with anyio.fail_after(10):
+                    frames_read = [await read_frame(peer, buffered) for _ in requests]
+                await connection.aclose()
+    commands = [command for frame in frames_read for command in FrameDecoder().feed(frame)]
+    answers = {command.opaque: command.code for command in commands}
+    assert [answers[n] for n in range(1, 21)] == [ResponseCode.SUCCESS] * 8 + [
+        ResponseCode.FLUSH_SLAVE_TIMEOUT
+    ] * 12
+    assert (runs.served == 20) is frames
 
 
 def raw_send(header: str, body: bytes) -> bytes:

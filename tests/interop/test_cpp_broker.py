@@ -111,7 +111,8 @@ def test_async_sends_all_complete_and_are_stored(client, cluster, store):
     assert stored(cluster, "AsyncTopic") == 50
     # the C++ client's headers are read in place (send_frames), but for each queue's
     # first put; the rocksdb store has no compiled usual append
-    assert runs.served - served_before == (46 if store == "mmap" else 0)
+    served = runs.served - served_before
+    assert served >= 46 if store == "mmap" else served == 0
 
 
 def test_oneway_sends_are_stored(client, cluster):

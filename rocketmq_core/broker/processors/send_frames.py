@@ -47,21 +47,45 @@ TOPIC_NAMES_MOST = 4096  # names of topics learned; forgotten all at once beyond
 _NAMES = tuple(name.encode() for name in (*send_fast._V1_NAMES, *send_fast._V2_NAMES))
 _NO_WAIT = b"WAIT\x01false"
 _FRAME_PREFIX = struct.Struct(">II")
+_LENGTH = struct.Struct(">I")
 _SUCCESS_HEAD = b'{"code":0,'
+_MSG_ID = b'"msgId":"'
 # the request a run's waiting answers stand for (Connection.answer_later): one that is
 # not oneway, which is all the connection reads of it
 _RUN = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
 
 
+_TIMEOUT = PutStatus.FLUSH_SLAVE_TIMEOUT
+
+
+def _answers_by_end(answers: bytes, end: int) -> list[tuple[int, bytes]]:
+    """A run's answer frames, each with where its send's record ends: where the next
+    one's begins (a run's puts are back to back: its message id says where), ``end``
+    for the last."""
+    frames: list[bytes] = []
+    starts: list[int] = []
+    position = 0
+    while position < len(answers):
+        (length,) = _LENGTH.unpack_from(answers, position)
+        frame = answers[position : position + 4 + length]
+        at = frame.index(_MSG_ID) + len(_MSG_ID)
+        message_id = frame[at : frame.index(b'"', at)]
+        starts.append(int(message_id[-16:], 16))  # after the store host: the offset
+        frames.append(frame)
+        position += 4 + length
+    ends = [*starts[1:], end]
+    return list(zip(ends, frames, strict=True))
+
+
 def _with_status(answers: bytes, status: PutStatus) -> bytes:
-    """A run's SEND_OK answers as answers with a stored message's other status: the same
-    frames with another code, as send._answer makes them (no remark)."""
+    """SEND_OK answer frames as answers with a stored message's other status: the same
+    frames with another code, as send._answer makes them (no remark). A run's answers
+    begin so (checked in ``_run``)."""
     frames: list[bytes] = []
     position = 0
     while position < len(answers):
-        length, header_length = _FRAME_PREFIX.unpack_from(answers, position)
+        (length,) = _LENGTH.unpack_from(answers, position)
         header = answers[position + 8 : position + 4 + length]
-        assert header.startswith(_SUCCESS_HEAD) and header_length == len(header)
         header = b'{"code":%d,' % status.response_code + header[len(_SUCCESS_HEAD) :]
         frames += (_FRAME_PREFIX.pack(len(header) + 4, len(header)), header)
         position += 4 + length
@@ -82,16 +106,18 @@ class SendFrames:
     def for_table(cls, broker: Broker, table: ProcessorTable) -> SendFrames | None:
         """One for ``table`` when its SEND_MESSAGE_V2 processor is send_fast's, bound to
         ``broker``, and the compiled helper is built; else None."""
-        route = table.lookup(RequestCode.SEND_MESSAGE_V2)
-        processor = route.processor if route is not None else None
-        if (
-            not hasattr(send_fast.compiled, "serve_sends")  # not built, or built before it
-            or route is None
-            or route.limit is not None  # its SYSTEM_BUSY answers are the dispatch's
-            or getattr(processor, "func", None) is not send_fast.send_message
-            or getattr(processor, "args", None) != (broker,)
-        ):
+        if not hasattr(send_fast.compiled, "serve_sends"):  # not built, or built before it
             return None
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):  # what runs take
+            route = table.lookup(code)
+            processor = route.processor if route is not None else None
+            if (
+                route is None
+                or route.limit is not None  # its SYSTEM_BUSY answers are the dispatch's
+                or getattr(processor, "func", None) is not send_fast.send_message
+                or getattr(processor, "args", None) != (broker,)
+            ):
+                return None
         return cls(broker)
 
     def __call__(self, connection: Connection, source: bytes | bytearray, position: int) -> int:
@@ -135,10 +161,10 @@ class SendFrames:
         return position
 
     def _answer_when_replicated(self, connection: Connection, answers: bytes) -> None:
-        """A SYNC_MASTER's answers to a run: SEND_OK once a slave acks the run's end, as
-        each send's would be once its own end is acked (HA.md §3), with no wait per send;
-        FLUSH_SLAVE_TIMEOUT after slaveTimeout, SLAVE_NOT_AVAILABLE when no slave can be
-        waited for after all."""
+        """A SYNC_MASTER's answers to a run, each as its send's own wait would answer it
+        (HA.md §3), with one wait for the run: SEND_OK once a slave acks the run's end;
+        at slaveTimeout, SEND_OK for the sends the slave acked and FLUSH_SLAVE_TIMEOUT for
+        the rest; SLAVE_NOT_AVAILABLE for the sends too far ahead of the slave, at once."""
         ha = self.broker.ha
         assert ha is not None  # a SYNC_MASTER has one
         end = self.broker.store.max_commit_log_offset  # the run's last put ends here
@@ -146,13 +172,40 @@ class SendFrames:
         if status is PutStatus.PUT_OK:
             connection.queue_answers(answers)
             return
-        if status is not None:
-            connection.queue_answers(_with_status(answers, status))
+        if status is None:  # the usual case: every send is acked, or waits for the slave
+            self._wait(connection, answers, end)
             return
+        # the run's end is too far ahead of the slave: its first sends may still wait
+        now: list[bytes] = []
+        waiting: list[tuple[int, bytes]] = []
+        for send_end, frame in _answers_by_end(answers, end):
+            status = ha.check(send_end)
+            if status is None:
+                waiting.append((send_end, frame))
+            else:
+                now.append(frame if status is PutStatus.PUT_OK else _with_status(frame, status))
+        connection.queue_answers(b"".join(now))
+        if waiting:
+            self._wait(connection, b"".join(frame for _, frame in waiting), waiting[-1][0])
+
+    def _wait(self, connection: Connection, answers: bytes, end: int) -> None:
+        """``answers`` (of sends ending at ``end`` at the latest) once a slave acks ``end``;
+        at slaveTimeout, each as far as the slave got."""
+        ha = self.broker.ha
+        assert ha is not None
         later = connection.answer_later(_RUN)
 
         def replicated(acked: bool) -> None:
-            later.answer(answers if acked else _with_status(answers, PutStatus.FLUSH_SLAVE_TIMEOUT))
+            if acked:
+                later.answer(answers)
+                return
+            acked_to = ha.progress.acked  # the sends the slave has are SEND_OK
+            later.answer(
+                b"".join(
+                    frame if send_end <= acked_to else _with_status(frame, _TIMEOUT)
+                    for send_end, frame in _answers_by_end(answers, end)
+                )
+            )
 
         try:
             ha.when_replicated(end, replicated)
@@ -190,6 +243,8 @@ class SendFrames:
         if append is None or len(born_host) != HOST_V4_SIZE:  # an IPv6 peer: the general path
             return None
         answer = send_fast._answer_frame(config.region_id, config.trace_on)
+        if not answer.template[0][0].startswith(_SUCCESS_HEAD + b'"extFields":{' + _MSG_ID):
+            return None  # not the answers _with_status and _answers_by_end read
         return (
             connection.max_frame_length,
             _NAMES,
