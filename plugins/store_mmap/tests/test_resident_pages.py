@@ -255,3 +255,28 @@ def test_the_writer_never_waits_for_another_thread_to_let_go_of_pages(tmp_path):
         assert mapped.released == 12 * MIB
     finally:
         mapped.close()
+
+
+def test_a_commit_log_file_the_writer_leaves_is_let_go_of_at_once(tmp_path):
+    """At a roll the full file's pages are let go of (not at the next flush), and its
+    messages read back all the same."""
+    size = 4 * MIB
+
+    async def main() -> None:
+        store = create_store("mmap", StoreConfig(root_dir=str(tmp_path), commit_log_file_size=size))
+        await store.open()
+        try:
+            body = b"r" * 4000
+            put = 0
+            while len(store.commitlog.files.files) < 2:
+                store.append(MessageToStore("T", 0, body))
+                put += 1
+            first = store.commitlog.files.files[0]
+            assert resident_kib(first.path) <= 8  # the blank at its end, at most
+            found = store.get_now("T", 0, 0, 32, None)  # from the file let go of
+            assert len(found.records) == min(32, put)
+            assert all(bytes(record).endswith(body + b"\x01T\x00\x00") for record in found.records)
+        finally:
+            await store.close()
+
+    anyio.run(main)
