@@ -106,6 +106,28 @@ async def read_frame(stream: SocketStream, buffered: bytearray) -> bytes:
     return frame
 
 
+@contextlib.asynccontextmanager
+async def connected(broker):
+    """A peer on a socket pair whose other end a Connection of ``broker`` serves (the
+    broker's processors and hooks); the connection is closed on leaving."""
+    ours, theirs = socket.socketpair()
+    server = broker.server
+    connection = Connection(
+        await SocketStream.from_socket(ours),
+        server.processors,
+        hooks=server.hooks,
+        budget=server.budget,
+        peer_address=PEER,
+    )
+    async with (
+        anyio.create_task_group() as task_group,
+        await SocketStream.from_socket(theirs) as peer,
+    ):
+        await task_group.start(connection.run)
+        yield peer
+        await connection.aclose()
+
+
 async def answers_and_store(
     directory: Path,
     plugin_host,
@@ -133,20 +155,7 @@ async def answers_and_store(
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
         broker.topics.update(TopicConfig("ReadOnly", 4, 4, PERM_READ))
         broker.topics.update(TopicConfig("Tagged", 4, 4, PERM_RW, topic_filter_type="MULTI_TAG"))
-        ours, theirs = socket.socketpair()
-        server = broker.server
-        connection = Connection(
-            await SocketStream.from_socket(ours),
-            server.processors,
-            hooks=server.hooks,
-            budget=server.budget,
-            peer_address=PEER,
-        )
-        async with (
-            anyio.create_task_group() as task_group,
-            await SocketStream.from_socket(theirs) as peer,
-        ):
-            await task_group.start(connection.run)
+        async with connected(broker) as peer:
             buffered = bytearray()
             frames = []
             for opaque, request in enumerate(requests, 1):
@@ -170,7 +179,6 @@ async def answers_and_store(
                 else:
                     with anyio.fail_after(10):
                         answers.append(await read_frame(peer, buffered))
-            await connection.aclose()
         end = broker.store.max_commit_log_offset
     logs = sorted((directory / "commitlog").iterdir())
     log = b"".join(path.read_bytes() for path in logs)[:end]

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
 
 import anyio
 import pytest
-from anyio.abc import SocketStream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,14 +25,13 @@ from rocketmq_core.protocol.codec import FrameDecoder, decode_json_header, encod
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.constants import PERM_RW
 from rocketmq_core.protocol.message import encode_properties as props
-from rocketmq_core.remoting.connection import Connection
 from rocketmq_core.store.api import MessageToStore, PutResult, PutStatus
 from rocketmq_core.testing.broker import broker_config
 
 from .test_ha import FakeSlave
 from .test_send_fast_path import (
-    PEER,
     answers_and_store,
+    connected,
     free_ports,
     read_frame,
     send,
@@ -186,38 +183,28 @@ async def test_a_slave_that_acks_part_of_a_run_before_the_timeout(
     config = broker_config(tmp_path, broker_role="SYNC_MASTER", slave_timeout=500, **free_ports())
     async with Broker.serving(config, host=plugin_host) as broker:
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
-        async with FakeSlave.following(broker, acking=False) as slave:
-            ours, theirs = socket.socketpair()
-            connection = Connection(
-                await SocketStream.from_socket(ours), broker.server.processors, peer_address=PEER
-            )
-            async with (
-                anyio.create_task_group() as task_group,
-                await SocketStream.from_socket(theirs) as peer,
-            ):
-                await task_group.start(connection.run)
-                buffered = bytearray()
-                warm = send(body=b"warm")
-                warm.opaque = 99
-                await peer.send(encode_command(warm))  # the queue's first put
-                await slave.report(broker.store.max_commit_log_offset)
-                with anyio.fail_after(10):
-                    await read_frame(peer, buffered)
-                base = broker.store.max_commit_log_offset
-                requests = [send(body=b"%04d" % n) for n in range(20)]  # records of one size
-                for opaque, request in enumerate(requests, 1):
-                    request.opaque = opaque
-                await peer.send(b"".join(encode_command(request) for request in requests))
-                with anyio.fail_after(10):
-                    while broker.store.max_commit_log_offset < base + 20:
-                        await anyio.sleep(0.01)
-                    while (broker.store.max_commit_log_offset - base) % 20:
-                        await anyio.sleep(0.01)
-                record = (broker.store.max_commit_log_offset - base) // 20
-                await slave.report(base + 8 * record)  # the first eight
-                with anyio.fail_after(10):
-                    frames_read = [await read_frame(peer, buffered) for _ in requests]
-                await connection.aclose()
+        async with FakeSlave.following(broker, acking=False) as slave, connected(broker) as peer:
+            buffered = bytearray()
+            warm = send(body=b"warm")
+            warm.opaque = 99
+            await peer.send(encode_command(warm))  # the queue's first put
+            await slave.report(broker.store.max_commit_log_offset)
+            with anyio.fail_after(10):
+                await read_frame(peer, buffered)
+            base = broker.store.max_commit_log_offset
+            requests = [send(body=b"%04d" % n) for n in range(20)]  # records of one size
+            for opaque, request in enumerate(requests, 1):
+                request.opaque = opaque
+            await peer.send(b"".join(encode_command(request) for request in requests))
+            with anyio.fail_after(10):
+                while broker.store.max_commit_log_offset < base + 20:
+                    await anyio.sleep(0.01)
+                while (broker.store.max_commit_log_offset - base) % 20:
+                    await anyio.sleep(0.01)
+            record = (broker.store.max_commit_log_offset - base) // 20
+            await slave.report(base + 8 * record)  # the first eight
+            with anyio.fail_after(10):
+                frames_read = [await read_frame(peer, buffered) for _ in requests]
     commands = [command for frame in frames_read for command in FrameDecoder().feed(frame)]
     answers = {command.opaque: command.code for command in commands}
     assert [answers[n] for n in range(1, 21)] == [ResponseCode.SUCCESS] * 8 + [
@@ -329,16 +316,7 @@ async def test_a_put_that_raises_is_answered_as_a_failure_and_the_rest_are_serve
             return put
 
         broker.store.usual_append = failing_second_put
-        ours, theirs = socket.socketpair()
-        server = broker.server
-        connection = Connection(
-            await SocketStream.from_socket(ours), server.processors, peer_address=PEER
-        )
-        async with (
-            anyio.create_task_group() as task_group,
-            await SocketStream.from_socket(theirs) as peer,
-        ):
-            await task_group.start(connection.run)
+        async with connected(broker) as peer:
             requests = [send(body=b"%d" % n) for n in range(4)]
             for opaque, request in enumerate(requests, 1):
                 request.opaque = opaque
@@ -347,7 +325,6 @@ async def test_a_put_that_raises_is_answered_as_a_failure_and_the_rest_are_serve
             with anyio.fail_after(10):
                 frames = [await read_frame(peer, buffered) for _ in requests]
             answers = [FrameDecoder().feed(frame)[0] for frame in frames]
-            await connection.aclose()
         stored = broker.stats.puts["Orders"][0]
     assert [answer.opaque for answer in answers] == [1, 2, 3, 4]
     assert [answer.code for answer in answers] == [0, ResponseCode.SYSTEM_ERROR, 0, 0]
@@ -366,15 +343,7 @@ async def test_stored_sends_are_counted_as_one_at_a_time(tmp_path, plugin_host, 
         directory = tmp_path / str(frames)
         async with Broker.serving(broker_config(directory), host=plugin_host) as broker:
             broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
-            ours, theirs = socket.socketpair()
-            connection = Connection(
-                await SocketStream.from_socket(ours), broker.server.processors, peer_address=PEER
-            )
-            async with (
-                anyio.create_task_group() as task_group,
-                await SocketStream.from_socket(theirs) as peer,
-            ):
-                await task_group.start(connection.run)
+            async with connected(broker) as peer:
                 requests = [send(body=b"x" * n) for n in range(1, 30)]
                 for opaque, request in enumerate(requests, 1):
                     request.opaque = opaque
@@ -383,7 +352,6 @@ async def test_stored_sends_are_counted_as_one_at_a_time(tmp_path, plugin_host, 
                 with anyio.fail_after(10):
                     for _ in requests:
                         await read_frame(peer, buffered)
-                await connection.aclose()
             stats = broker.stats
             counted[frames] = (
                 dict(stats.puts),
