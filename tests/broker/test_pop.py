@@ -14,7 +14,8 @@ from rocketmq_core.broker.pop.headers import (
     PeekMessageRequestHeader,
     PollingInfoRequestHeader,
 )
-from rocketmq_core.broker.pop.records import encode_bitset
+from rocketmq_core.broker.pop.keys import CK_TAG
+from rocketmq_core.broker.pop.records import Checkpoint, encode_bitset
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.bodies.groups import SubscriptionGroupConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
@@ -92,6 +93,25 @@ async def test_unacked_messages_come_back_with_a_reconsume_time(broker, client):
     assert "1ST_POP_TIME" in back[0].message.properties
     assert (await client.invoke(broker.address, ack_request(back[0]))).code == ResponseCode.SUCCESS
     assert broker.topics.get(f"%RETRY%{GROUP}_{TOPIC}") is not None
+
+
+async def test_two_open_checkpoints_of_one_key_both_bring_back_their_messages(broker, client):
+    """A checkpoint written with the key (queue, start offset, pop time, ...) of one still
+    open is kept beside it: replacing the first lost its unacked messages for good."""
+    await setup(broker, client, count=2)
+    service = pop_service(broker)
+    now = 1_700_000_000_000
+    for diffs in ([0], [1]):  # m0's checkpoint, then m1's, one key
+        checkpoint = Checkpoint(0, now, 1_000, 0, TOPIC, GROUP, "broker-a", diffs)
+        assert await service._append_revive_record(
+            0, CK_TAG, checkpoint.encode(), checkpoint.unique_key() + str(diffs)
+        )
+    revive = service.revive
+    assert await revive.scan(now_ms=now) == 0
+    assert revive.open_checkpoints == 2
+    assert await revive.scan(now_ms=now + 1_000) == 2  # m0 and m1
+    assert revive.open_checkpoints == 0
+    assert broker.store.max_offset(f"%RETRY%{GROUP}_{TOPIC}", 0) == 2
 
 
 async def test_change_invisible_time_shortens_and_extends(broker, client):

@@ -78,7 +78,9 @@ class ReviveService:
     def __init__(self, broker: Broker, append_record: AppendRecord) -> None:
         self.broker = broker
         self._append_record = append_record
-        self._open: dict[CheckpointKey, _Open] = {}
+        # open checkpoints by key; a list, since a key may come twice (a checkpoint written
+        # again with the same pop time): replacing the first would lose its messages
+        self._open: dict[CheckpointKey, list[_Open]] = {}
         self._read_to: dict[int, int] = {}  # revive qid -> next offset to read
         self.revived = 0  # messages put back (a counter for tests and stats)
         self._scanning = anyio.Lock()  # one scan at a time: a checkpoint is revived once
@@ -89,7 +91,7 @@ class ReviveService:
 
     @property
     def open_checkpoints(self) -> int:
-        return len(self._open)
+        return sum(len(entries) for entries in self._open.values())
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         store = self.broker.store
@@ -114,10 +116,13 @@ class ReviveService:
             await self._read(qid)
         now = int(time.time() * 1000) if now_ms is None else now_ms
         revived = 0
-        for key, entry in list(self._open.items()):
-            if not entry.done and max(entry.checkpoint.revive_time, entry.retry_at) <= now:
-                revived += await self._revive(entry, now)
-            if entry.done:  # a message that could not be put back keeps it open: retried
+        for key, entries in list(self._open.items()):
+            for entry in list(entries):
+                if not entry.done and max(entry.checkpoint.revive_time, entry.retry_at) <= now:
+                    revived += await self._revive(entry, now)
+                if entry.done:  # a message that could not be put back keeps it open: retried
+                    entries.remove(entry)
+            if not entries:
                 del self._open[key]
         self._commit()
         if revived:
@@ -148,11 +153,18 @@ class ReviveService:
             if tag == CK_TAG:
                 checkpoint = Checkpoint.decode(message.body)
                 if checkpoint.diffs:
-                    self._open[checkpoint.key] = _Open(checkpoint, qid, record_offset)
+                    entries = self._open.setdefault(checkpoint.key, [])
+                    if entries:
+                        log.warning(
+                            "POP checkpoint %s shares its key with another still open: both"
+                            " are kept",
+                            checkpoint.unique_key(),
+                        )
+                    entries.append(_Open(checkpoint, qid, record_offset))
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 ack = Ack.decode(message.body)
-                entry = self._open.get(ack.key)
-                if entry is not None:  # none: its checkpoint is done or revived already
+                # none: its checkpoint is done or revived already
+                for entry in self._open.get(ack.key, ()):
                     for offset in ack.ack_offsets:
                         index = entry.checkpoint.index_of(offset)
                         if index >= 0:
@@ -162,9 +174,10 @@ class ReviveService:
 
     def _commit(self) -> None:
         oldest: dict[int, int] = {}
-        for entry in self._open.values():
-            qid = entry.revive_qid
-            oldest[qid] = min(oldest.get(qid, entry.record_offset), entry.record_offset)
+        for entries in self._open.values():
+            for entry in entries:
+                qid = entry.revive_qid
+                oldest[qid] = min(oldest.get(qid, entry.record_offset), entry.record_offset)
         offsets = self.broker.offsets
         for qid, read_to in self._read_to.items():
             progress = oldest.get(qid, read_to)
