@@ -200,7 +200,8 @@ class Consuming:
             offset=handle.queue_offset,
             broker_name=handle.broker_name,
         )
-        await self.service.instance.invoke(address, RequestCode.ACK_MESSAGE, header)
+        instance = self.service.instance
+        await self.service.call_broker(address, instance.request(RequestCode.ACK_MESSAGE, header))
 
     async def change_invisible_duration(
         self, request: spb.ChangeInvisibleDurationRequest, context: Any
@@ -241,9 +242,8 @@ class Consuming:
             invisible_time=invisible_ms,
             broker_name=handle.broker_name,
         )
-        response = await self.service.instance.invoke(
-            address, RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header
-        )
+        request = self.service.instance.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
+        response = await self.service.call_broker(address, request)
         answer = headers.ChangeInvisibleTimeResponseHeader.from_ext_fields(response.ext_fields)
         renewed = dataclasses.replace(
             handle,

@@ -295,21 +295,25 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         top = entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS, "mixed")
         return spb.SendMessageResponse(status=top, entries=entries)
 
-    async def _send_to(self, address: str, command: RemotingCommand, peer: str) -> RemotingCommand:
-        """The broker at ``address``'s answer to a send from the client at ``peer``. In
-        local mode this process's own broker is called (its send processor sees the
-        client as the sender), not sent a remoting request over loopback (grpc-send: a
-        fifth of the broker's CPU a message)."""
+    async def call_broker(
+        self, address: str, command: RemotingCommand, peer: str | None = None
+    ) -> RemotingCommand:
+        """The broker at ``address``'s answer to a request for the client at ``peer``
+        (None: the proxy's own); ResponseError unless SUCCESS. In local mode this
+        process's own broker is called (a send processor sees the client as the sender),
+        not sent a remoting request over loopback (grpc-send: a fifth of the broker's CPU
+        a message)."""
         local = self.local
         if local is None or address != local.broker.address or local.broker.server is None:
             return await self.instance.invoke_command(address, command)
         timeout = self.instance.config.request_timeout
+        processors = local.broker.server.processors
         with anyio.move_on_after(timeout):  # as long as a remoting request would wait
-            response = await call_locally(local.broker.server.processors, command, peer, address)
+            response = await call_locally(processors, command, peer or address, address)
             if response.code != ResponseCode.SUCCESS:
                 raise ResponseError(response.code, response.remark)
             return response
-        raise RemotingTimeoutError(f"the broker did not answer the send within {timeout:g} s")
+        raise RemotingTimeoutError(f"the broker did not answer within {timeout:g} s")
 
     async def _send_one(self, message: OutgoingMessage, meta: RequestMetadata, peer: str) -> Any:
         try:
@@ -342,7 +346,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                 ext_fields=header.to_ext_fields(SEND_V2_NAMES),
                 body=message.body,
             )
-            response = await self._send_to(address, command, peer)
+            response = await self.call_broker(address, command, peer)
         except Exception as exc:
             return spb.SendResultEntry(status=status_of(exc), message_id=message.message_id)
         answer = SendMessageResponseHeader.from_ext_fields(response.ext_fields)

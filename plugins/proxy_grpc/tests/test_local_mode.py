@@ -12,7 +12,7 @@ import anyio
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
-from grpc_requests import access_point, message, metadata, resource
+from grpc_requests import access_point, message, metadata, receive, resource
 from rocketmq_proxy_grpc import local_clients
 from rocketmq_proxy_grpc.clients import Client
 from rocketmq_proxy_grpc.renewals import Renewals
@@ -316,3 +316,66 @@ def test_a_send_goes_to_the_brokers_own_send_processor_without_a_socket(
         # SYNC_FLUSH: answered by the flusher's callback, once durable
         later = "LaterAnswer" if flush == "SYNC_FLUSH" else "RemotingCommand"
         assert [kind for _, _, kind in seen] == [[later]] * 3 + [[]]
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_an_ack_and_a_change_of_invisible_time_reach_the_broker_without_a_socket(tmp_path, backend):
+    """On the broker's own loop the proxy hands ACK_MESSAGE and
+    CHANGE_MESSAGE_INVISIBLETIME to the broker's processors too (grpc-receive: one ack a
+    message); beside a broker on trio they go over remoting."""
+    topic, group = "LocalAcks", "LocalAckGroup"
+    with EmbeddedCluster(tmp_path, backend=backend, grpc_server_port=0) as cluster:
+        cluster.create_topic(topic)
+        port = cluster.broker.services["grpc_proxy"].port
+        seen: list[tuple[int, bool]] = []
+        for code in (RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME):
+            route = cluster.broker.server.processors.lookup(code)
+
+            def spy(ctx, request, processor=route.processor):
+                seen.append((request.code, isinstance(ctx.connection, Connection)))
+                return processor(ctx, request)
+
+            route.processor = spy
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            sent = stub.SendMessage(
+                spb.SendMessageRequest(messages=[message(topic, b"to ack")]),
+                metadata=metadata(),
+                timeout=10,
+            )
+            assert sent.status.code == pb.OK
+            answers = receive(stub, topic, group, port)
+            received = [answer.message for answer in answers if answer.HasField("message")]
+            assert [m.body for m in received] == [b"to ack"]
+            changed = stub.ChangeInvisibleDuration(
+                spb.ChangeInvisibleDurationRequest(
+                    group=resource(group),
+                    topic=resource(topic),
+                    receipt_handle=received[0].system_properties.receipt_handle,
+                    invisible_duration=Duration(seconds=60),
+                    message_id=received[0].system_properties.message_id,
+                ),
+                metadata=metadata(),
+                timeout=10,
+            )
+            assert changed.status.code == pb.OK
+            acked = stub.AckMessage(
+                spb.AckMessageRequest(
+                    group=resource(group),
+                    topic=resource(topic),
+                    entries=[
+                        spb.AckMessageEntry(
+                            message_id=received[0].system_properties.message_id,
+                            receipt_handle=changed.receipt_handle,
+                        )
+                    ],
+                ),
+                metadata=metadata(),
+                timeout=10,
+            )
+            assert acked.status.code == pb.OK
+    over_a_connection = backend == "trio"
+    assert seen == [
+        (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, over_a_connection),
+        (RequestCode.ACK_MESSAGE, over_a_connection),
+    ]
