@@ -114,6 +114,21 @@ async def test_two_open_checkpoints_of_one_key_both_bring_back_their_messages(br
     assert broker.store.max_offset(f"%RETRY%{GROUP}_{TOPIC}", 0) == 2
 
 
+async def test_a_message_in_two_open_checkpoints_of_one_key_comes_back_once(broker, client):
+    await setup(broker, client, count=1)
+    service = pop_service(broker)
+    now = 1_700_000_000_000
+    for copy in range(2):  # the same checkpoint written twice
+        checkpoint = Checkpoint(0, now, 1_000, 0, TOPIC, GROUP, "broker-a", [0])
+        assert await service._append_revive_record(
+            0, CK_TAG, checkpoint.encode(), checkpoint.unique_key() + str(copy)
+        )
+    revive = service.revive
+    assert await revive.scan(now_ms=now + 1_000) == 1
+    assert revive.open_checkpoints == 0
+    assert broker.store.max_offset(f"%RETRY%{GROUP}_{TOPIC}", 0) == 1
+
+
 async def test_change_invisible_time_shortens_and_extends(broker, client):
     # revive is driven with a clock of the test's choosing: each checkpoint's time is
     # passed exactly, and an old checkpoint not acked by the change would come back too

@@ -120,8 +120,8 @@ class ReviveService:
             for entry in list(entries):
                 if not entry.done and max(entry.checkpoint.revive_time, entry.retry_at) <= now:
                     revived += await self._revive(entry, now)
-                if entry.done:  # a message that could not be put back keeps it open: retried
-                    entries.remove(entry)
+            # a message that could not be put back keeps its entry open: tried again
+            entries[:] = [entry for entry in entries if not entry.done]
             if not entries:
                 del self._open[key]
         self._commit()
@@ -211,6 +211,12 @@ class ReviveService:
                     continue
                 entry.acked.add(index)
                 settled.append(offset)
+                # back once: another open checkpoint of the key holding it (its marker
+                # says the same on the next read) does not put it back again
+                for other in self._open.get(checkpoint.key, ()):
+                    other_index = other.checkpoint.index_of(offset)
+                    if other_index >= 0:
+                        other.acked.add(other_index)
         finally:
             if settled:  # also when stopping or failing midway: what is back stays back
                 with anyio.move_on_after(MARKER_GRACE, shield=True):
