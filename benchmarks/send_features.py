@@ -272,7 +272,9 @@ def fast_path(setting: Setting, fast_path_on: bool) -> str:
     it follows from send_fast.py's conditions, the broker does not count it."""
     if not fast_path_on:
         return f"off ({FAST_PATH_VARIABLE}=0)"
-    return "on"  # the ACL guard checks before the processor and reads no answers
+    if setting.acl:  # the guard checks before the processor and reads no answers
+        return "on (no runs: the ACL guard sees each request)"
+    return "on"  # with runs of sends (send_frames.py); request timing is told of each
 
 
 def broker_settings(

@@ -106,7 +106,8 @@ class BrokerMeter:
         broker.stats.message_sizes = self.sizes
         servers = [server for server in (broker.server, broker.vip_server) if server is not None]
         for table in {id(server.processors): server.processors for server in servers}.values():
-            table.wrap(self.rpc.timed)  # the VIP port shares the main port's table
+            # the VIP port shares the main port's table; runs of sends are timed as runs
+            table.wrap(self.rpc.timed, runs=self.rpc.observe_run)
 
     def register(self, meter: Any, base: Mapping[str, str]) -> None:
         """Create every instrument on ``meter``; each series carries the ``base`` labels."""

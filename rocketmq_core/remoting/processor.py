@@ -65,6 +65,10 @@ class FrameServer(Protocol):
     does not take: nothing is done for that one, which is decoded and dispatched as
     usual, and so are the frames after it. Returns the position it stopped at."""
 
+    # told of each run when set (a processor wrapper's counterpart, ProcessorTable.wrap):
+    # (request code, requests answered, seconds the run took)
+    observer: Callable[[int, int, float], None] | None
+
     def __call__(self, connection: Connection, source: bytes | bytearray, position: int) -> int: ...
 
 
@@ -135,9 +139,18 @@ class ProcessorTable:
     def codes(self) -> list[int]:
         return sorted(self._routes)
 
-    def wrap(self, wrapper: Callable[[Processor], Processor]) -> None:
-        """Put ``wrapper(processor)`` in place of every processor (request timing)."""
-        self.frame_server = None  # the wrapper sees every request
+    def wrap(
+        self,
+        wrapper: Callable[[Processor], Processor],
+        runs: Callable[[int, int, float], None] | None = None,
+    ) -> None:
+        """Put ``wrapper(processor)`` in place of every processor (request timing). The
+        frame server stays only with ``runs``, which it tells of each run instead (its
+        observer); without, the wrapper must see every request."""
+        if runs is not None and self.frame_server is not None:
+            self.frame_server.observer = runs
+        else:
+            self.frame_server = None
         routes = {id(route): route for route in [*self._routes.values(), self._default] if route}
         for route in routes.values():
             route.processor = wrapper(route.processor)

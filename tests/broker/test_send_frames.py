@@ -27,6 +27,7 @@ from rocketmq_core.protocol.constants import PERM_RW
 from rocketmq_core.protocol.message import encode_properties as props
 from rocketmq_core.store.api import MessageToStore, PutResult, PutStatus
 from rocketmq_core.testing.broker import broker_config
+from tests.metrics.conftest import scrape, value
 
 from .test_ha import FakeSlave
 from .test_send_fast_path import (
@@ -500,3 +501,32 @@ def test_a_served_header_is_read_as_the_header_codec_reads_it(header):
         flag, reconsume, encoded)  # fmt: skip
     assert message.body == b"body"
     assert FrameDecoder().feed(answers)[0].opaque == opaque
+
+
+async def test_with_metrics_on_runs_are_served_and_their_sends_timed(tmp_path, plugin_host, runs):
+    """Request timing wraps the processors; the runs stay and tell it of their sends (each
+    counted in rocketmq_rpc_latency, SEND_OK), as the wrapped processor would."""
+    config = broker_config(
+        tmp_path,
+        metrics_exporter_type="PROM",
+        metrics_prom_exporter_host="127.0.0.1",
+        metrics_prom_exporter_port=0,
+    )
+    async with Broker.serving(config, host=plugin_host) as broker:
+        broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
+        assert broker.server.processors.frame_server is not None
+        async with connected(broker) as peer:
+            requests = [send(body=b"%d" % n, queue_id=n % 4) for n in range(40)]
+            for opaque, request in enumerate(requests, 1):
+                request.opaque = opaque
+            await peer.send(b"".join(encode_command(request) for request in requests))
+            buffered = bytearray()
+            with anyio.fail_after(10):
+                for _ in requests:
+                    await read_frame(peer, buffered)
+        samples = await anyio.to_thread.run_sync(scrape, broker.metrics_address)
+    sends = {"request_code": "send_message_v2", "response_code": "success", "result": "success"}
+    timed = value(samples, "rocketmq_rpc_latency_milliseconds_count", **sends)
+    assert runs.served > 0
+    # the runs' sends, each; the rest (each queue's first) timed one in SAMPLE_EVERY
+    assert runs.served <= timed <= runs.served + 40

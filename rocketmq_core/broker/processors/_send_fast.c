@@ -994,7 +994,8 @@ PyDoc_STRVAR(serve_sends_doc,
 "None, missed: topic bytes not in the topic names or None, failure: (exception, header\n"
 "start, header end) of a frame whose put raised, answered by the caller, or None,\n"
 "declined: the start of the frame before ``position`` whose put the usual append\n"
-"declined, nothing done, for the caller to dispatch, or -1).");
+"declined, nothing done, for the caller to dispatch, or -1, how many of the frames\n"
+"answered were SEND_MESSAGE's).");
 
 static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -1047,6 +1048,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
     long long perm = 0, read_queues = 0, write_queues = 0;
     int multi_tag = 0, failed = 0;
     Py_ssize_t declined = -1; /* where a frame the store's usual append declined starts */
+    Py_ssize_t served_v1 = 0; /* SEND_MESSAGE frames answered (the rest: SEND_MESSAGE_V2) */
     Scan *scan = PyMem_Malloc(sizeof(Scan));
     if (scan == NULL) {
         PyBuffer_Release(&source);
@@ -1219,6 +1221,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         Py_ssize_t record = (Py_ssize_t)record_fixed + (topic_length <= 127 ? 1 : 2) +
                             topic_length + body_length + encoded_length;
         if (count_stored(&counts, last_name, record) < 0) goto error;
+        served_v1 += header.code == SEND_MESSAGE;
         position = frame_end;
     }
     goto done;
@@ -1230,9 +1233,9 @@ done:
         PyObject *served = answers.used ? PyBytes_FromStringAndSize(answers.data, answers.used)
                                         : Py_NewRef(Py_None);
         if (served != NULL)
-            result = Py_BuildValue("(nNOOOn)", position, served, counts ? counts : Py_None,
+            result = Py_BuildValue("(nNOOOnn)", position, served, counts ? counts : Py_None,
                                    missed ? missed : Py_None, failure ? failure : Py_None,
-                                   declined);
+                                   declined, served_v1);
     }
     /* on an error after puts, their answers are lost with the connection (the caller
      * closes it): nothing stored is lost */

@@ -41,4 +41,5 @@ def serve_sends(
     bytes | None,
     tuple[Exception, int, int] | None,
     int,
+    int,
 ]: ...
