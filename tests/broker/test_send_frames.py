@@ -87,6 +87,16 @@ async def frames_against_general(tmp_path, plugin_host, monkeypatch, requests, *
     return answers
 
 
+async def send_all(peer, requests: list) -> list[bytes]:
+    """``requests`` written at once (opaques 1, 2, ...); their answer frames, as read."""
+    for opaque, request in enumerate(requests, 1):
+        request.opaque = opaque
+    await peer.send(b"".join(encode_command(request) for request in requests))
+    buffered = bytearray()
+    with anyio.fail_after(10):
+        return [await read_frame(peer, buffered) for _ in requests]
+
+
 def codes(answers: list[bytes | None]) -> list[int | None]:
     return [FrameDecoder().feed(a)[0].code if a is not None else None for a in answers]
 
@@ -318,13 +328,7 @@ async def test_a_put_that_raises_is_answered_as_a_failure_and_the_rest_are_serve
 
         broker.store.usual_append = failing_second_put
         async with connected(broker) as peer:
-            requests = [send(body=b"%d" % n) for n in range(4)]
-            for opaque, request in enumerate(requests, 1):
-                request.opaque = opaque
-            await peer.send(b"".join(encode_command(request) for request in requests))
-            buffered = bytearray()
-            with anyio.fail_after(10):
-                frames = [await read_frame(peer, buffered) for _ in requests]
+            frames = await send_all(peer, [send(body=b"%d" % n) for n in range(4)])
             answers = [FrameDecoder().feed(frame)[0] for frame in frames]
         stored = broker.stats.puts["Orders"][0]
     assert [answer.opaque for answer in answers] == [1, 2, 3, 4]
@@ -345,14 +349,7 @@ async def test_stored_sends_are_counted_as_one_at_a_time(tmp_path, plugin_host, 
         async with Broker.serving(broker_config(directory), host=plugin_host) as broker:
             broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
             async with connected(broker) as peer:
-                requests = [send(body=b"x" * n) for n in range(1, 30)]
-                for opaque, request in enumerate(requests, 1):
-                    request.opaque = opaque
-                await peer.send(b"".join(encode_command(request) for request in requests))
-                buffered = bytearray()
-                with anyio.fail_after(10):
-                    for _ in requests:
-                        await read_frame(peer, buffered)
+                await send_all(peer, [send(body=b"x" * n) for n in range(1, 30)])
             stats = broker.stats
             counted[frames] = (
                 dict(stats.puts),
@@ -516,14 +513,7 @@ async def test_with_metrics_on_runs_are_served_and_their_sends_timed(tmp_path, p
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
         assert broker.server.processors.frame_server is not None
         async with connected(broker) as peer:
-            requests = [send(body=b"%d" % n, queue_id=n % 4) for n in range(40)]
-            for opaque, request in enumerate(requests, 1):
-                request.opaque = opaque
-            await peer.send(b"".join(encode_command(request) for request in requests))
-            buffered = bytearray()
-            with anyio.fail_after(10):
-                for _ in requests:
-                    await read_frame(peer, buffered)
+            await send_all(peer, [send(body=b"%d" % n, queue_id=n % 4) for n in range(40)])
         samples = await anyio.to_thread.run_sync(scrape, broker.metrics_address)
     sends = {"request_code": "send_message_v2", "response_code": "success", "result": "success"}
     timed = value(samples, "rocketmq_rpc_latency_milliseconds_count", **sends)
