@@ -201,17 +201,7 @@ class BrokerStats:
         """Single sends stored by a run of them (send_frames): messages by topic and
         record size, each counted as ``count_put`` counts one."""
         for (topic, size), messages in counts.items():
-            row = self.puts.get(topic)
-            if row is None:
-                row = self.puts[topic] = [0, 0, 0]
-            row[0] += messages
-            row[1] += messages
-            row[2] += size * messages
-            self._broker_puts[0] += messages
-            self.stored_messages += messages
-            self.stored_bytes += size * messages
-            if self.message_sizes is not None:
-                self.message_sizes.add(topic, size, messages)
+            self._put(topic, messages, size * messages, requests=messages)
 
     def count_put_batch(self, messages: list[MessageToStore], result: PutResult) -> None:
         """A batch put (SEND_BATCH_MESSAGE): its messages in one call, as Java counts it."""
@@ -237,12 +227,13 @@ class BrokerStats:
             self.store_host_v6,
         )
 
-    def _put(self, topic: str, messages: int, size: int) -> None:
+    def _put(self, topic: str, messages: int, size: int, requests: int = 1) -> None:
+        """``messages`` stored by ``requests`` sends (a batch is one), ``size`` bytes."""
         row = self.puts.get(topic)
         if row is None:
             row = self.puts[topic] = [0, 0, 0]
         row[0] += messages
-        row[1] += 1
+        row[1] += requests
         row[2] += size
         self._broker_puts[0] += messages
         self.stored_messages += messages

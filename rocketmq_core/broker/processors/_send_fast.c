@@ -353,6 +353,18 @@ static int attribute_true(PyObject *owner, PyObject *name) {
     return truth;
 }
 
+/* whether any of ``markers`` (a tuple; a marker that is not bytes is not what PutHooks
+ * holds, and counts as found: let it say) occurs in ``text``, as PutHooks.act_on */
+static int markers_found(PyObject *markers, const char *text, Py_ssize_t length) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(markers); i++) {
+        PyObject *marker = PyTuple_GET_ITEM(markers, i);
+        if (!PyBytes_CheckExact(marker) ||
+            contains(text, length, PyBytes_AS_STRING(marker), PyBytes_GET_SIZE(marker)))
+            return 1;
+    }
+    return 0;
+}
+
 /* whether a put hook may act on ``encoded``: PutHooks.act_on, its markers searched here
  * (anything but a PutHooks itself is asked) */
 static int hooks_act_on(PyObject *put_hooks, PyObject *put_hooks_type, PyObject *encoded) {
@@ -362,16 +374,7 @@ static int hooks_act_on(PyObject *put_hooks, PyObject *put_hooks_type, PyObject 
     if (markers == NULL) return -1;
     int acts = 0;
     if (PyTuple_CheckExact(markers)) {
-        const char *text = PyBytes_AS_STRING(encoded);
-        Py_ssize_t length = PyBytes_GET_SIZE(encoded);
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(markers) && !acts; i++) {
-            PyObject *marker = PyTuple_GET_ITEM(markers, i);
-            if (!PyBytes_CheckExact(marker)) {
-                acts = 1; /* not what PutHooks holds: let it say */
-                break;
-            }
-            acts = contains(text, length, PyBytes_AS_STRING(marker), PyBytes_GET_SIZE(marker));
-        }
+        acts = markers_found(markers, PyBytes_AS_STRING(encoded), PyBytes_GET_SIZE(encoded));
     } else { /* None: a hook that looks at every message, or another kind of hooks, decides */
         PyObject *verdict = PyObject_CallMethodOneArg(put_hooks, s_act_on, encoded);
         acts = verdict == NULL ? -1 : PyObject_IsTrue(verdict);
@@ -960,18 +963,37 @@ static char *answers_room(Answers *answers, Py_ssize_t size) {
     return answers->data + answers->used;
 }
 
-/* a run's stored messages counted by (topic, record size), for BrokerStats.count_stored */
-static int count_stored(PyObject **counts, PyObject *topic, Py_ssize_t size) {
-    if (*counts == NULL && (*counts = PyDict_New()) == NULL) return -1;
-    PyObject *key = Py_BuildValue("(On)", topic, size);
+/* a run's stored messages by (topic, record size), for BrokerStats.count_put_runs: the
+ * sends in a row of one topic and size are counted here, and added to the dict at once */
+typedef struct {
+    PyObject *dict;  /* {(topic, size): messages}, or NULL before the first */
+    PyObject *topic; /* of the row being counted (a strong reference), or NULL */
+    Py_ssize_t size, in_row;
+} Counts;
+
+static int counts_flush(Counts *counts) {
+    if (counts->in_row == 0) return 0;
+    if (counts->dict == NULL && (counts->dict = PyDict_New()) == NULL) return -1;
+    PyObject *key = Py_BuildValue("(On)", counts->topic, counts->size);
     if (key == NULL) return -1;
-    PyObject *count = PyDict_GetItemWithError(*counts, key);
+    PyObject *count = PyDict_GetItemWithError(counts->dict, key);
     long long so_far = count ? PyLong_AsLongLong(count) : 0;
-    PyObject *now = PyErr_Occurred() ? NULL : PyLong_FromLongLong(so_far + 1);
-    int failed = now == NULL || PyDict_SetItem(*counts, key, now) < 0;
+    PyObject *now = PyErr_Occurred() ? NULL : PyLong_FromLongLong(so_far + counts->in_row);
+    int failed = now == NULL || PyDict_SetItem(counts->dict, key, now) < 0;
     Py_XDECREF(now);
     Py_DECREF(key);
+    counts->in_row = 0;
     return failed ? -1 : 0;
+}
+
+static int count_stored(Counts *counts, PyObject *topic, Py_ssize_t size) {
+    if (counts->in_row && (counts->topic != topic || counts->size != size) &&
+        counts_flush(counts) < 0)
+        return -1;
+    if (counts->topic != topic) Py_XSETREF(counts->topic, Py_NewRef(topic));
+    counts->size = size;
+    counts->in_row++;
+    return 0;
 }
 
 enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS, RUN_TOPIC_NAMES,
@@ -1025,11 +1047,6 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             PyErr_SetString(PyExc_TypeError, "serve_sends: names are bytes");
             return NULL;
         }
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(markers); i++)
-        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(markers, i))) {
-            PyErr_SetString(PyExc_TypeError, "serve_sends: markers are bytes");
-            return NULL;
-        }
     long long max_frame = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_MAX_FRAME));
     long long max_message_size = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_MAX_MESSAGE_SIZE));
     long long record_fixed = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_RECORD_FIXED));
@@ -1042,18 +1059,15 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
     const unsigned char *base = source.buf;
     Py_ssize_t end = source.len;
     Answers answers = {NULL, 0, 0};
-    PyObject *counts = NULL, *missed = NULL, *failure = NULL, *result = NULL;
+    Counts counts = {NULL, NULL, 0, 0};
+    PyObject *missed = NULL, *failure = NULL, *result = NULL;
     PyObject *last_key = NULL, *last_name = NULL; /* the topic of the frame before */
     PyObject *last_config = NULL;                 /* and its config, read once */
     long long perm = 0, read_queues = 0, write_queues = 0;
     int multi_tag = 0, failed = 0;
     Py_ssize_t declined = -1; /* where a frame the store's usual append declined starts */
     Py_ssize_t served_v1 = 0; /* SEND_MESSAGE frames answered (the rest: SEND_MESSAGE_V2) */
-    Scan *scan = PyMem_Malloc(sizeof(Scan));
-    if (scan == NULL) {
-        PyBuffer_Release(&source);
-        return PyErr_NoMemory();
-    }
+    Scan scanned, *scan = &scanned; /* a header's escaped strings: HEADER_SCRATCH bytes */
 
     while (position >= 0 && end - position >= 8) {
         const unsigned char *frame = base + position;
@@ -1122,12 +1136,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         if (properties == NULL) goto error;
         const char *encoded = PyBytes_AS_STRING(properties);
         Py_ssize_t encoded_length = PyBytes_GET_SIZE(properties), uniq_length = 0;
-        int hooked = 0;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(markers) && !hooked; i++) {
-            PyObject *marker = PyTuple_GET_ITEM(markers, i);
-            hooked = contains(encoded, encoded_length, PyBytes_AS_STRING(marker),
-                              PyBytes_GET_SIZE(marker));
-        }
+        int hooked = markers_found(markers, encoded, encoded_length);
         const char *uniq_at = property_value(encoded, encoded_length, "UNIQ_KEY\x01", 9,
                                              &uniq_length);
         char uniq_text[128]; /* the answer's copy: the properties go with the message */
@@ -1229,20 +1238,20 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
 error:
     failed = 1;
 done:
-    if (!failed) {
+    if (!failed && counts_flush(&counts) == 0) {
         PyObject *served = answers.used ? PyBytes_FromStringAndSize(answers.data, answers.used)
                                         : Py_NewRef(Py_None);
         if (served != NULL)
-            result = Py_BuildValue("(nNOOOnn)", position, served, counts ? counts : Py_None,
-                                   missed ? missed : Py_None, failure ? failure : Py_None,
-                                   declined, served_v1);
+            result = Py_BuildValue("(nNOOOnn)", position, served,
+                                   counts.dict ? counts.dict : Py_None, missed ? missed : Py_None,
+                                   failure ? failure : Py_None, declined, served_v1);
     }
     /* on an error after puts, their answers are lost with the connection (the caller
      * closes it): nothing stored is lost */
     PyMem_Free(answers.data);
-    PyMem_Free(scan);
     PyBuffer_Release(&source);
-    Py_XDECREF(counts);
+    Py_XDECREF(counts.dict);
+    Py_XDECREF(counts.topic);
     Py_XDECREF(missed);
     Py_XDECREF(failure);
     Py_XDECREF(last_key);

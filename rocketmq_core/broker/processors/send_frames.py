@@ -55,43 +55,43 @@ _MSG_ID = b'"msgId":"'
 # the request a run's waiting answers stand for (Connection.answer_later): one that is
 # not oneway, which is all the connection reads of it
 _RUN = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
-
-
 _TIMEOUT = PutStatus.FLUSH_SLAVE_TIMEOUT
+
+
+def _frames(answers: bytes) -> list[bytes]:
+    """Answer frames written one after another, apart (they have no body)."""
+    frames: list[bytes] = []
+    position = 0
+    while position < len(answers):
+        (length,) = _LENGTH.unpack_from(answers, position)
+        frames.append(answers[position : position + 4 + length])
+        position += 4 + length
+    return frames
 
 
 def _answers_by_end(answers: bytes, end: int) -> list[tuple[int, bytes]]:
     """A run's answer frames, each with where its send's record ends: where the next
     one's begins (a run's puts are back to back: its message id says where), ``end``
     for the last."""
-    frames: list[bytes] = []
+    frames = _frames(answers)
     starts: list[int] = []
-    position = 0
-    while position < len(answers):
-        (length,) = _LENGTH.unpack_from(answers, position)
-        frame = answers[position : position + 4 + length]
+    for frame in frames:
         at = frame.index(_MSG_ID) + len(_MSG_ID)
         message_id = frame[at : frame.index(b'"', at)]
         starts.append(int(message_id[-16:], 16))  # after the store host: the offset
-        frames.append(frame)
-        position += 4 + length
-    ends = [*starts[1:], end]
-    return list(zip(ends, frames, strict=True))
+    return list(zip([*starts[1:], end], frames, strict=True))
 
 
 def _with_status(answers: bytes, status: PutStatus) -> bytes:
     """SEND_OK answer frames as answers with a stored message's other status: the same
     frames with another code, as send._answer makes them (no remark). A run's answers
     begin so (checked in ``_run``)."""
-    frames: list[bytes] = []
-    position = 0
-    while position < len(answers):
-        (length,) = _LENGTH.unpack_from(answers, position)
-        header = answers[position + 8 : position + 4 + length]
-        header = b'{"code":%d,' % status.response_code + header[len(_SUCCESS_HEAD) :]
-        frames += (_FRAME_PREFIX.pack(len(header) + 4, len(header)), header)
-        position += 4 + length
-    return b"".join(frames)
+    head = b'{"code":%d,' % status.response_code
+    restated: list[bytes] = []
+    for frame in _frames(answers):
+        header = head + frame[8 + len(_SUCCESS_HEAD) :]
+        restated += (_FRAME_PREFIX.pack(len(header) + 4, len(header)), header)
+    return b"".join(restated)
 
 
 class SendFrames:
@@ -228,7 +228,7 @@ class SendFrames:
 
     def _run(self, connection: Connection) -> tuple | None:
         """What serve_sends reads, as _send_fast.c names it; None when no send of this
-        connection may be answered here now (send_fast_send's first checks)."""
+        connection may be answered here now (send_fast.fast_send's first checks)."""
         broker = self.broker
         config = broker.config
         if (
