@@ -525,13 +525,7 @@ class Connection:
     def _dispatch(self, request: RemotingCommand, task_group: TaskGroup) -> None:
         route = self._processors.lookup(request.code) if self._processors else None
         if route is None:
-            self._respond(
-                request,
-                request.response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                    f" request type {request.code} not supported",
-                ),
-            )
+            self._respond(request, not_supported(request))
             return
         ctx = self.context
         try:
@@ -845,6 +839,13 @@ async def within_limit(route: ProcessorRoute, pending: Any) -> Any:
         route.limiter = anyio.CapacityLimiter(route.limit)
     async with route.limiter:
         return await pending
+
+
+def not_supported(request: RemotingCommand) -> RemotingCommand:
+    """The answer to a request whose code no processor takes (Java's remark)."""
+    return request.response(
+        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+    )
 
 
 def error_response(

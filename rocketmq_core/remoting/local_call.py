@@ -21,7 +21,7 @@ import anyio
 
 from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand
-from .connection import BUSY_REMARK, LaterAnswer, error_response, within_limit
+from .connection import BUSY_REMARK, LaterAnswer, error_response, not_supported, within_limit
 from .processor import ProcessorTable, RequestContext
 
 
@@ -34,21 +34,24 @@ class _Call:
     takes_encoded_answers = False  # a response command, never a finished frame
 
     def __init__(self) -> None:
-        self._answered = anyio.Event()
+        self._answered: anyio.Event | None = None  # made by answer_later: most answer inline
         self.response: RemotingCommand | None = None
 
     def answer_later(self, request: RemotingCommand) -> LaterAnswer:
+        self._answered = anyio.Event()
         return LaterAnswer(self, request)  # type: ignore[arg-type]
 
     # what LaterAnswer tells its connection
     def _answer_later_done(self, request: RemotingCommand, response: Any) -> None:
         self.response = response
+        assert self._answered is not None  # a later answer comes through answer_later
         self._answered.set()
 
     def _no_longer_in_flight(self) -> None:
         """Withdrawn: the processor raised, and its error is the answer."""
 
     async def answered(self) -> RemotingCommand | None:
+        assert self._answered is not None  # called for a LaterAnswer only
         await self._answered.wait()
         return self.response
 
@@ -63,9 +66,7 @@ async def call_locally(
     awaitable runs to its end regardless (its own timeouts bound it)."""
     route = processors.lookup(request.code)
     if route is None:
-        return request.response(
-            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
-        )
+        return not_supported(request)
     if route.full:
         return request.response(ResponseCode.SYSTEM_BUSY, BUSY_REMARK)
     call = _Call()

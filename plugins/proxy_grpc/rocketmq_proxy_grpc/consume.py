@@ -168,7 +168,6 @@ class Consuming:
             try:
                 async with self.renewals.settled(entry.receipt_handle) as current:
                     await self._ack_one(request.group.name, request.topic.name, current)
-                    self.renewals.forget(entry.receipt_handle)
                 result = OK
             except Exception as exc:
                 result = status_of(exc)
@@ -215,9 +214,9 @@ class Consuming:
                     Code.ILLEGAL_INVISIBLE_TIME,
                     f"invisible duration {invisible_ms} ms is outside [0, {MAX_INVISIBLE_MS}] ms",
                 )
+            # settled: the client times it from now on
             async with self.renewals.settled(request.receipt_handle) as current:
                 renewed = await self.change_invisible_time(group, topic, current, invisible_ms)
-                self.renewals.forget(request.receipt_handle)  # the client times it now
         except Exception as exc:
             # a client keeps the handle it is given, whatever the status: give back its own
             return spb.ChangeInvisibleDurationResponse(
@@ -261,7 +260,6 @@ class Consuming:
             self.service.metadata(context, consume(request.topic.name, request.group.name))
             async with self.renewals.settled(request.receipt_handle) as current:
                 await self._forward_one(request, current)
-                self.renewals.forget(request.receipt_handle)
         except Exception as exc:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=status_of(exc))
         return spb.ForwardMessageToDeadLetterQueueResponse(status=OK)

@@ -62,13 +62,15 @@ class Renewals:
     @asynccontextmanager
     async def settled(self, receipt_handle: str) -> AsyncIterator[str]:
         """The latest handle for ``receipt_handle``, with no renewal of it under way
-        until the block ends: use it (ack, change, dead-letter) inside."""
+        until the block ends: use it (ack, change, dead-letter) inside. A block that ends
+        without an error settles it: it is renewed no more (forgotten, under the lock)."""
         renewal = self._renewals.get(receipt_handle)
         if renewal is None:
             yield receipt_handle
             return
         async with renewal.lock:
             yield renewal.current
+            self.forget(receipt_handle)
 
     def forget(self, receipt_handle: str) -> None:
         self._renewals.pop(receipt_handle, None)

@@ -31,7 +31,7 @@ from rocketmq_core.protocol.message import (
 )
 from rocketmq_core.store.api import DispatchRequest, MessageToStore
 
-from .mapped_file import MappedFile, MappedFileQueue, file_name
+from .mapped_file import MappedFile, MappedFileQueue
 from .record_requests import TagsCodeRule, read_request
 
 log = logging.getLogger("rocketmq.store.mmap")
@@ -186,14 +186,7 @@ class CommitLog:
 
     def create_file(self, start: int) -> MappedFile:
         """Blocking: create and map a CommitLog file (call from a worker thread)."""
-        return MappedFile(
-            self.files.directory / file_name(start),
-            start,
-            self.files.file_size,
-            reserve=True,
-            huge_folios=self.files.huge_folios,
-            resident_behind=self.files.resident_behind,
-        )
+        return self.files.new_file(start)
 
     def offer_next_file(self, mapped: MappedFile) -> None:
         """Keep ``mapped`` for the next roll, if it still is the next file."""
@@ -307,7 +300,7 @@ class CommitLog:
     def sync(self, upto: int) -> None:
         """Blocking: fdatasync every file holding bytes below ``upto`` not yet flushed; then
         let go of the pages more than RESIDENT_BEHIND behind it."""
-        keep_from = upto - RESIDENT_BEHIND
+        keep_from = upto - self.files.resident_behind
         for mapped in list(self.files.files):
             if mapped.start >= upto:
                 break

@@ -529,7 +529,13 @@ class MappedFileQueue:
         return last.start + last.wrote if last is not None else 0
 
     def create(self, start: int) -> MappedFile:
-        mapped = MappedFile(
+        mapped = self.new_file(start)
+        self.append(mapped)
+        return mapped
+
+    def new_file(self, start: int) -> MappedFile:
+        """A file of this queue at ``start``, made and mapped but not in the queue yet."""
+        return MappedFile(
             self.directory / file_name(start),
             start,
             self.file_size,
@@ -538,8 +544,6 @@ class MappedFileQueue:
             huge_folios=self.huge_folios,
             resident_behind=self.resident_behind,
         )
-        self.append(mapped)
-        return mapped
 
     def append(self, mapped: MappedFile) -> None:
         """``mapped`` becomes the file written; the one before is full."""
