@@ -10,6 +10,7 @@ setup(
         Extension(
             "rocketmq_core.broker.processors._send_fast",
             ["rocketmq_core/broker/processors/_send_fast.c"],
+            depends=["rocketmq_core/acl/_signature_api.h"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,
         ),
@@ -22,6 +23,7 @@ setup(
         Extension(
             "rocketmq_core.acl._signature",
             ["rocketmq_core/acl/_signature.c"],
+            depends=["rocketmq_core/acl/_signature_api.h"],
             libraries=["crypto"],  # OpenSSL's SHA-1 (Debian: libssl-dev)
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             optional=True,

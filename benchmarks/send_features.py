@@ -35,8 +35,8 @@ ratio to plain's, the broker's CPU time per message (from /proc/<pid>/stat) and 
 ratio to plain's, the client's, and whether the broker's send fast path
 (``broker/processors/send_fast.py``) serves the row's sends. That last is not counted
 by the broker: it follows from the fast path's conditions, which are on unless
-``ROCKETMQ_SEND_FAST_PATH=0`` (``--no-fast-path`` passes it to the broker) or the
-connection has an RPC hook (the ACL guard is one). The verdict lines check the two
+``ROCKETMQ_SEND_FAST_PATH=0`` (``--no-fast-path`` passes it to the broker); with ACL on,
+the runs of sends make the guard's compiled check on each frame. The verdict lines check the two
 targets: acl's rate >= 0.90 of plain's, metrics' rate >= 0.95 of plain's.
 
 A micro row times the broker's ACL check in this process: the guard's
@@ -272,9 +272,9 @@ def fast_path(setting: Setting, fast_path_on: bool) -> str:
     it follows from send_fast.py's conditions, the broker does not count it."""
     if not fast_path_on:
         return f"off ({FAST_PATH_VARIABLE}=0)"
-    if setting.acl:  # the guard checks before the processor and reads no answers
-        return "on (no runs: the ACL guard sees each request)"
-    return "on"  # with runs of sends (send_frames.py); request timing is told of each
+    # with runs of sends (send_frames.py); request timing is told of each, and the ACL
+    # guard's compiled check is made on each frame a run answers
+    return "on"
 
 
 def broker_settings(

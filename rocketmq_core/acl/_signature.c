@@ -9,7 +9,8 @@
  * its own bytes (RFC 2104's inner and outer hash, started from copies of those states).
  * Anything unusual (a value that is not a str, text UTF-8 cannot carry) answers None
  * and the Python code decides, as it is the reference this is tested against
- * (tests/acl/test_signing.py).
+ * (tests/acl/test_signing.py). The module's ``API`` capsule offers the check to other
+ * compiled modules (_signature_api.h).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,6 +22,8 @@
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+
+#include "_signature_api.h"
 
 static PyObject *signature_key, *unique_key, *access_key_name;
 /* the RemotingCommand attributes before_request reads */
@@ -161,32 +164,20 @@ static int sorted_fields(PyObject *fields, int skip_unique_key, SortedFields *so
     return 1;
 }
 
-/* The Base64 signature of ``sorted`` and ``body`` into ``out``: 1 when made, 0 when the
- * Python code must decide (nothing raised), -1 with an exception set. */
-static int signature_of(const SortedFields *sorted, PyObject *body, PyObject *keyed_state,
-                        char *out) {
-    /* a body held in another kind of buffer: the Python code's */
-    if (body != Py_None && !PyBytes_CheckExact(body)) return 0;
-    const KeyedSha1 *key_states = PyCapsule_IsValid(keyed_state, KEY_CAPSULE)
-                                      ? PyCapsule_GetPointer(keyed_state, KEY_CAPSULE)
-                                      : NULL;
-    if (key_states == NULL) {
-        PyErr_SetString(PyExc_TypeError, "keyed must be what keyed(secret) gives");
-        return -1;
-    }
-    Py_ssize_t count = sorted->count, lengths[MOST_FIELDS], total = 0;
-    const char *texts[MOST_FIELDS];
-    for (Py_ssize_t i = 0; i < count; i++) { /* all encodable before anything is hashed */
-        PyObject *value = sorted->values[i];
-        if (PyUnicode_IS_COMPACT_ASCII(value)) { /* the usual value: its bytes are its UTF-8 */
-            texts[i] = (const char *)PyUnicode_DATA(value);
-            lengths[i] = PyUnicode_GET_LENGTH(value);
-        } else if ((texts[i] = PyUnicode_AsUTF8AndSize(value, &lengths[i])) == NULL) {
-            PyErr_Clear(); /* text UTF-8 cannot carry: the Python code raises */
-            return 0;
-        }
-        total += lengths[i];
-    }
+/* the key states a keyed() capsule holds; NULL with an exception set when it is not one */
+static const KeyedSha1 *key_states_of(PyObject *keyed_state) {
+    if (PyCapsule_IsValid(keyed_state, KEY_CAPSULE))
+        return PyCapsule_GetPointer(keyed_state, KEY_CAPSULE);
+    PyErr_SetString(PyExc_TypeError, "keyed must be what keyed(secret) gives");
+    return NULL;
+}
+
+/* The Base64 HMAC-SHA1 of ``count`` texts one after another, then the body, into ``out`` */
+static void sign_texts(const KeyedSha1 *key_states, const char *const *texts,
+                       const Py_ssize_t *lengths, Py_ssize_t count, const char *body,
+                       Py_ssize_t body_length, char *out) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) total += lengths[i];
     SHA_CTX hashing = key_states->inner;
     if (total <= GATHERED_VALUES) { /* the usual header: its values hashed in one call */
         char gathered[GATHERED_VALUES];
@@ -200,7 +191,7 @@ static int signature_of(const SortedFields *sorted, PyObject *body, PyObject *ke
         for (Py_ssize_t i = 0; i < count; i++)
             SHA1_Update(&hashing, texts[i], (size_t)lengths[i]);
     }
-    if (body != Py_None) SHA1_Update(&hashing, PyBytes_AS_STRING(body), (size_t)PyBytes_GET_SIZE(body));
+    if (body_length > 0) SHA1_Update(&hashing, body, (size_t)body_length);
     unsigned char digest[SHA_DIGEST_LENGTH];
     SHA1_Final(digest, &hashing);
     hashing = key_states->outer;
@@ -208,6 +199,33 @@ static int signature_of(const SortedFields *sorted, PyObject *body, PyObject *ke
     SHA1_Final(digest, &hashing);
     base64_of_digest(digest, out);
     OPENSSL_cleanse(&hashing, sizeof hashing);
+}
+
+/* The Base64 signature of ``sorted`` and ``body`` into ``out``: 1 when made, 0 when the
+ * Python code must decide (nothing raised), -1 with an exception set. */
+static int signature_of(const SortedFields *sorted, PyObject *body, PyObject *keyed_state,
+                        char *out) {
+    /* a body held in another kind of buffer: the Python code's */
+    if (body != Py_None && !PyBytes_CheckExact(body)) return 0;
+    const KeyedSha1 *key_states = key_states_of(keyed_state);
+    if (key_states == NULL) return -1;
+    Py_ssize_t count = sorted->count, lengths[MOST_FIELDS];
+    const char *texts[MOST_FIELDS];
+    for (Py_ssize_t i = 0; i < count; i++) { /* all encodable before anything is hashed */
+        PyObject *value = sorted->values[i];
+        if (PyUnicode_IS_COMPACT_ASCII(value)) { /* the usual value: its bytes are its UTF-8 */
+            texts[i] = (const char *)PyUnicode_DATA(value);
+            lengths[i] = PyUnicode_GET_LENGTH(value);
+        } else if ((texts[i] = PyUnicode_AsUTF8AndSize(value, &lengths[i])) == NULL) {
+            PyErr_Clear(); /* text UTF-8 cannot carry: the Python code raises */
+            return 0;
+        }
+    }
+    if (body == Py_None)
+        sign_texts(key_states, texts, lengths, count, NULL, 0, out);
+    else
+        sign_texts(key_states, texts, lengths, count, PyBytes_AS_STRING(body),
+                   PyBytes_GET_SIZE(body), out);
     return 1;
 }
 
@@ -265,13 +283,32 @@ static PyObject *matches(PyObject *module, PyObject *const *args, Py_ssize_t nar
     return PyBool_FromLong(signature_equal(received, made));
 }
 
-/* ``received`` (an exact str) is the signature ``made``, compared in constant time:
- * every character, equal or not */
-static int signature_equal(PyObject *received, const char *made) {
-    if (!PyUnicode_IS_ASCII(received) || PyUnicode_GET_LENGTH(received) != SIGNATURE_LENGTH)
-        return 0; /* no signature of ours looks like it: nothing to time */
-    return CRYPTO_memcmp(PyUnicode_1BYTE_DATA(received), made, SIGNATURE_LENGTH) == 0;
+/* ``received`` is the signature ``made``, compared in constant time: every character,
+ * equal or not */
+static int text_is_signature(const char *received, Py_ssize_t length, const char *made) {
+    if (length != SIGNATURE_LENGTH) return 0; /* no signature of ours looks like it */
+    return CRYPTO_memcmp(received, made, SIGNATURE_LENGTH) == 0;
 }
+
+/* ``received`` (an exact str) is the signature ``made`` (text_is_signature) */
+static int signature_equal(PyObject *received, const char *made) {
+    if (!PyUnicode_IS_ASCII(received)) return 0;
+    return text_is_signature((const char *)PyUnicode_1BYTE_DATA(received),
+                             PyUnicode_GET_LENGTH(received), made);
+}
+
+/* SignatureApi.signed_with (_signature_api.h) */
+static int signed_with(PyObject *keyed_state, const char *const *texts, const Py_ssize_t *lengths,
+                       Py_ssize_t count, const char *body, Py_ssize_t body_length,
+                       const char *received, Py_ssize_t received_length) {
+    const KeyedSha1 *key_states = key_states_of(keyed_state);
+    if (key_states == NULL) return -1;
+    char made[SIGNATURE_LENGTH];
+    sign_texts(key_states, texts, lengths, count, body, body_length, made);
+    return text_is_signature(received, received_length, made);
+}
+
+static SignatureApi api = {signed_with};
 
 /* what request versions up to this one signed: not the unique-key query field */
 #define LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY 399
@@ -406,5 +443,13 @@ PyMODINIT_FUNC PyInit__signature(void) {
     if (!signature_key || !unique_key || !access_key_name || !code_name || !ext_fields_name ||
         !version_name || !body_name)
         return NULL;
-    return PyModule_Create(&module_definition);
+    PyObject *module = PyModule_Create(&module_definition);
+    if (module == NULL) return NULL;
+    PyObject *capsule = PyCapsule_New(&api, SIGNATURE_API_CAPSULE, NULL);
+    if (capsule == NULL || PyModule_AddObject(module, "API", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
 }

@@ -4,6 +4,9 @@
 from collections.abc import Callable
 from typing import Any
 
+# a capsule holding _signature_api.h's SignatureApi, for other compiled modules
+API: object
+
 def keyed(secret: bytes, /) -> object: ...
 def signature(
     ext_fields: dict[str, str], body: bytes | None, skip_unique_key: bool, keyed: object, /

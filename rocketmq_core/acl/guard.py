@@ -14,8 +14,8 @@ from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand
 from ..rate_limited_log import RateLimitedLog
 from ..remoting.processor import RequestContext
-from .addresses import peer_ip
-from .validator import AclDenied, AclValidator, RequestCheck
+from .addresses import IPAddress, peer_ip
+from .validator import AclDenied, AclValidator, FrameCheck, RequestCheck
 
 log = logging.getLogger("rocketmq.acl")
 _refused_log = RateLimitedLog(log)
@@ -52,21 +52,34 @@ class AclGuard:
         if compiled is not None:
             self.before_request = compiled
 
+    def frame_check(self, ctx: RequestContext) -> FrameCheck | None:
+        """What a frame server checks the frames of ``ctx``'s connection with, under the
+        rules in force (RpcHook, AclValidator.frame_check); None: none of them is
+        answered before this guard sees it."""
+        if self._guarded is not None:
+            return None
+        return self._validator().frame_check(self._peer(ctx))
+
     def check(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """The whole check: None to serve ``request``, else the refusal to answer with."""
         if self._guarded is not None and request.code not in self._guarded:
             return None
-        attributes = ctx.attributes
-        if PEER_IP not in attributes:
-            attributes[PEER_IP] = peer_ip(ctx.peer_address)
         try:
-            self._validator().check(attributes[PEER_IP], request)
+            self._validator().check(self._peer(ctx), request)
         except AclDenied as denied:
             _refused_log.warning(
                 "ACL refused request %d from %s: %s", request.code, ctx.peer_address, denied
             )
             return request.response(ResponseCode.SYSTEM_ERROR, denied.remark)
         return None
+
+    @staticmethod
+    def _peer(ctx: RequestContext) -> IPAddress | None:
+        """The connection's peer address, parsed once."""
+        attributes = ctx.attributes
+        if PEER_IP not in attributes:
+            attributes[PEER_IP] = peer_ip(ctx.peer_address)
+        return attributes[PEER_IP]
 
     def after_response(
         self, ctx: RequestContext, request: RemotingCommand, response: RemotingCommand

@@ -23,6 +23,8 @@ from .signing import ACCESS_KEY, signature_matches
 
 # an RPC hook's before_request: None to serve the request, else the answer instead
 RequestCheck = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
+# AclValidator.frame_check's: (API capsule, signing keys, deciding fields, verdicts)
+FrameCheck = tuple[object, dict[str, object], dict[int, tuple[str, str]], dict]
 
 # what a refusal names as the place it was raised (Java names a stack frame)
 WHERE = __name__
@@ -41,6 +43,8 @@ class AclDenied(RocketMQError):
 # verdicts one validator keeps at most: when full it starts afresh (a client inventing
 # topics by the million costs their lookups, not memory, nor the others' cached verdicts)
 MOST_VERDICTS = 65_536
+# peers whose frame checks one validator keeps at most (each a small tuple)
+MOST_PEERS = 4096
 # values longer than this are never kept (a name may be that long at most: topics 127
 # characters, groups 255), so a key never holds a long string a client chose
 LONGEST_KEPT_VALUE = 255
@@ -57,6 +61,7 @@ class AclValidator:
         "_accounts",
         "_admin_codes",
         "_deciding_fields",
+        "_frame_checks",
         "_global_white",
         "_needed",
         "_verdicts",
@@ -83,6 +88,7 @@ class AclValidator:
         }
         # (accessKey, code, deciding values) -> the refusal's message, or None: allowed
         self._verdicts: dict[tuple[object, ...], str | None] = {}
+        self._frame_checks: dict[IPAddress | None, FrameCheck | None] = {}  # by peer
 
     def compiled_hook(self, check: RequestCheck) -> RequestCheck | None:
         """An RPC hook's ``before_request`` in one compiled call for the busy requests:
@@ -90,13 +96,48 @@ class AclValidator:
         list of its own and a verdict is kept as allowed for its values; else what
         ``check(context, request)`` answers. None when the helper is not built or no
         account or code qualifies."""
-        helper = signing.COMPILED
-        if helper is None:
+        helper, compiled = signing.COMPILED, self._compiled_rules()
+        if helper is None or compiled is None:
+            return None
+        signing_keys, deciding_fields = compiled
+        return functools.partial(
+            helper.before_request, signing_keys, deciding_fields, self._verdicts, check
+        )
+
+    def frame_check(self, peer: IPAddress | None) -> FrameCheck | None:
+        """What a broker's send runs check the frames from ``peer`` with where they read
+        them in place, as ``compiled_hook`` checks a request (a frame it does not certainly
+        allow goes on to the guard): the compiled helper's API capsule (_signature_api.h),
+        the signing keys, the deciding fields and the verdicts. The accounts decided are
+        those whose own white list does not take ``peer`` (one a connection's address is
+        in skips the signature: the guard's). None where nothing qualifies."""
+        try:
+            return self._frame_checks[peer]
+        except KeyError:
+            pass
+        helper, compiled = signing.COMPILED, self._compiled_rules(peer)
+        check = None
+        if helper is not None and compiled is not None:
+            check = (helper.API, *compiled, self._verdicts)
+        if len(self._frame_checks) >= MOST_PEERS:
+            self._frame_checks.clear()
+        self._frame_checks[peer] = check
+        return check
+
+    def _compiled_rules(
+        self, peer: IPAddress | None = None
+    ) -> tuple[dict[str, object], dict[int, tuple[str, str]]] | None:
+        """What the compiled checks take: accessKey -> its prepared key for the accounts
+        they may decide (no white list of their own; with ``peer``, none that takes it),
+        and code -> the two names deciding its resources for the codes they may decide;
+        None when the helper is not built or nothing qualifies."""
+        if signing.COMPILED is None:
             return None
         signing_keys = {
             access_key: signing.compiled_key(account.secret_key)
             for access_key, account in self._accounts.items()
-            if account.white.matches is never  # a white-listed peer skips the signature
+            # a peer an account's white list takes skips the signature: the guard's
+            if (account.white.matches is never if peer is None else not account.white.matches(peer))
             and account.secret_key.isascii()  # any other secret: ``check`` (may not encode)
         }
         # a code that needs admin rights is left to ``check`` (none of the busy ones does)
@@ -107,9 +148,7 @@ class AclValidator:
         }
         if not signing_keys or not deciding_fields:
             return None
-        return functools.partial(
-            helper.before_request, signing_keys, deciding_fields, self._verdicts, check
-        )
+        return signing_keys, deciding_fields
 
     def check(self, peer: IPAddress | None, request: RemotingCommand) -> None:
         """Return when ``request`` from ``peer`` may be served; raise AclDenied if not."""

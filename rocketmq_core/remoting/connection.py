@@ -289,6 +289,15 @@ class Connection:
         """The longest frame this connection reads."""
         return self._max_frame_length
 
+    def frame_checks(self) -> tuple[Any, ...]:
+        """Each hook's ``frame_check`` of this connection now (RpcHook): what a FrameServer
+        checks the frames it answers with, those hooks not seeing them."""
+        context = self.context
+        return tuple(
+            hook.frame_check(context)  # type: ignore[attr-defined]  # where each has one
+            for hook in self._hooks
+        )
+
     @property
     def takes_encoded_answers(self) -> bool:
         """Whether a processor may answer with a finished frame (bytes) instead of a
@@ -334,7 +343,12 @@ class Connection:
     async def _read_loop(self, task_group: TaskGroup) -> None:
         decoder = FrameDecoder(self._max_frame_length)
         server = self._processors.frame_server if self._processors is not None else None
-        if server is not None and not self._hooks:  # a hook sees every request
+        # a hook sees every request, unless the frame server checks frames for it
+        if (
+            server is not None
+            and self._answers_unseen
+            and all(hasattr(hook, "frame_check") for hook in self._hooks)
+        ):
             decoder.serve_first = partial(server, self)
         receive = self._io.receive
         budget = self._budget

@@ -43,7 +43,10 @@ class RpcHook(Protocol):
     response before it is sent (server) or returned (client). A server's hooks do not run
     on the requests it sends to clients, nor a client's on those it receives. A hook with a
     class attribute ``sees_responses = False`` (an ACL guard) lets processors answer with
-    finished frames, which no ``after_response`` sees.
+    finished frames, which no ``after_response`` sees. A hook with a method
+    ``frame_check(ctx)`` lets a FrameServer answer frames of ``ctx``'s connection that the
+    hook has not seen, checking each with what it returns in place of ``before_request``
+    (None: not now).
     """
 
     def before_request(
@@ -58,7 +61,8 @@ class RpcHook(Protocol):
 class FrameServer(Protocol):
     """A processor table's way past decoding for the frames it answers the most (a
     broker's usual sends): called with each chunk a connection read, before a frame of
-    it is decoded, while no hook must see requests or responses.
+    it is decoded, while every hook of the connection has a ``frame_check`` (RpcHook) and
+    none must see responses.
 
     It answers the whole frames of ``source`` from ``position`` on, in order, exactly as
     the processors would (``connection.queue_answers``), and stops before the first it

@@ -455,12 +455,14 @@ def _expected(header: bytes) -> tuple | None:
     return topic, queue_id, sys_flag, born, flag, reconsume, encoded, command.opaque
 
 
-def serve_one(header: bytes) -> tuple[int, list[MessageToStore], bytes | None]:
-    """serve_sends of one frame with this header, its puts captured: (where it stopped,
-    the messages put, the answers)."""
+def serve_one(
+    header: bytes, body: bytes = b"body", frame_check: tuple | None = None
+) -> tuple[int, list[MessageToStore], bytes | None]:
+    """serve_sends of one frame with this header and body, its puts captured, each frame
+    checked with ``frame_check`` (AclValidator.frame_check's) when given: (where it
+    stopped, the messages put, the answers)."""
     if send_fast.compiled is None:
         pytest.fail("rocketmq_core.broker.processors._send_fast is not built")
-    body = b"body"
     frame = struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
     put: list[MessageToStore] = []
 
@@ -471,7 +473,7 @@ def serve_one(header: bytes) -> tuple[int, list[MessageToStore], bytes | None]:
     answer = send_fast._answer_frame("DefaultRegion", False).template
     run = (1 << 24, send_frames._NAMES, b"Cluster", 1 << 22, (), {b"Orders": "Orders"},
            {"Orders": TopicConfig("Orders", 8, 8, PERM_RW)}, b"\x7f\x00\x00\x01\x00\x00\x00\x01",
-           MessageToStore, append, PutStatus.PUT_OK, answer, 100)  # fmt: skip
+           MessageToStore, append, PutStatus.PUT_OK, answer, 100, frame_check)  # fmt: skip
     position, answers, *_ = send_fast.compiled.serve_sends(run, frame, 0)
     return position, put, answers
 

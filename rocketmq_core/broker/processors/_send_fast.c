@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../../acl/_signature_api.h"
+
 #define FIELD_COUNT 12
 enum {
     GROUP, TOPIC, DEFAULT_TOPIC, DEFAULT_QUEUES, QUEUE_ID, SYS_FLAG, BORN_TIMESTAMP, FLAG,
@@ -857,11 +859,49 @@ static int scan_key(Scan *scan, View *key) {
     return 1;
 }
 
-/* extFields: each of ``names`` (SEND_MESSAGE's twelve, then SEND_MESSAGE_V2's) found once
- * at most, as text (numbers and booleans as the header codec's str() of them, null as
- * absent); other keys only need plain values */
-static int scan_ext_fields(Scan *scan, PyObject *names, View *field) {
+/* every member of a header's extFields, for an ACL check (the signature covers them all) */
+#define MOST_MEMBERS 64
+typedef struct {
+    View key[MOST_MEMBERS], value[MOST_MEMBERS]; /* a null value: text NULL */
+    int count, overflow;                         /* overflow: more than MOST_MEMBERS */
+} Members;
+
+/* The names a run reads (SEND_MESSAGE's twelve, then SEND_MESSAGE_V2's), for looking a
+ * key up: a one-letter name (V2's) by its letter, the others by a walk */
+typedef struct {
+    PyObject *names;
+    signed char by_letter[256]; /* a one-letter name's index, or -1 */
+} Names;
+
+static void names_index(PyObject *names, Names *index) {
+    index->names = names;
+    memset(index->by_letter, -1, sizeof index->by_letter);
+    for (int i = 2 * FIELD_COUNT - 1; i >= 0; i--) { /* the first of a name twice counts */
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (PyBytes_GET_SIZE(name) == 1)
+            index->by_letter[(unsigned char)PyBytes_AS_STRING(name)[0]] = (signed char)i;
+    }
+}
+
+/* the index of ``key`` among the names, or -1 */
+static int name_index(const Names *index, View key) {
+    if (key.length == 1) return index->by_letter[(unsigned char)key.text[0]];
+    for (int i = 0; i < 2 * FIELD_COUNT; i++) {
+        PyObject *name = PyTuple_GET_ITEM(index->names, i);
+        if (PyBytes_GET_SIZE(name) == key.length && key.length > 0 &&
+            PyBytes_AS_STRING(name)[0] == key.text[0] &&
+            memcmp(PyBytes_AS_STRING(name), key.text, (size_t)key.length) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* extFields: each of the names found once at most, as text (numbers and booleans as the
+ * header codec's str() of them, null as absent); other keys only need plain values.
+ * ``all``, when not NULL, gets every member. */
+static int scan_ext_fields(Scan *scan, const Names *names, View *field, Members *all) {
     for (int i = 0; i < 2 * FIELD_COUNT; i++) field[i] = (View){NULL, 0};
+    if (all != NULL) all->count = all->overflow = 0;
     if (scan->p >= scan->end || *scan->p != '{') return 0;
     scan->p++;
     skip_space(scan);
@@ -874,15 +914,19 @@ static int scan_ext_fields(Scan *scan, PyObject *names, View *field) {
         View key, value;
         int kind;
         if (!scan_key(scan, &key) || !scan_plain_value(scan, &value, &kind)) return 0;
-        for (int i = 0; i < 2 * FIELD_COUNT; i++) {
-            PyObject *name = PyTuple_GET_ITEM(names, i);
-            if (PyBytes_GET_SIZE(name) != key.length ||
-                memcmp(PyBytes_AS_STRING(name), key.text, (size_t)key.length) != 0)
-                continue;
+        int i = name_index(names, key);
+        if (i >= 0) {
             if (seen & (1 << i)) return 0; /* twice: the last one counts; the codec decides */
             seen |= 1 << i;
             field[i] = value;
-            break;
+        }
+        if (all != NULL) {
+            if (all->count == MOST_MEMBERS) {
+                all->overflow = 1;
+            } else {
+                all->key[all->count] = key;
+                all->value[all->count++] = value;
+            }
         }
         int next = scan_next_member(scan);
         if (next == 0) return 0;
@@ -891,16 +935,17 @@ static int scan_ext_fields(Scan *scan, PyObject *names, View *field) {
 }
 
 typedef struct {
-    int64_t code, flag, opaque;
+    int64_t code, flag, opaque, version;
     View field[2 * FIELD_COUNT]; /* by SEND_MESSAGE's names, then by SEND_MESSAGE_V2's */
+    Members *all; /* every extFields member, when an ACL check needs them; else NULL */
 } SendHeader;
 
 /* a request header in the form clients write, read as the header codec would read it;
  * 0 when it is in any other form (or one the codec refuses) */
-static int scan_header(Scan *scan, PyObject *names, SendHeader *header) {
+static int scan_header(Scan *scan, const Names *names, SendHeader *header) {
     enum { CODE = 1, FLAG = 2, OPAQUE = 4, VERSION = 8, LANGUAGE = 16, REMARK = 32, EXT = 64 };
     int seen = 0;
-    header->flag = header->opaque = 0;
+    header->flag = header->opaque = header->version = 0;
     skip_space(scan);
     if (scan->p >= scan->end || *scan->p != '{') return 0;
     scan->p++;
@@ -910,7 +955,7 @@ static int scan_header(Scan *scan, PyObject *names, SendHeader *header) {
         int kind, bit;
         if (!scan_key(scan, &key)) return 0;
         if (view_is(key, "extFields")) {
-            if (seen & EXT || !scan_ext_fields(scan, names, header->field)) return 0;
+            if (seen & EXT || !scan_ext_fields(scan, names, header->field, header->all)) return 0;
             seen |= EXT;
         } else {
             if (!scan_plain_value(scan, &value, &kind)) return 0;
@@ -931,6 +976,7 @@ static int scan_header(Scan *scan, PyObject *names, SendHeader *header) {
                 if (bit == CODE) header->code = number;
                 else if (bit == FLAG) header->flag = number;
                 else if (bit == OPAQUE) header->opaque = number;
+                else header->version = number;
             } else if (bit == LANGUAGE && kind != V_STRING) {
                 return 0;
             } else if (bit == REMARK && kind != V_STRING && kind != V_NULL) {
@@ -996,9 +1042,143 @@ static int count_stored(Counts *counts, PyObject *topic, Py_ssize_t size) {
     return 0;
 }
 
+/* --- the ACL check of a run's frame: the guard's compiled check (acl/_signature.c's
+ * before_request), made on the header as read in place ------------------------------- */
+
+#define LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY 399 /* acl/signing.py's */
+
+typedef struct {
+    const SignatureApi *api;
+    PyObject *signing_keys, *verdicts; /* accessKey -> keyed(secret); verdict key -> None */
+    PyObject *names[2];                /* SEND_MESSAGE's, SEND_MESSAGE_V2's deciding names */
+    PyObject *last_key;    /* the verdict key of the last frame allowed (strong), or NULL */
+    PyObject *last_keyed;  /* and its accessKey's prepared key (strong) */
+} FrameCheck;
+
+/* the frame check of a run: 1 when ``check`` (AclValidator.frame_check's tuple) is ready in
+ * ``out``, 0 when it does not decide the send codes (no run), -1 with an exception set */
+static int frame_check_open(PyObject *check, FrameCheck *out) {
+    if (!PyTuple_CheckExact(check) || PyTuple_GET_SIZE(check) != 4 ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(check, 1)) ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(check, 2)) ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(check, 3))) {
+        PyErr_SetString(PyExc_TypeError, "serve_sends: a malformed frame check");
+        return -1;
+    }
+    out->api = PyCapsule_GetPointer(PyTuple_GET_ITEM(check, 0), SIGNATURE_API_CAPSULE);
+    if (out->api == NULL) return -1;
+    out->signing_keys = PyTuple_GET_ITEM(check, 1);
+    out->verdicts = PyTuple_GET_ITEM(check, 3);
+    out->last_key = out->last_keyed = NULL;
+    const long codes[2] = {SEND_MESSAGE, SEND_MESSAGE_V2};
+    for (int i = 0; i < 2; i++) {
+        PyObject *code = PyLong_FromLong(codes[i]);
+        if (code == NULL) return -1;
+        PyObject *names = PyDict_GetItemWithError(PyTuple_GET_ITEM(check, 2), code);
+        Py_DECREF(code);
+        if (names == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2 ||
+            !PyUnicode_IS_COMPACT_ASCII(PyTuple_GET_ITEM(names, 0)) ||
+            !PyUnicode_IS_COMPACT_ASCII(PyTuple_GET_ITEM(names, 1)))
+            return 0;
+        out->names[i] = names;
+    }
+    return 1;
+}
+
+static void frame_check_close(FrameCheck *check) {
+    Py_CLEAR(check->last_key);
+    Py_CLEAR(check->last_keyed);
+}
+
+/* the text of a view and of an ASCII str (or None for an absent view) are the same */
+static int view_is_text(View view, PyObject *text) {
+    if (view.text == NULL || text == Py_None) return view.text == NULL && text == Py_None;
+    return PyUnicode_GET_LENGTH(text) == view.length &&
+           memcmp(PyUnicode_DATA(text), view.text, (size_t)view.length) == 0;
+}
+
+/* a str of a view's ASCII text, or None for an absent one (a new reference) */
+static PyObject *text_or_none(View view) {
+    if (view.text == NULL) return Py_NewRef(Py_None);
+    return PyUnicode_DecodeASCII(view.text, view.length, NULL);
+}
+
+static int key_order(View a, View b) {
+    if (a.length > 0 && b.length > 0 && a.text[0] != b.text[0]) /* most keys differ at once */
+        return (unsigned char)a.text[0] < (unsigned char)b.text[0] ? -1 : 1;
+    int order = memcmp(a.text, b.text, (size_t)(a.length < b.length ? a.length : b.length));
+    if (order != 0) return order;
+    return a.length < b.length ? -1 : a.length > b.length;
+}
+
+/* Whether a frame with this header and body is certainly allowed, as the guard's compiled
+ * check decides a request: 1 yes, 0 the guard decides (the frame goes the usual way), -1
+ * with an exception set. Certainly allowed: every extFields key once, its accessKey in
+ * the signing keys, a verdict kept as allowed for (accessKey, code, its deciding values),
+ * and its signature right: over the values in key order (the signature's own left out,
+ * and the unique-key query field for old clients' versions), then the body. */
+static int frame_allowed(FrameCheck *check, const SendHeader *header, const char *body,
+                         Py_ssize_t body_length) {
+    const Members *all = header->all;
+    if (all->overflow) return 0;
+    int order[MOST_MEMBERS];
+    for (int i = 0; i < all->count; i++) { /* insertion sort: a send has fifteen or so */
+        int at = i;
+        while (at > 0 && key_order(all->key[order[at - 1]], all->key[i]) > 0) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = i;
+    }
+    PyObject *names = check->names[header->code == SEND_MESSAGE ? 0 : 1];
+    PyObject *first_name = PyTuple_GET_ITEM(names, 0), *second_name = PyTuple_GET_ITEM(names, 1);
+    int skip_unique_key = header->version <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY;
+    View access = {NULL, 0}, received = {NULL, 0}, first = {NULL, 0}, second = {NULL, 0};
+    const char *texts[MOST_MEMBERS];
+    Py_ssize_t lengths[MOST_MEMBERS], signed_count = 0;
+    for (int i = 0; i < all->count; i++) {
+        View key = all->key[order[i]], value = all->value[order[i]];
+        if (i > 0 && key_order(all->key[order[i - 1]], key) == 0)
+            return 0; /* a key twice: the last one counts; the guard decides */
+        if (value.text == NULL) continue; /* null: absent, as the header codec reads it */
+        if (view_is_text(key, first_name)) first = value;
+        if (view_is_text(key, second_name)) second = value;
+        if (view_is(key, "AccessKey")) access = value;
+        if (view_is(key, "Signature")) {
+            received = value;
+            continue;
+        }
+        if (skip_unique_key && view_is(key, "_UNIQUE_KEY_QUERY")) continue;
+        texts[signed_count] = value.text;
+        lengths[signed_count++] = value.length;
+    }
+    if (access.text == NULL || received.text == NULL) return 0;
+    PyObject *last = check->last_key;
+    if (last == NULL || !view_is_text(access, PyTuple_GET_ITEM(last, 0)) ||
+        PyLong_AsLongLong(PyTuple_GET_ITEM(last, 1)) != header->code ||
+        !view_is_text(first, PyTuple_GET_ITEM(last, 2)) ||
+        !view_is_text(second, PyTuple_GET_ITEM(last, 3))) {
+        /* another accessKey or resource than the frame before: look its verdict up */
+        PyObject *key = Py_BuildValue("(NLNN)", text_or_none(access), (long long)header->code,
+                                      text_or_none(first), text_or_none(second));
+        if (key == NULL) return -1;
+        PyObject *keyed = PyDict_GetItemWithError(check->signing_keys, PyTuple_GET_ITEM(key, 0));
+        PyObject *verdict = keyed ? PyDict_GetItemWithError(check->verdicts, key) : NULL;
+        if (verdict != Py_None) { /* not an account decided here, or not allowed (yet) */
+            Py_DECREF(key);
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        Py_XSETREF(check->last_key, key);
+        Py_XSETREF(check->last_keyed, Py_NewRef(keyed));
+    }
+    return check->api->signed_with(check->last_keyed, texts, lengths, signed_count, body,
+                                   body_length, received.text, received.length);
+}
+
 enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS, RUN_TOPIC_NAMES,
        RUN_TOPICS, RUN_BORN_HOST, RUN_MESSAGE_TYPE, RUN_APPEND, RUN_PUT_OK, RUN_ANSWER,
-       RUN_RECORD_FIXED, RUN_FIELDS };
+       RUN_RECORD_FIXED, RUN_FRAME_CHECK, RUN_FIELDS };
 
 PyDoc_STRVAR(serve_sends_doc,
 "serve_sends(run, source, position, /)\n--\n\n"
@@ -1011,7 +1191,9 @@ PyDoc_STRVAR(serve_sends_doc,
 "cluster as bytes, max message size, put-hook markers, topic names by bytes (a str, or\n"
 "None for a topic the fast path leaves), the topic table, the born host, MessageToStore,\n"
 "the store's usual append, PutStatus.PUT_OK, the answer template (head, tail, uniq head,\n"
-"uniq tail), the record size but for the topic, body and properties).\n\n"
+"uniq tail), the record size but for the topic, body and properties, and the ACL check of\n"
+"each frame: None, or AclValidator.frame_check's tuple, when a frame the check does not\n"
+"certainly allow is left to the guard).\n\n"
 "Returns (position, answers: bytes or None, counts: {(topic, record size): messages} or\n"
 "None, missed: topic bytes not in the topic names or None, failure: (exception, header\n"
 "start, header end) of a frame whose put raised, answered by the caller, or None,\n"
@@ -1047,6 +1229,8 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             PyErr_SetString(PyExc_TypeError, "serve_sends: names are bytes");
             return NULL;
         }
+    Names name_lookup;
+    names_index(names, &name_lookup);
     long long max_frame = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_MAX_FRAME));
     long long max_message_size = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_MAX_MESSAGE_SIZE));
     long long record_fixed = PyLong_AsLongLong(PyTuple_GET_ITEM(run, RUN_RECORD_FIXED));
@@ -1068,6 +1252,14 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_ssize_t declined = -1; /* where a frame the store's usual append declined starts */
     Py_ssize_t served_v1 = 0; /* SEND_MESSAGE frames answered (the rest: SEND_MESSAGE_V2) */
     Scan scanned, *scan = &scanned; /* a header's escaped strings: HEADER_SCRATCH bytes */
+    Members members;
+    FrameCheck acl = {NULL, NULL, NULL, {NULL, NULL}, NULL, NULL};
+    PyObject *frame_check = PyTuple_GET_ITEM(run, RUN_FRAME_CHECK);
+    if (frame_check != Py_None) {
+        int usable = frame_check_open(frame_check, &acl);
+        if (usable < 0) goto error;
+        if (usable == 0) goto done; /* it leaves the send codes to the guard: no run */
+    }
 
     while (position >= 0 && end - position >= 8) {
         const unsigned char *frame = base + position;
@@ -1081,10 +1273,17 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         scan->end = header_text + header_length;
         scan->scratch_used = 0;
         SendHeader header;
-        if (!scan_header(scan, names, &header) ||
+        header.all = acl.api != NULL ? &members : NULL;
+        if (!scan_header(scan, &name_lookup, &header) ||
             (header.code != SEND_MESSAGE && header.code != SEND_MESSAGE_V2) ||
             header.flag & FLAG_RESPONSE_OR_ONEWAY)
             break;
+        if (acl.api != NULL) {
+            int allowed = frame_allowed(&acl, &header, header_text + header_length,
+                                        (Py_ssize_t)length - 4 - header_length);
+            if (allowed < 0) goto error;
+            if (!allowed) break;
+        }
         /* each code reads its own names, as the header codec does */
         const View *field = header.field + (header.code == SEND_MESSAGE ? 0 : FIELD_COUNT);
         SendNumbers numbers;
@@ -1257,6 +1456,7 @@ done:
     Py_XDECREF(last_key);
     Py_XDECREF(last_name);
     Py_XDECREF(last_config);
+    frame_check_close(&acl);
     return result;
 }
 
