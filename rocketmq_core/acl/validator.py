@@ -115,10 +115,11 @@ class AclValidator:
             return self._frame_checks[peer]
         except KeyError:
             pass
-        helper, compiled = signing.COMPILED, self._compiled_rules(peer)
-        check = None
-        if helper is not None and compiled is not None:
-            check = (helper.API, *compiled, self._verdicts)
+        api = getattr(signing.COMPILED, "API", None)  # None: not built, or built before it
+        compiled = self._compiled_rules(peer)
+        check = (
+            (api, *compiled, self._verdicts) if api is not None and compiled is not None else None
+        )
         if len(self._frame_checks) >= MOST_PEERS:
             self._frame_checks.clear()
         self._frame_checks[peer] = check

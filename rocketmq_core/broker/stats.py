@@ -203,6 +203,12 @@ class BrokerStats:
         for (topic, size), messages in counts.items():
             self._put(topic, messages, size * messages, requests=messages)
 
+    def count_put_batches(self, batches: list[tuple[str, int, int]]) -> None:
+        """Batches stored by a run of sends (send_frames): (topic, messages, record bytes)
+        of each, counted as ``count_put_batch`` counts one."""
+        for topic, messages, size in batches:
+            self._put(topic, messages, size)
+
     def count_put_batch(self, messages: list[MessageToStore], result: PutResult) -> None:
         """A batch put (SEND_BATCH_MESSAGE): its messages in one call, as Java counts it."""
         status = result.status

@@ -42,32 +42,6 @@ from .test_send_fast_path import (
 pytestmark = pytest.mark.anyio
 
 
-class CountingRuns:
-    """send_fast's compiled helper, counting the frames its serve_sends answered."""
-
-    def __init__(self) -> None:
-        self.helper = send_fast.compiled
-        self.served = 0
-
-    def __getattr__(self, name):
-        return getattr(self.helper, name)
-
-    def serve_sends(self, run, source, position):
-        result = self.helper.serve_sends(run, source, position)
-        if result[1] is not None:
-            self.served += len(FrameDecoder().feed(result[1]))
-        return result
-
-
-@pytest.fixture
-def runs(monkeypatch) -> CountingRuns:
-    if send_fast.compiled is None:
-        pytest.fail("rocketmq_core.broker.processors._send_fast is not built")
-    counting = CountingRuns()
-    monkeypatch.setattr(send_fast, "compiled", counting)
-    return counting
-
-
 async def frames_against_general(tmp_path, plugin_host, monkeypatch, requests, **options):
     """The answers and stored bytes with runs of frames, then with the general path
     alone: asserted the same; the answers."""
@@ -473,7 +447,8 @@ def serve_one(
     answer = send_fast._answer_frame("DefaultRegion", False).template
     run = (1 << 24, send_frames._NAMES, b"Cluster", 1 << 22, (), {b"Orders": "Orders"},
            {"Orders": TopicConfig("Orders", 8, 8, PERM_RW)}, b"\x7f\x00\x00\x01\x00\x00\x00\x01",
-           MessageToStore, append, PutStatus.PUT_OK, answer, 100, frame_check)  # fmt: skip
+           MessageToStore, append, PutStatus.PUT_OK, answer, 100, None, 64,
+           frame_check)  # fmt: skip
     position, answers, *_ = send_fast.compiled.serve_sends(run, frame, 0)
     return position, put, answers
 

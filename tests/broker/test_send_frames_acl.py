@@ -40,7 +40,6 @@ from .test_send_frames import (
     codes,
     frames_against_general,
     headers,
-    runs,  # noqa: F401 (a fixture)
     send_all,
     serve_one,
     v1_fields,
@@ -264,7 +263,7 @@ async def test_with_acl_runs_answer_and_store_as_the_general_path(
     tmp_path,
     plugin_host,
     monkeypatch,
-    runs,  # noqa: F811
+    runs,
 ):
     def requests():
         unsigned, stranger = send(body=b"unsigned"), send(body=b"stranger")
@@ -290,7 +289,7 @@ async def test_with_acl_runs_answer_and_store_as_the_general_path(
     assert runs.served == 16
 
 
-async def test_written_at_once_signed_sends_are_runs(tmp_path, plugin_host, runs):  # noqa: F811
+async def test_written_at_once_signed_sends_are_runs(tmp_path, plugin_host, runs):
     config = broker_config(tmp_path, acl_enable=True, rocketmq_home=str(acl_home(tmp_path)))
     async with Broker.serving(config, host=plugin_host) as broker:
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
@@ -306,7 +305,7 @@ async def test_written_at_once_signed_sends_are_runs(tmp_path, plugin_host, runs
 async def test_runs_follow_the_rules_as_they_are_reloaded(
     tmp_path,
     plugin_host,
-    runs,  # noqa: F811
+    runs,
 ):
     home = acl_home(tmp_path)
     config = broker_config(

@@ -244,10 +244,10 @@ def test_a_producer_and_a_push_consumer_with_their_grants(client, cluster, cpp_l
         results.append(sender.send_batch([message(client, "AclTopicB", n) for n in range(10, 15)]))
     assert [r.status for r in results] == [client.SendStatus.OK] * 11
     # its signed headers are checked where they are read (send_frames): all but the first
-    # (no verdict kept yet) and each queue's first put are answered so; the account's
-    # white list (192.168.1.*) does not take this peer, so its signature is checked there
+    # (no verdict kept yet) and each queue's first put are answered so, the batch too; the
+    # account's white list (192.168.1.*) does not take this peer: its signatures are checked
     queues = cluster.broker.topics.get("AclTopicB").write_queue_nums
-    assert runs.served - served_before >= 10 - 1 - queues
+    assert runs.served - served_before >= 11 - 1 - queues
     consumer = CollectingConsumer(
         client,
         cluster.namesrv_address,

@@ -556,6 +556,14 @@ class MmapStore(ImmediateGet):
             return None
         return functools.partial(append_one, self, self._append_one_state)
 
+    def usual_append_batch(self) -> Callable[[list[MessageToStore]], PutResult | None] | None:
+        """``append_batch`` of a usual batch (one queue's messages, at least one), compiled,
+        for the broker's runs of sends: as ``usual_append``, None with nothing done for any
+        other batch, and None while it does not apply."""
+        if self._append_one is None or self.policy.waits:
+            return None
+        return self._put_compiled
+
     def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()
         usual = self._put_compiled(list(messages)) if messages else None

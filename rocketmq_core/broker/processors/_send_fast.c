@@ -96,26 +96,34 @@ typedef struct {
     int64_t queue_id, sys_flag, born_timestamp, flag, reconsume_times;
 } SendNumbers;
 
-/* the numbers of a send whose fields (by the enum above) are in their canonical form;
- * 0 when a field is missing or not canonical */
+enum { NOT_CANONICAL, SINGLE, BATCH_OF };
+
+/* the numbers of a send whose fields (by the enum above) are in their canonical form, and
+ * what it holds: SINGLE, a message, or BATCH_OF messages (its batch field, whatever the
+ * request code); NOT_CANONICAL when a field is missing or not canonical */
 static int read_send_fields(const View *field, SendNumbers *out) {
     if (field[GROUP].text == NULL || field[TOPIC].text == NULL || field[DEFAULT_TOPIC].text == NULL)
-        return 0;
-    /* "false" from Java clients, "0" from the C++ client (its bool as a number) */
-    if (field[BATCH].text != NULL && !view_is(field[BATCH], "false") && !view_is(field[BATCH], "0"))
-        return 0;
+        return NOT_CANONICAL;
+    /* "false" or "true" from Java clients, "0" or "1" from the C++ client (its bool) */
+    int kind = field[BATCH].text == NULL || view_is(field[BATCH], "false") ||
+                       view_is(field[BATCH], "0")
+                   ? SINGLE
+               : view_is(field[BATCH], "true") || view_is(field[BATCH], "1") ? BATCH_OF
+                                                                             : NOT_CANONICAL;
+    if (kind == NOT_CANONICAL) return NOT_CANONICAL;
     int64_t ignored;
     const int64_t low32 = INT32_MIN, high32 = INT32_MAX;
     out->reconsume_times = 0;
-    return read_digits(field[QUEUE_ID], low32, high32, &out->queue_id) &&
-           read_digits(field[SYS_FLAG], low32, high32, &out->sys_flag) &&
-           read_digits(field[BORN_TIMESTAMP], INT64_MIN, INT64_MAX, &out->born_timestamp) &&
-           read_digits(field[FLAG], low32, high32, &out->flag) &&
-           read_digits(field[DEFAULT_QUEUES], low32, high32, &ignored) &&
-           (field[RECONSUME_TIMES].text == NULL ||
-            read_digits(field[RECONSUME_TIMES], low32, high32, &out->reconsume_times)) &&
-           (field[MAX_RECONSUME_TIMES].text == NULL ||
-            read_digits(field[MAX_RECONSUME_TIMES], low32, high32, &ignored));
+    int read = read_digits(field[QUEUE_ID], low32, high32, &out->queue_id) &&
+               read_digits(field[SYS_FLAG], low32, high32, &out->sys_flag) &&
+               read_digits(field[BORN_TIMESTAMP], INT64_MIN, INT64_MAX, &out->born_timestamp) &&
+               read_digits(field[FLAG], low32, high32, &out->flag) &&
+               read_digits(field[DEFAULT_QUEUES], low32, high32, &ignored) &&
+               (field[RECONSUME_TIMES].text == NULL ||
+                read_digits(field[RECONSUME_TIMES], low32, high32, &out->reconsume_times)) &&
+               (field[MAX_RECONSUME_TIMES].text == NULL ||
+                read_digits(field[MAX_RECONSUME_TIMES], low32, high32, &ignored));
+    return read ? kind : NOT_CANONICAL;
 }
 
 /* the encoded properties with CLUSTER=``cluster`` added as send._with_cluster adds it */
@@ -164,7 +172,7 @@ static PyObject *read_send(PyObject *module, PyObject *const *args, Py_ssize_t n
         if (!str_view(value, &field[i])) Py_RETURN_NONE;
     }
     SendNumbers numbers;
-    if (!read_send_fields(field, &numbers)) Py_RETURN_NONE;
+    if (read_send_fields(field, &numbers) != SINGLE) Py_RETURN_NONE;
     View cluster;
     if (!str_view(args[2], &cluster)) Py_RETURN_NONE;
     PyObject *properties = with_cluster(field[PROPERTIES], cluster);
@@ -229,19 +237,23 @@ static int answer_template(PyObject *parts, PyObject *tail, int with_uniq) {
     return 1;
 }
 
-/* the most bytes write_answer writes with this template, host and UNIQ_KEY */
+/* the most bytes write_answer writes with this template, host, message ids (``count``)
+ * and UNIQ_KEY */
 static Py_ssize_t answer_bound(PyObject *parts, PyObject *tail, Py_ssize_t host_length,
-                               Py_ssize_t uniq_length) {
-    Py_ssize_t size = 8 + (host_length + 8) * 2 + 4 * 21 + uniq_length + PyBytes_GET_SIZE(tail);
+                               Py_ssize_t count, Py_ssize_t uniq_length) {
+    Py_ssize_t size = 8 + ((host_length + 8) * 2 + 1) * count + 4 * 21 + uniq_length +
+                      PyBytes_GET_SIZE(tail);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++)
         size += PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, i));
     return size;
 }
 
-/* the frame at ``buffer`` (answer_bound bytes at least); returns where it ends */
+/* the frame at ``buffer`` (answer_bound bytes at least), its msgId the offset message ids
+ * of the ``count`` records at ``offsets`` (a batch's are joined by commas); returns where
+ * it ends */
 static char *write_answer(char *buffer, PyObject *parts, PyObject *tail,
                           const unsigned char *host, Py_ssize_t host_length,
-                          long long commit_log_offset, long long queue_id,
+                          const long long *offsets, Py_ssize_t count, long long queue_id,
                           long long queue_offset, const char *uniq, Py_ssize_t uniq_length,
                           long long opaque) {
     static const char hex[] = "0123456789ABCDEF";
@@ -253,14 +265,17 @@ static char *write_answer(char *buffer, PyObject *parts, PyObject *tail,
         out += PyBytes_GET_SIZE(piece);                                            \
     } while (0)
     PART(0);
-    for (Py_ssize_t i = 0; i < host_length; i++) {
-        *out++ = hex[host[i] >> 4];
-        *out++ = hex[host[i] & 15];
-    }
-    for (int shift = 56; shift >= 0; shift -= 8) {
-        unsigned byte = (unsigned)((unsigned long long)commit_log_offset >> shift) & 0xff;
-        *out++ = hex[byte >> 4];
-        *out++ = hex[byte & 15];
+    for (Py_ssize_t id = 0; id < count; id++) {
+        if (id > 0) *out++ = ',';
+        for (Py_ssize_t i = 0; i < host_length; i++) {
+            *out++ = hex[host[i] >> 4];
+            *out++ = hex[host[i] & 15];
+        }
+        for (int shift = 56; shift >= 0; shift -= 8) {
+            unsigned byte = (unsigned)((unsigned long long)offsets[id] >> shift) & 0xff;
+            *out++ = hex[byte >> 4];
+            *out++ = hex[byte & 15];
+        }
     }
     PART(1);
     out = put_decimal(out, queue_id);
@@ -303,10 +318,10 @@ static PyObject *answer_frame(PyObject *module, PyObject *const *args, Py_ssize_
     Py_ssize_t uniq_length = with_uniq ? PyBytes_GET_SIZE(args[6]) : 0;
     if (with_uniq && !plain_text(uniq, uniq_length)) Py_RETURN_NONE;
     Py_ssize_t host_length = PyBytes_GET_SIZE(args[2]);
-    char *buffer = PyMem_Malloc((size_t)answer_bound(args[0], args[1], host_length, uniq_length));
+    char *buffer = PyMem_Malloc((size_t)answer_bound(args[0], args[1], host_length, 1, uniq_length));
     if (buffer == NULL) return PyErr_NoMemory();
     char *end = write_answer(buffer, args[0], args[1], (const unsigned char *)PyBytes_AS_STRING(args[2]),
-                             host_length, commit_log_offset, queue_id, queue_offset, uniq,
+                             host_length, &commit_log_offset, 1, queue_id, queue_offset, uniq,
                              uniq_length, opaque);
     PyObject *frame = PyBytes_FromStringAndSize(buffer, end - buffer);
     PyMem_Free(buffer);
@@ -330,7 +345,7 @@ static PyObject *s_ready, *s_config, *s_broker_permission, *s_is_slave, *s_code,
     *s_count_put, *s_ha, *s_after_append, *s_flush_to, *s_status, *s_serialize_type,
     *s_connection, *s_takes_encoded_answers, *s_region_id, *s_trace_on, *s_head, *s_tail,
     *s_uniq_head, *s_uniq_tail, *s_store_host, *s_commit_log_offset, *s_queue_offset,
-    *s_opaque;
+    *s_opaque, *s_commit_log_offsets;
 
 /* an attribute as a C long long: 1; 0 (no error set) when it is not an int of 64 bits,
  * which the Python code then reads; -1 with the error of getting it */
@@ -643,21 +658,68 @@ PyDoc_STRVAR(batch_messages_doc,
 "None when the Python code must refuse the body (a record cut short or inconsistent,\n"
 "more than ``most`` records, none at all) or read it.");
 
-static PyObject *batch_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 10 || !PyBytes_CheckExact(args[0]) || !PyList_CheckExact(args[7])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "batch_messages(body: bytes, topic, queue_id, sys_flag, born_timestamp,"
-                        " born_host, reconsume_times, batch_level: list, most, message_type)");
-        return NULL;
+/* send._batch_level_pairs of encoded batch-level properties: for each name\x01value,
+ * (name\x01, \x02name\x01, name\x01value\x02) */
+static PyObject *batch_level_pairs(const char *text, Py_ssize_t length) {
+    PyObject *pairs = PyList_New(0);
+    if (pairs == NULL) return NULL;
+    for (Py_ssize_t start = 0; start <= length;) {
+        const char *at = text + start;
+        const char *stop = memchr(at, 2, (size_t)(length - start));
+        Py_ssize_t pair_length = stop != NULL ? stop - at : length - start;
+        const char *separator = memchr(at, 1, (size_t)pair_length);
+        if (separator != NULL && separator > at) {
+            Py_ssize_t name_length = separator - at;
+            PyObject *first = PyBytes_FromStringAndSize(at, name_length + 1);
+            PyObject *inside = PyBytes_FromStringAndSize(NULL, name_length + 2);
+            PyObject *pair = PyBytes_FromStringAndSize(NULL, pair_length + 1);
+            PyObject *entry = NULL;
+            if (first != NULL && inside != NULL && pair != NULL) {
+                char *inside_text = PyBytes_AS_STRING(inside), *pair_text = PyBytes_AS_STRING(pair);
+                inside_text[0] = 2;
+                memcpy(inside_text + 1, at, (size_t)name_length + 1);
+                memcpy(pair_text, at, (size_t)pair_length);
+                pair_text[pair_length] = 2;
+                entry = PyTuple_Pack(3, first, inside, pair);
+            }
+            Py_XDECREF(first);
+            Py_XDECREF(inside);
+            Py_XDECREF(pair);
+            if (entry == NULL || PyList_Append(pairs, entry) < 0) {
+                Py_XDECREF(entry);
+                Py_DECREF(pairs);
+                return NULL;
+            }
+            Py_DECREF(entry);
+        }
+        start += pair_length + 1;
     }
+    return pairs;
+}
+
+/* what a run learns of a batch's records as they are made */
+typedef struct {
+    PyObject *markers; /* put-hook markers, searched in each record's properties */
+    int hooked;        /* one was found: a put hook may act on the batch */
+    Py_ssize_t bytes;  /* the records' bodies and properties */
+} BatchTally;
+
+/* The messages of a batch body's records, as batch_messages answers: a list, None (a
+ * new reference) when the Python code decides, NULL with an exception set. ``fields``
+ * are batch_messages' arguments after the body (topic ... message_type); ``tally``, when
+ * not NULL, is told of each record. */
+static PyObject *messages_of_records(const unsigned char *data, Py_ssize_t size,
+                                     PyObject *const *fields, BatchTally *tally) {
+    PyObject *topic = fields[0], *queue_id = fields[1], *sys_flag = fields[2];
+    PyObject *born_timestamp = fields[3], *born_host = fields[4], *reconsume_times = fields[5];
+    PyObject *batch_level = fields[6], *message_type = fields[8];
     int overflow;
-    long long most_given = PyLong_AsLongLongAndOverflow(args[8], &overflow);
+    long long most_given = PyLong_AsLongLongAndOverflow(fields[7], &overflow);
     if (most_given == -1 && PyErr_Occurred()) return NULL;
     Py_ssize_t most = overflow > 0 || most_given > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX
                       : overflow < 0                            ? 0
                                                                 : (Py_ssize_t)most_given;
-    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t size = PyBytes_GET_SIZE(args[0]), position = 0;
+    Py_ssize_t position = 0;
     PyObject *messages = PyList_New(0);
     if (messages == NULL) return NULL;
     while (position < size) {
@@ -675,16 +737,22 @@ static PyObject *batch_messages(PyObject *module, PyObject *const *args, Py_ssiz
         at += properties_length;
         if (total != at - position) goto python_decides;
         PyObject *body = PyBytes_FromStringAndSize((const char *)body_at, body_length);
-        PyObject *properties = body ? merged_properties(properties_at, properties_length, args[7])
+        PyObject *properties = body ? merged_properties(properties_at, properties_length, batch_level)
                                     : NULL;
         PyObject *flags = properties ? PyLong_FromLong(flag) : NULL;
         PyObject *message = NULL;
+        if (tally != NULL && flags != NULL && properties != Py_None) {
+            tally->bytes += body_length + PyBytes_GET_SIZE(properties);
+            tally->hooked = tally->hooked || markers_found(tally->markers,
+                                                           PyBytes_AS_STRING(properties),
+                                                           PyBytes_GET_SIZE(properties));
+        }
         if (flags != NULL && properties != Py_None) {
             /* MessageToStore(topic, queue_id, body, properties, flag, sys_flag,
              * born_timestamp, born_host, reconsume_times) */
-            PyObject *message_args[9] = {args[1], args[2], body, properties, flags, args[3],
-                                         args[4], args[5], args[6]};
-            message = PyObject_Vectorcall(args[9], message_args, 9, NULL);
+            PyObject *message_args[9] = {topic, queue_id, body, properties, flags, sys_flag,
+                                         born_timestamp, born_host, reconsume_times};
+            message = PyObject_Vectorcall(message_type, message_args, 9, NULL);
         }
         int odd = properties == Py_None;
         Py_XDECREF(body);
@@ -705,6 +773,17 @@ python_decides:
     Py_RETURN_NONE;
 }
 
+static PyObject *batch_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10 || !PyBytes_CheckExact(args[0]) || !PyList_CheckExact(args[7])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "batch_messages(body: bytes, topic, queue_id, sys_flag, born_timestamp,"
+                        " born_host, reconsume_times, batch_level: list, most, message_type)");
+        return NULL;
+    }
+    return messages_of_records((const unsigned char *)PyBytes_AS_STRING(args[0]),
+                               PyBytes_GET_SIZE(args[0]), args + 1, NULL);
+}
+
 /* --- runs of usual sends, answered from the bytes read (send_frames.py) ---------------
  *
  * serve_sends reads each whole frame from a position of what a connection read: a JSON
@@ -715,6 +794,7 @@ python_decides:
 
 #define HEADER_SCRATCH 4096 /* bytes of one header's strings that had escapes */
 #define SEND_MESSAGE_V2 310
+#define SEND_BATCH_MESSAGE 320
 #define FLAG_RESPONSE_OR_ONEWAY 0x3
 
 typedef struct {
@@ -1050,13 +1130,14 @@ static int count_stored(Counts *counts, PyObject *topic, Py_ssize_t size) {
 typedef struct {
     const SignatureApi *api;
     PyObject *signing_keys, *verdicts; /* accessKey -> keyed(secret); verdict key -> None */
-    PyObject *names[2];                /* SEND_MESSAGE's, SEND_MESSAGE_V2's deciding names */
+    PyObject *names[3]; /* SEND_MESSAGE's, SEND_MESSAGE_V2's and SEND_BATCH_MESSAGE's deciding
+                         * names; NULL: the code is the guard's */
     PyObject *last_key;    /* the verdict key of the last frame allowed (strong), or NULL */
     PyObject *last_keyed;  /* and its accessKey's prepared key (strong) */
 } FrameCheck;
 
-/* the frame check of a run: 1 when ``check`` (AclValidator.frame_check's tuple) is ready in
- * ``out``, 0 when it does not decide the send codes (no run), -1 with an exception set */
+/* the frame check of a run: 0 when ``check`` (AclValidator.frame_check's tuple) is ready in
+ * ``out``, -1 with an exception set */
 static int frame_check_open(PyObject *check, FrameCheck *out) {
     if (!PyTuple_CheckExact(check) || PyTuple_GET_SIZE(check) != 4 ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(check, 1)) ||
@@ -1070,20 +1151,19 @@ static int frame_check_open(PyObject *check, FrameCheck *out) {
     out->signing_keys = PyTuple_GET_ITEM(check, 1);
     out->verdicts = PyTuple_GET_ITEM(check, 3);
     out->last_key = out->last_keyed = NULL;
-    const long codes[2] = {SEND_MESSAGE, SEND_MESSAGE_V2};
-    for (int i = 0; i < 2; i++) {
+    const long codes[3] = {SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE};
+    for (int i = 0; i < 3; i++) {
         PyObject *code = PyLong_FromLong(codes[i]);
         if (code == NULL) return -1;
         PyObject *names = PyDict_GetItemWithError(PyTuple_GET_ITEM(check, 2), code);
         Py_DECREF(code);
-        if (names == NULL) return PyErr_Occurred() ? -1 : 0;
-        if (!PyTuple_CheckExact(names) || PyTuple_GET_SIZE(names) != 2 ||
-            !PyUnicode_IS_COMPACT_ASCII(PyTuple_GET_ITEM(names, 0)) ||
-            !PyUnicode_IS_COMPACT_ASCII(PyTuple_GET_ITEM(names, 1)))
-            return 0;
-        out->names[i] = names;
+        if (names == NULL && PyErr_Occurred()) return -1;
+        int usable = names != NULL && PyTuple_CheckExact(names) && PyTuple_GET_SIZE(names) == 2 &&
+                     PyUnicode_IS_COMPACT_ASCII(PyTuple_GET_ITEM(names, 0)) &&
+                     PyUnicode_IS_COMPACT_ASCII(PyTuple_GET_ITEM(names, 1));
+        out->names[i] = usable ? names : NULL;
     }
-    return 1;
+    return 0;
 }
 
 static void frame_check_close(FrameCheck *check) {
@@ -1131,7 +1211,10 @@ static int frame_allowed(FrameCheck *check, const SendHeader *header, const char
         }
         order[at] = i;
     }
-    PyObject *names = check->names[header->code == SEND_MESSAGE ? 0 : 1];
+    PyObject *names = check->names[header->code == SEND_MESSAGE      ? 0
+                                   : header->code == SEND_MESSAGE_V2 ? 1
+                                                                     : 2];
+    if (names == NULL) return 0;
     PyObject *first_name = PyTuple_GET_ITEM(names, 0), *second_name = PyTuple_GET_ITEM(names, 1);
     int skip_unique_key = header->version <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY;
     View access = {NULL, 0}, received = {NULL, 0}, first = {NULL, 0}, second = {NULL, 0};
@@ -1176,13 +1259,111 @@ static int frame_allowed(FrameCheck *check, const SendHeader *header, const char
                                    body_length, received.text, received.length);
 }
 
+/* --- a run's batches: SEND_BATCH_MESSAGE frames put as send.send_message puts them ---- */
+
+/* the level pairs of the last batch-level properties a run met (a producer's batches
+ * usually share them) */
+typedef struct {
+    PyObject *of, *pairs; /* the properties (bytes) and their pairs (a list), or NULL */
+} LevelCache;
+
+/* the level pairs of ``properties`` (borrowed from the cache), or NULL with an exception */
+static PyObject *level_pairs(LevelCache *cache, PyObject *properties) {
+    Py_ssize_t length = PyBytes_GET_SIZE(properties);
+    if (cache->of != NULL && PyBytes_GET_SIZE(cache->of) == length &&
+        memcmp(PyBytes_AS_STRING(cache->of), PyBytes_AS_STRING(properties), (size_t)length) == 0)
+        return cache->pairs;
+    PyObject *pairs = batch_level_pairs(PyBytes_AS_STRING(properties), length);
+    if (pairs == NULL) return NULL;
+    Py_XSETREF(cache->of, Py_NewRef(properties));
+    Py_XSETREF(cache->pairs, pairs);
+    return pairs;
+}
+
+/* a batch's messages as send._batch_messages makes them (a list), None (a new reference)
+ * when its body is the Python code's, NULL with an exception set */
+static PyObject *batch_of(PyObject *run, PyObject *topic, const SendNumbers *numbers,
+                          int multi_tag, PyObject *born_host, PyObject *pairs, const char *body,
+                          Py_ssize_t body_length, BatchTally *tally);
+
+/* room for ``count`` CommitLog offsets, kept for the run's next batch */
+typedef struct {
+    long long *offsets;
+    Py_ssize_t capacity;
+} OffsetRoom;
+
+static long long *offset_room(OffsetRoom *room, Py_ssize_t count) {
+    if (count > room->capacity) {
+        long long *grown = PyMem_Realloc(room->offsets, (size_t)count * sizeof *grown);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        room->offsets = grown;
+        room->capacity = count;
+    }
+    return room->offsets;
+}
+
+/* a batch's PutResult.commit_log_offsets into ``offsets``: 1 when it is a list of
+ * ``count`` ints of 64 bits, 0 (nothing raised) when not, -1 with an exception set */
+static int put_offsets(PyObject *put, long long *offsets, Py_ssize_t count) {
+    PyObject *list = PyObject_GetAttr(put, s_commit_log_offsets);
+    if (list == NULL) return -1;
+    int read = PyList_CheckExact(list) && PyList_GET_SIZE(list) == count;
+    for (Py_ssize_t i = 0; read && i < count; i++) {
+        PyObject *offset = PyList_GET_ITEM(list, i);
+        int overflow;
+        offsets[i] = PyLong_CheckExact(offset) ? PyLong_AsLongLongAndOverflow(offset, &overflow) : -1;
+        read = PyLong_CheckExact(offset) && overflow == 0 && offsets[i] >= 0;
+    }
+    Py_DECREF(list);
+    return PyErr_Occurred() ? -1 : read;
+}
+
+/* a batch put, counted as count_put_batch counts it: (topic, messages, bytes) appended */
+static int count_batch(PyObject **batches, PyObject *topic, Py_ssize_t messages,
+                       Py_ssize_t bytes) {
+    if (*batches == NULL && (*batches = PyList_New(0)) == NULL) return -1;
+    PyObject *entry = Py_BuildValue("(Onn)", topic, messages, bytes);
+    int failed = entry == NULL || PyList_Append(*batches, entry) < 0;
+    Py_XDECREF(entry);
+    return failed ? -1 : 0;
+}
+
 enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS, RUN_TOPIC_NAMES,
        RUN_TOPICS, RUN_BORN_HOST, RUN_MESSAGE_TYPE, RUN_APPEND, RUN_PUT_OK, RUN_ANSWER,
-       RUN_RECORD_FIXED, RUN_FRAME_CHECK, RUN_FIELDS };
+       RUN_RECORD_FIXED, RUN_APPEND_BATCH, RUN_BATCH_MOST, RUN_FRAME_CHECK, RUN_FIELDS };
+
+static PyObject *batch_of(PyObject *run, PyObject *topic, const SendNumbers *numbers,
+                          int multi_tag, PyObject *born_host, PyObject *pairs, const char *body,
+                          Py_ssize_t body_length, BatchTally *tally) {
+    /* batch_messages' arguments after the body: topic, queue_id, sys_flag, born_timestamp,
+     * born_host, reconsume_times, batch_level, most, message_type */
+    PyObject *fields[9] = {
+        topic,
+        PyLong_FromLongLong(numbers->queue_id),
+        PyLong_FromLongLong(numbers->sys_flag | (multi_tag ? MULTI_TAGS : 0)),
+        PyLong_FromLongLong(numbers->born_timestamp),
+        born_host,
+        PyLong_FromLongLong(numbers->reconsume_times),
+        pairs,
+        PyTuple_GET_ITEM(run, RUN_BATCH_MOST),
+        PyTuple_GET_ITEM(run, RUN_MESSAGE_TYPE),
+    };
+    PyObject *messages = NULL;
+    if (fields[1] != NULL && fields[2] != NULL && fields[3] != NULL && fields[5] != NULL)
+        messages = messages_of_records((const unsigned char *)body, body_length, fields, tally);
+    Py_XDECREF(fields[1]);
+    Py_XDECREF(fields[2]);
+    Py_XDECREF(fields[3]);
+    Py_XDECREF(fields[5]);
+    return messages;
+}
 
 PyDoc_STRVAR(serve_sends_doc,
 "serve_sends(run, source, position, /)\n--\n\n"
-"Answer the usual SEND_MESSAGE and SEND_MESSAGE_V2 frames of ``source`` (bytes or\n"
+"Answer the usual SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE frames of ``source`` (bytes or\n"
 "bytearray) from\n"
 "``position`` on, one after another, as send_fast's fast path would; stop before the\n"
 "first frame that is anything else (or incomplete), nothing done for it. ``run`` is\n"
@@ -1191,15 +1372,17 @@ PyDoc_STRVAR(serve_sends_doc,
 "cluster as bytes, max message size, put-hook markers, topic names by bytes (a str, or\n"
 "None for a topic the fast path leaves), the topic table, the born host, MessageToStore,\n"
 "the store's usual append, PutStatus.PUT_OK, the answer template (head, tail, uniq head,\n"
-"uniq tail), the record size but for the topic, body and properties, and the ACL check of\n"
-"each frame: None, or AclValidator.frame_check's tuple, when a frame the check does not\n"
-"certainly allow is left to the guard).\n\n"
+"uniq tail), the record size but for the topic, body and properties, the store's usual\n"
+"batch append (None: SEND_BATCH_MESSAGE frames are not taken), maxBatchMessageCount, and\n"
+"the ACL check of each frame: None, or AclValidator.frame_check's tuple, when a frame the\n"
+"check does not certainly allow is left to the guard).\n\n"
 "Returns (position, answers: bytes or None, counts: {(topic, record size): messages} or\n"
 "None, missed: topic bytes not in the topic names or None, failure: (exception, header\n"
 "start, header end) of a frame whose put raised, answered by the caller, or None,\n"
 "declined: the start of the frame before ``position`` whose put the usual append\n"
 "declined, nothing done, for the caller to dispatch, or -1, how many of the frames\n"
-"answered were SEND_MESSAGE's).");
+"answered were SEND_MESSAGE's, how many SEND_BATCH_MESSAGE's, and the batches put, of\n"
+"any code, as [(topic, messages, record bytes)] or None).");
 
 static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
@@ -1253,13 +1436,14 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
     Py_ssize_t served_v1 = 0; /* SEND_MESSAGE frames answered (the rest: SEND_MESSAGE_V2) */
     Scan scanned, *scan = &scanned; /* a header's escaped strings: HEADER_SCRATCH bytes */
     Members members;
-    FrameCheck acl = {NULL, NULL, NULL, {NULL, NULL}, NULL, NULL};
+    FrameCheck acl = {NULL, NULL, NULL, {NULL, NULL, NULL}, NULL, NULL};
+    PyObject *append_batch = PyTuple_GET_ITEM(run, RUN_APPEND_BATCH);
+    LevelCache level = {NULL, NULL};    /* a batch's level pairs, kept for the next batch */
+    OffsetRoom room = {NULL, 0};        /* a batch's CommitLog offsets */
+    PyObject *batch_counts = NULL;      /* [(topic, messages, bytes)] of the batches put */
+    Py_ssize_t served_batch_code = 0;   /* SEND_BATCH_MESSAGE frames answered */
     PyObject *frame_check = PyTuple_GET_ITEM(run, RUN_FRAME_CHECK);
-    if (frame_check != Py_None) {
-        int usable = frame_check_open(frame_check, &acl);
-        if (usable < 0) goto error;
-        if (usable == 0) goto done; /* it leaves the send codes to the guard: no run */
-    }
+    if (frame_check != Py_None && frame_check_open(frame_check, &acl) < 0) goto error;
 
     while (position >= 0 && end - position >= 8) {
         const unsigned char *frame = base + position;
@@ -1275,9 +1459,11 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         SendHeader header;
         header.all = acl.api != NULL ? &members : NULL;
         if (!scan_header(scan, &name_lookup, &header) ||
-            (header.code != SEND_MESSAGE && header.code != SEND_MESSAGE_V2) ||
+            (header.code != SEND_MESSAGE && header.code != SEND_MESSAGE_V2 &&
+             header.code != SEND_BATCH_MESSAGE) ||
             header.flag & FLAG_RESPONSE_OR_ONEWAY)
             break;
+
         if (acl.api != NULL) {
             int allowed = frame_allowed(&acl, &header, header_text + header_length,
                                         (Py_ssize_t)length - 4 - header_length);
@@ -1287,7 +1473,12 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         /* each code reads its own names, as the header codec does */
         const View *field = header.field + (header.code == SEND_MESSAGE ? 0 : FIELD_COUNT);
         SendNumbers numbers;
-        if (!read_send_fields(field, &numbers)) break;
+        int kind = read_send_fields(field, &numbers), is_batch = kind == BATCH_OF;
+        /* a batch is one by its batch field, whatever its code (the C++ client sends its
+         * batches as SEND_MESSAGE), as send.send_message reads it */
+        if (kind == NOT_CANONICAL || (header.code == SEND_BATCH_MESSAGE && !is_batch) ||
+            (is_batch && append_batch == Py_None))
+            break;
         View topic_text = field[TOPIC];
         if (last_key == NULL || PyBytes_GET_SIZE(last_key) != topic_text.length ||
             memcmp(PyBytes_AS_STRING(last_key), topic_text.text, (size_t)topic_text.length)) {
@@ -1336,40 +1527,60 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         const char *encoded = PyBytes_AS_STRING(properties);
         Py_ssize_t encoded_length = PyBytes_GET_SIZE(properties), uniq_length = 0;
         int hooked = markers_found(markers, encoded, encoded_length);
-        const char *uniq_at = property_value(encoded, encoded_length, "UNIQ_KEY\x01", 9,
-                                             &uniq_length);
+        PyObject *put_argument = NULL; /* the message, or a batch's list of them */
+        Py_ssize_t records = 1, record_bytes = body_length + encoded_length;
         char uniq_text[128]; /* the answer's copy: the properties go with the message */
-        const char *uniq = uniq_at ? uniq_text : NULL;
-        if (hooked || (uniq_at != NULL && (!plain_text(uniq_at, uniq_length) ||
-                                           uniq_length > (Py_ssize_t)sizeof uniq_text))) {
-            Py_DECREF(properties); /* a hook's, or a UNIQ_KEY the answer escapes */
-            break;
+        const char *uniq = NULL;
+        if (is_batch) { /* its properties are the batch's: each record's are merged with them */
+            PyObject *pairs = hooked ? NULL : level_pairs(&level, properties);
+            Py_DECREF(properties);
+            if (hooked) break;
+            if (pairs == NULL) goto error;
+            BatchTally tally = {markers, 0, 0};
+            put_argument = batch_of(run, last_name, &numbers, multi_tag, born_host, pairs,
+                                    body_at, body_length, &tally);
+            if (put_argument == NULL) goto error;
+            if (put_argument == Py_None || tally.hooked) { /* the general path's */
+                Py_DECREF(put_argument);
+                break;
+            }
+            records = PyList_GET_SIZE(put_argument);
+            record_bytes = tally.bytes;
+        } else {
+            const char *uniq_at = property_value(encoded, encoded_length, "UNIQ_KEY\x01", 9,
+                                                 &uniq_length);
+            uniq = uniq_at ? uniq_text : NULL;
+            if (hooked || (uniq_at != NULL && (!plain_text(uniq_at, uniq_length) ||
+                                               uniq_length > (Py_ssize_t)sizeof uniq_text))) {
+                Py_DECREF(properties); /* a hook's, or a UNIQ_KEY the answer escapes */
+                break;
+            }
+            if (uniq_at != NULL) memcpy(uniq_text, uniq_at, (size_t)uniq_length);
+            /* MessageToStore(topic, queue_id, body, properties, flag, sys_flag,
+             * born_timestamp, born_host, reconsume_times) */
+            PyObject *message_args[9] = {
+                last_name,
+                PyLong_FromLongLong(numbers.queue_id),
+                PyBytes_FromStringAndSize(body_at, body_length),
+                properties,
+                PyLong_FromLongLong(numbers.flag),
+                PyLong_FromLongLong(numbers.sys_flag | (multi_tag ? MULTI_TAGS : 0)),
+                PyLong_FromLongLong(numbers.born_timestamp),
+                born_host,
+                PyLong_FromLongLong(numbers.reconsume_times),
+            };
+            int made = 1;
+            for (int i = 0; i < 9; i++) made &= message_args[i] != NULL;
+            if (made)
+                put_argument = PyObject_Vectorcall(PyTuple_GET_ITEM(run, RUN_MESSAGE_TYPE),
+                                                   message_args, 9, NULL);
+            for (int i = 1; i < 7; i++) Py_XDECREF(message_args[i]);
+            Py_XDECREF(message_args[8]);
+            if (put_argument == NULL) goto error;
         }
-        if (uniq_at != NULL) memcpy(uniq_text, uniq_at, (size_t)uniq_length);
-        /* MessageToStore(topic, queue_id, body, properties, flag, sys_flag,
-         * born_timestamp, born_host, reconsume_times) */
-        PyObject *message_args[9] = {
-            last_name,
-            PyLong_FromLongLong(numbers.queue_id),
-            PyBytes_FromStringAndSize(body_at, body_length),
-            properties,
-            PyLong_FromLongLong(numbers.flag),
-            PyLong_FromLongLong(numbers.sys_flag | (multi_tag ? MULTI_TAGS : 0)),
-            PyLong_FromLongLong(numbers.born_timestamp),
-            born_host,
-            PyLong_FromLongLong(numbers.reconsume_times),
-        };
-        PyObject *message = NULL;
-        int made = 1;
-        for (int i = 0; i < 9; i++) made &= message_args[i] != NULL;
-        if (made)
-            message = PyObject_Vectorcall(PyTuple_GET_ITEM(run, RUN_MESSAGE_TYPE), message_args,
-                                          9, NULL);
-        for (int i = 1; i < 7; i++) Py_XDECREF(message_args[i]);
-        Py_XDECREF(message_args[8]);
-        if (message == NULL) goto error;
-        PyObject *put = PyObject_CallOneArg(PyTuple_GET_ITEM(run, RUN_APPEND), message);
-        Py_DECREF(message);
+        PyObject *put = PyObject_CallOneArg(
+            is_batch ? append_batch : PyTuple_GET_ITEM(run, RUN_APPEND), put_argument);
+        Py_DECREF(put_argument);
         Py_ssize_t frame_end = position + 4 + (Py_ssize_t)length;
         if (put == NULL) { /* answered by the caller as a processor's error is answered */
             if (!PyErr_ExceptionMatches(PyExc_Exception)) goto error; /* an interrupt */
@@ -1393,12 +1604,13 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             position = frame_end;
             break;
         }
-        long long commit_log_offset, queue_offset, flush_to;
-        PyObject *status = PyObject_GetAttr(put, s_status);
+        long long queue_offset, flush_to, *offsets = offset_room(&room, records);
+        PyObject *status = offsets ? PyObject_GetAttr(put, s_status) : NULL;
         PyObject *store_host = status ? PyObject_GetAttr(put, s_store_host) : NULL;
         int usual = store_host != NULL && status == PyTuple_GET_ITEM(run, RUN_PUT_OK) &&
                     PyBytes_CheckExact(store_host) &&
-                    attribute_int(put, s_commit_log_offset, &commit_log_offset) > 0 &&
+                    (is_batch ? put_offsets(put, offsets, records) > 0
+                              : attribute_int(put, s_commit_log_offset, offsets) > 0) &&
                     attribute_int(put, s_queue_offset, &queue_offset) > 0 &&
                     attribute_int(put, s_flush_to, &flush_to) > 0 && flush_to < 0;
         Py_XDECREF(status);
@@ -1413,7 +1625,8 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         PyObject *parts = PyTuple_GET_ITEM(answer, uniq ? 2 : 0);
         PyObject *tail = PyTuple_GET_ITEM(answer, uniq ? 3 : 1);
         Py_ssize_t host_length = PyBytes_GET_SIZE(store_host);
-        char *to = answers_room(&answers, answer_bound(parts, tail, host_length, uniq_length));
+        char *to = answers_room(&answers,
+                                answer_bound(parts, tail, host_length, records, uniq_length));
         if (to == NULL) {
             Py_DECREF(store_host);
             PyErr_NoMemory();
@@ -1421,15 +1634,20 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         }
         char *written = write_answer(to, parts, tail,
                                      (const unsigned char *)PyBytes_AS_STRING(store_host),
-                                     host_length, commit_log_offset, numbers.queue_id,
+                                     host_length, offsets, records, numbers.queue_id,
                                      queue_offset, uniq, uniq_length, header.opaque);
         Py_DECREF(store_host);
         answers.used = written - answers.data;
         Py_ssize_t topic_length = PyUnicode_GET_LENGTH(last_name);
-        Py_ssize_t record = (Py_ssize_t)record_fixed + (topic_length <= 127 ? 1 : 2) +
-                            topic_length + body_length + encoded_length;
-        if (count_stored(&counts, last_name, record) < 0) goto error;
+        Py_ssize_t fixed = (Py_ssize_t)record_fixed + (topic_length <= 127 ? 1 : 2) + topic_length;
+        if (is_batch) { /* counted as one request, as count_put_batch counts it */
+            if (count_batch(&batch_counts, last_name, records, fixed * records + record_bytes) < 0)
+                goto error;
+        } else if (count_stored(&counts, last_name, fixed + record_bytes) < 0) {
+            goto error;
+        }
         served_v1 += header.code == SEND_MESSAGE;
+        served_batch_code += header.code == SEND_BATCH_MESSAGE;
         position = frame_end;
     }
     goto done;
@@ -1441,9 +1659,10 @@ done:
         PyObject *served = answers.used ? PyBytes_FromStringAndSize(answers.data, answers.used)
                                         : Py_NewRef(Py_None);
         if (served != NULL)
-            result = Py_BuildValue("(nNOOOnn)", position, served,
+            result = Py_BuildValue("(nNOOOnnnO)", position, served,
                                    counts.dict ? counts.dict : Py_None, missed ? missed : Py_None,
-                                   failure ? failure : Py_None, declined, served_v1);
+                                   failure ? failure : Py_None, declined, served_v1,
+                                   served_batch_code, batch_counts ? batch_counts : Py_None);
     }
     /* on an error after puts, their answers are lost with the connection (the caller
      * closes it): nothing stored is lost */
@@ -1457,6 +1676,10 @@ done:
     Py_XDECREF(last_name);
     Py_XDECREF(last_config);
     frame_check_close(&acl);
+    Py_XDECREF(level.of);
+    Py_XDECREF(level.pairs);
+    PyMem_Free(room.offsets);
+    Py_XDECREF(batch_counts);
     return result;
 }
 
@@ -1513,10 +1736,16 @@ PyMODINIT_FUNC PyInit__send_fast(void) {
     if ((s_commit_log_offset = PyUnicode_InternFromString("commit_log_offset")) == NULL) return NULL;
     if ((s_queue_offset = PyUnicode_InternFromString("queue_offset")) == NULL) return NULL;
     if ((s_opaque = PyUnicode_InternFromString("opaque")) == NULL) return NULL;
+    if ((s_commit_log_offsets = PyUnicode_InternFromString("commit_log_offsets")) == NULL) return NULL;
     if ((s_multi_tag = PyUnicode_InternFromString("MULTI_TAG")) == NULL) return NULL;
     if ((s_head = PyUnicode_InternFromString("_head")) == NULL) return NULL;
     if ((s_tail = PyUnicode_InternFromString("_tail")) == NULL) return NULL;
     if ((s_uniq_head = PyUnicode_InternFromString("_uniq_head")) == NULL) return NULL;
     if ((s_uniq_tail = PyUnicode_InternFromString("_uniq_tail")) == NULL) return NULL;
-    return PyModule_Create(&module_definition);
+    PyObject *module = PyModule_Create(&module_definition);
+    /* what serve_sends' run tuple holds: send_frames.py takes no runs from a build that
+     * reads another */
+    if (module != NULL && PyModule_AddIntConstant(module, "RUN_FIELDS", RUN_FIELDS) < 0)
+        Py_CLEAR(module);
+    return module;
 }

@@ -32,6 +32,10 @@ def batch_messages(
     message_type: type[MessageToStore],
     /,
 ) -> list[MessageToStore] | None: ...
+
+# the fields of serve_sends' run tuple (send_frames.SendFrames._run)
+RUN_FIELDS: int
+
 def serve_sends(
     run: tuple[object, ...], source: bytes | bytearray, position: int, /
 ) -> tuple[
@@ -42,4 +46,6 @@ def serve_sends(
     tuple[Exception, int, int] | None,
     int,
     int,
+    int,
+    list[tuple[str, int, int]] | None,
 ]: ...

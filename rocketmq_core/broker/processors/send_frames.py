@@ -9,15 +9,18 @@ every one that send_fast's fast path would take, as it would (the same checks, t
 put through the store's compiled ``usual_append``, the same answer frame, the same
 counts), then stops before the first frame it would not take. The decoder decodes that
 frame and the rest of the chunk, and the processors answer them as ever: the order of
-the requests is the order of their puts.
+the requests is the order of their puts. A usual SEND_BATCH_MESSAGE is taken the same
+way: its records made as send._batch_messages makes them, put through the store's
+``usual_append_batch``, and answered with each record's message id, as send._answer does.
 
 It serves only where nothing else must see the sends: a writable master (a SYNC_MASTER
 answers a run once a slave acks its end), a store whose puts do not wait for a flush, no
 RPC hook but the ACL guard, and only the frames of clients' canonical form (send_fast's),
 with ASCII headers. With ACL on, a run serves the frames the guard's compiled check would
 certainly allow (signed right, a verdict kept as allowed: AclValidator.frame_check), and
-leaves the first other one to the guard. tests/broker/test_send_frames.py holds its answers and
-stored bytes to the general path's. ROCKETMQ_SEND_FRAMES=0 turns it off (to compare).
+leaves the first other one to the guard. tests/broker/test_send_frames*.py hold its
+answers, stored bytes and counts to the general path's. ROCKETMQ_SEND_FRAMES=0 turns it
+off (to compare).
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ _MSG_ID = b'"msgId":"'
 # not oneway, which is all the connection reads of it
 _RUN = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
 _TIMEOUT = PutStatus.FLUSH_SLAVE_TIMEOUT
+_SINGLE_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2)
+RUN_FIELDS = 16  # the run tuple's fields (_run), as _send_fast.c's serve_sends reads them
 
 
 def _frames(answers: bytes) -> list[bytes]:
@@ -104,26 +109,33 @@ class SendFrames:
         # a send's topic as the header has it -> its name, or None for a topic the fast
         # path leaves (send_fast._plain_topic): what a name is does not change
         self._topic_names: dict[bytes, str | None] = {}
-        self.served = 0  # sends answered by runs
+        self.served = 0  # sends answered by runs (a batch is one)
         self.observer: Callable[[int, int, float], None] | None = None  # FrameServer's
+        self.takes_batches = False  # SEND_BATCH_MESSAGE frames too (for_table)
 
     @classmethod
     def for_table(cls, broker: Broker, table: ProcessorTable) -> SendFrames | None:
-        """One for ``table`` when its SEND_MESSAGE_V2 processor is send_fast's, bound to
-        ``broker``, and the compiled helper is built; else None."""
-        if not hasattr(send_fast.compiled, "serve_sends"):  # not built, or built before it
+        """One for ``table`` when its SEND_MESSAGE and SEND_MESSAGE_V2 processor is
+        send_fast's, bound to ``broker``, and the compiled helper is built; else None. It
+        takes batches too where SEND_BATCH_MESSAGE's processor is that one as well."""
+        if getattr(send_fast.compiled, "RUN_FIELDS", None) != RUN_FIELDS:  # not built, or stale
             return None
-        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):  # what runs take
+
+        def answered_by_send_fast(code: RequestCode) -> bool:
             route = table.lookup(code)
             processor = route.processor if route is not None else None
-            if (
-                route is None
-                or route.limit is not None  # its SYSTEM_BUSY answers are the dispatch's
-                or getattr(processor, "func", None) is not send_fast.send_message
-                or getattr(processor, "args", None) != (broker,)
-            ):
-                return None
-        return cls(broker)
+            return (
+                route is not None
+                and route.limit is None  # its SYSTEM_BUSY answers are the dispatch's
+                and getattr(processor, "func", None) is send_fast.send_message
+                and getattr(processor, "args", None) == (broker,)
+            )
+
+        if not all(map(answered_by_send_fast, _SINGLE_CODES)):
+            return None
+        frames = cls(broker)
+        frames.takes_batches = answered_by_send_fast(RequestCode.SEND_BATCH_MESSAGE)
+        return frames
 
     def __call__(self, connection: Connection, source: bytes | bytearray, position: int) -> int:
         run = self._run(connection)
@@ -136,9 +148,8 @@ class SendFrames:
         while True:
             started = perf_counter() if observer is not None else 0.0
             try:
-                position, answers, counts, missed, failure, declined, served_v1 = serve_sends(
-                    run, source, position
-                )
+                (position, answers, counts, missed, failure, declined, served_v1,
+                 served_batch_code, batches) = serve_sends(run, source, position)  # fmt: skip
             except Exception as exc:  # not a send's: the broker's own (out of memory)
                 log.exception("answering sends from %s failed", connection.peer_address)
                 raise RemoteProtocolError(f"the broker failed to answer sends: {exc}") from exc
@@ -147,18 +158,25 @@ class SendFrames:
                     self._answer_when_replicated(connection, answers)
                 else:
                     connection.queue_answers(answers)
-            if counts is not None:
-                self.broker.stats.count_put_runs(counts)
-                served = sum(counts.values())
-                self.served += served
                 stored = True
+                served = 0  # requests: each single send, each batch
+                if counts is not None:
+                    self.broker.stats.count_put_runs(counts)
+                    served += sum(counts.values())
+                if batches is not None:  # of any code (the C++ client's are SEND_MESSAGE)
+                    self.broker.stats.count_put_batches(batches)
+                    served += len(batches)
+                self.served += served
                 if observer is not None:  # the run's time, shared by its requests
-                    seconds = perf_counter() - started
-                    if served_v1:
-                        observer(RequestCode.SEND_MESSAGE, served_v1, seconds * served_v1 / served)
-                    if served > served_v1:
-                        v2 = served - served_v1
-                        observer(RequestCode.SEND_MESSAGE_V2, v2, seconds * v2 / served)
+                    by_code = (
+                        (RequestCode.SEND_MESSAGE, served_v1),
+                        (RequestCode.SEND_BATCH_MESSAGE, served_batch_code),
+                        (RequestCode.SEND_MESSAGE_V2, served - served_v1 - served_batch_code),
+                    )
+                    seconds = (perf_counter() - started) / served
+                    for code, requests in by_code:
+                        if requests:
+                            observer(code, requests, seconds * requests)
             if failure is not None:  # its put raised: answered as a processor's error
                 error, header_start, header_end = failure
                 connection.answer_failed(source[header_start:header_end], error)
@@ -259,6 +277,10 @@ class SendFrames:
             return None  # a hook the runs cannot check for now: it sees each request
         usual_append = getattr(broker.store, "usual_append", None)
         append = usual_append() if usual_append is not None else None
+        usual_append_batch = getattr(broker.store, "usual_append_batch", None)
+        append_batch = (
+            usual_append_batch() if usual_append_batch is not None and self.takes_batches else None
+        )
         born_host = send._born_host(connection.context.peer_address)
         if append is None or len(born_host) != HOST_V4_SIZE:  # an IPv6 peer: the general path
             return None
@@ -279,6 +301,8 @@ class SendFrames:
             PutStatus.PUT_OK,
             answer.template,
             broker.stats.fixed_record_size(HOST_V4_SIZE),
+            append_batch,
+            config.max_batch_message_count,
             checks[0] if checks else None,
         )
 
