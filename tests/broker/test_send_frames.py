@@ -435,9 +435,19 @@ def serve_one(
     """serve_sends of one frame with this header and body, its puts captured, each frame
     checked with ``frame_check`` (AclValidator.frame_check's) when given: (where it
     stopped, the messages put, the answers)."""
+    return serve_frames([(header, body)], frame_check)
+
+
+def serve_frames(
+    frames: list[tuple[bytes, bytes]], frame_check: tuple | None = None
+) -> tuple[int, list[MessageToStore], bytes | None]:
+    """serve_one of frames (header, body) one after another, in one call."""
     if send_fast.compiled is None:
         pytest.fail("rocketmq_core.broker.processors._send_fast is not built")
-    frame = struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
+    source = b"".join(
+        struct.pack(">II", 4 + len(header) + len(body), len(header)) + header + body
+        for header, body in frames
+    )
     put: list[MessageToStore] = []
 
     def append(message):
@@ -445,11 +455,12 @@ def serve_one(
         return PutResult.written([4096], 7, 1, b"\x7f\x00\x00\x01\x00\x00\x27\x10", -1)
 
     answer = send_fast._answer_frame("DefaultRegion", False).template
-    run = (1 << 24, send_frames._NAMES, b"Cluster", 1 << 22, (), {b"Orders": "Orders"},
-           {"Orders": TopicConfig("Orders", 8, 8, PERM_RW)}, b"\x7f\x00\x00\x01\x00\x00\x00\x01",
+    topics = {name: TopicConfig(name, 8, 8, PERM_RW) for name in ("Orders", "Refunds")}
+    run = (1 << 24, send_frames._NAMES, b"Cluster", 1 << 22, (),
+           {name.encode(): name for name in topics}, topics, b"\x7f\x00\x00\x01\x00\x00\x00\x01",
            MessageToStore, append, PutStatus.PUT_OK, answer, 100, None, 64,
            frame_check)  # fmt: skip
-    position, answers, *_ = send_fast.compiled.serve_sends(run, frame, 0)
+    position, answers, *_ = send_fast.compiled.serve_sends(run, source, 0)
     return position, put, answers
 
 

@@ -41,9 +41,11 @@ from .test_send_frames import (
     frames_against_general,
     headers,
     send_all,
+    serve_frames,
     serve_one,
     v1_fields,
 )
+from .test_send_frames_batches import batch
 
 pytestmark = pytest.mark.anyio
 
@@ -70,10 +72,15 @@ def with_fields(text: str, members: str) -> str:
     return re.sub(r'"extFields":\s*\{', lambda found: found.group(0) + members, text, count=1)
 
 
-def signed(text: str, body: bytes, secret: str = ACCOUNT.secret_key) -> str:
-    """``text`` with the Signature the decoded request with ``body`` has with ``secret``."""
+def signed(
+    text: str, body: bytes, secret: str = ACCOUNT.secret_key, as_version: int | None = None
+) -> str:
+    """``text`` with the Signature the decoded request with ``body`` has with ``secret``
+    (signed as a client of ``as_version`` signs, when given)."""
     command = decode_json_header(text.encode())
     command.body = body
+    if as_version is not None:
+        command.version = as_version
     return with_fields(text, f'"Signature":"{request_signature(command, secret)}",')
 
 
@@ -142,9 +149,30 @@ def test_a_frame_the_check_cannot_pass_goes_to_the_guard(change):
     elif change == "stranger":
         text = signed_header().replace('"AccessKey":"plain-key"', '"AccessKey":"stranger"')
     else:  # the codec keeps the last of a key twice; the guard decides such a frame
-        text = with_fields(signed_header(), '"b":"Orders",')
+        text = with_fields(signed_header(), '"AccessKey":"plain-key",')
         assert allowed_by_the_guard(validator, text, body)
     assert not served(validator, text, body)
+
+
+@pytest.mark.parametrize("change", ["wrong secret", "denied topic", "stranger"])
+def test_after_a_frame_served_the_next_is_checked_afresh(change):
+    """A run keeps the account and verdict of the frame before: the next frame's
+    signature is checked all the same, and another resource's verdict looked up."""
+    validator = validator_for()
+    allowed = signed_header()
+    assert allowed_by_the_guard(validator, allowed, b"body")
+    if change == "wrong secret":
+        second = signed(header_text(), b"body", "another secret")
+    elif change == "denied topic":  # signed right; the account may not use it
+        second = signed_header(canonical_fields(b="Refunds"))
+        assert not allowed_by_the_guard(validator, second, b"body")  # refused, and kept so
+    else:
+        second = signed(header_text().replace('"plain-key"', '"stranger"'), b"body", "x")
+    frames = [(allowed.encode(), b"body"), (second.encode(), b"body")]
+    position, put, _ = serve_frames(frames, validator.frame_check(PEER))
+    assert len(put) == 1 and position == len(allowed) + 4 + 4 + 4  # the first frame only
+    position, put, _ = serve_frames(frames[::-1], validator.frame_check(PEER))
+    assert position == 0 and not put
 
 
 def test_a_denied_topic_is_the_guards():
@@ -204,7 +232,9 @@ def test_every_usual_shape_of_a_signed_send_is_served(shape):
 @settings(max_examples=int(os.environ.get("SERVE_EXAMPLES", "400")), deadline=None)
 @given(
     header=st.one_of(headers(), st.just(json.dumps(_CANONICAL_HEADER).encode())),
-    how=st.sampled_from(["right"] * 3 + ["wrong secret", "body changed", "unsigned"]),
+    how=st.sampled_from(
+        ["right"] * 3 + ["wrong secret", "body changed", "unsigned", "as an old client"]
+    ),
     access_key=st.sampled_from(['"plain-key"'] * 3 + ['"stranger"', "null", None]),
     extra=st.lists(st.sampled_from(['"_UNIQUE_KEY_QUERY":"true",', '"version":399,']), max_size=2),
     topic_perm=st.sampled_from(["PUB", "PUB", "DENY"]),
@@ -225,7 +255,9 @@ def test_a_frame_is_served_only_where_the_guard_allows_it(
     try:
         # the same request signed right first: a verdict is kept for its resources
         allowed_by_the_guard(validator, signed(text, body), body)
-        if how != "unsigned":
+        if how == "as an old client":  # the unique-key field left out whatever the version
+            text = signed(text, body, as_version=399)
+        elif how != "unsigned":
             text = signed(text, body, "wrong" if how == "wrong secret" else ACCOUNT.secret_key)
         command = decode_json_header(text.encode("utf-8", "surrogateescape"))
     except (RemoteProtocolError, UnicodeError):
@@ -300,6 +332,27 @@ async def test_written_at_once_signed_sends_are_runs(tmp_path, plugin_host, runs
             answers = await send_all(peer, [signed_send(queue_id=n % 4) for n in range(64)])
     assert set(codes(answers)) == {ResponseCode.SUCCESS}
     assert runs.served == 64
+
+
+async def test_signed_batches_are_runs_and_answer_as_the_general_path(
+    tmp_path, plugin_host, monkeypatch, runs
+):
+    def requests():
+        batches = [batch(n % 4 + 1, queue_id=n % 4) for n in range(12)]
+        batches.insert(6, batch(topic="Tagged"))  # signed right, a topic the account may not use
+        for request in batches:
+            sign(request, ACCOUNT)
+        return batches
+
+    home = acl_home(tmp_path)
+    answers = await frames_against_general(
+        tmp_path, plugin_host, monkeypatch, requests, acl_enable=True, rocketmq_home=str(home)
+    )
+    assert (
+        codes(answers)
+        == [ResponseCode.SUCCESS] * 6 + [ResponseCode.SYSTEM_ERROR] + [ResponseCode.SUCCESS] * 6
+    )
+    assert runs.served == 12 - 4  # but the first (no verdict yet) and the queues' first
 
 
 async def test_runs_follow_the_rules_as_they_are_reloaded(

@@ -1237,26 +1237,44 @@ static int frame_allowed(FrameCheck *check, const SendHeader *header, const char
         lengths[signed_count++] = value.length;
     }
     if (access.text == NULL || received.text == NULL) return 0;
-    PyObject *last = check->last_key;
-    if (last == NULL || !view_is_text(access, PyTuple_GET_ITEM(last, 0)) ||
-        PyLong_AsLongLong(PyTuple_GET_ITEM(last, 1)) != header->code ||
-        !view_is_text(first, PyTuple_GET_ITEM(last, 2)) ||
-        !view_is_text(second, PyTuple_GET_ITEM(last, 3))) {
-        /* another accessKey or resource than the frame before: look its verdict up */
-        PyObject *key = Py_BuildValue("(NLNN)", text_or_none(access), (long long)header->code,
-                                      text_or_none(first), text_or_none(second));
-        if (key == NULL) return -1;
-        PyObject *keyed = PyDict_GetItemWithError(check->signing_keys, PyTuple_GET_ITEM(key, 0));
-        PyObject *verdict = keyed ? PyDict_GetItemWithError(check->verdicts, key) : NULL;
-        if (verdict != Py_None) { /* not an account decided here, or not allowed (yet) */
-            Py_DECREF(key);
+    /* the signature first, as the guard checks it: whether a verdict is kept takes no
+     * time to learn from the answers to unsigned requests */
+    PyObject *last = check->last_key, *access_text = NULL, *keyed;
+    if (last != NULL && view_is_text(access, PyTuple_GET_ITEM(last, 0))) {
+        keyed = check->last_keyed;
+    } else {
+        if ((access_text = text_or_none(access)) == NULL) return -1;
+        keyed = PyDict_GetItemWithError(check->signing_keys, access_text);
+        if (keyed == NULL) { /* an account the guard decides */
+            Py_DECREF(access_text);
             return PyErr_Occurred() ? -1 : 0;
         }
-        Py_XSETREF(check->last_key, key);
-        Py_XSETREF(check->last_keyed, Py_NewRef(keyed));
     }
-    return check->api->signed_with(check->last_keyed, texts, lengths, signed_count, body,
-                                   body_length, received.text, received.length);
+    int signed_right = check->api->signed_with(keyed, texts, lengths, signed_count, body,
+                                               body_length, received.text, received.length);
+    if (signed_right <= 0 || (access_text == NULL &&
+                              PyLong_AsLongLong(PyTuple_GET_ITEM(last, 1)) == header->code &&
+                              view_is_text(first, PyTuple_GET_ITEM(last, 2)) &&
+                              view_is_text(second, PyTuple_GET_ITEM(last, 3)))) {
+        Py_XDECREF(access_text); /* wrong, or the verdict of the frame before */
+        return signed_right;
+    }
+    /* another resource than the frame before: its verdict must be kept as allowed */
+    PyObject *key = Py_BuildValue("(OLNN)",
+                                  access_text ? access_text : PyTuple_GET_ITEM(last, 0),
+                                  (long long)header->code, text_or_none(first),
+                                  text_or_none(second));
+    Py_XDECREF(access_text);
+    if (key == NULL) return -1;
+    PyObject *verdict = PyDict_GetItemWithError(check->verdicts, key);
+    if (verdict != Py_None) { /* not allowed, or not yet decided */
+        Py_DECREF(key);
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    Py_INCREF(keyed); /* before the last key goes: it may hold the only other reference */
+    Py_XSETREF(check->last_key, key);
+    Py_XSETREF(check->last_keyed, keyed);
+    return 1;
 }
 
 /* --- a run's batches: SEND_BATCH_MESSAGE frames put as send.send_message puts them ---- */
