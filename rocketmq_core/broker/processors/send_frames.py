@@ -77,15 +77,15 @@ def _frames(answers: bytes) -> list[bytes]:
 
 
 def _answers_by_end(answers: bytes, end: int) -> list[tuple[int, bytes]]:
-    """A run's answer frames, each with where its send's record ends: where the next
-    one's begins (a run's puts are back to back: its message id says where), ``end``
-    for the last."""
+    """A run's answer frames, each with where its send's records end: where the next
+    one's begin (a run's puts are back to back: its first message id says where; a
+    batch's answer names each of its records), ``end`` for the last."""
     frames = _frames(answers)
     starts: list[int] = []
     for frame in frames:
         at = frame.index(_MSG_ID) + len(_MSG_ID)
-        message_id = frame[at : frame.index(b'"', at)]
-        starts.append(int(message_id[-16:], 16))  # after the store host: the offset
+        first_id = frame[at : frame.index(b'"', at)].split(b",", 1)[0]
+        starts.append(int(first_id[-16:], 16))  # after the store host: the offset
     return list(zip([*starts[1:], end], frames, strict=True))
 
 
@@ -264,6 +264,8 @@ class SendFrames:
         markers = hooks.markers if type(hooks) is PutHooks else None
         if markers is None or not all(type(marker) is bytes for marker in markers):
             return None  # a hook that may act on any message
+        if any(b"\x02" in marker for marker in markers):
+            return None  # found across two records' properties in a batch: the general path's
         if config.broker_role == "SYNC_MASTER":
             if self.observer is not None:  # a timed send ends with the slave's ack: not here
                 return None
