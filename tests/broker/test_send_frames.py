@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.processors import send as send_processor
 from rocketmq_core.broker.processors import send_fast, send_frames
+from rocketmq_core.broker.put_hooks import PutHooks
 from rocketmq_core.errors import RemoteProtocolError
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.codec import FrameDecoder, decode_json_header, encode_command
@@ -106,6 +107,35 @@ async def test_sends_one_at_a_time_are_each_a_run(tmp_path, plugin_host, monkeyp
     answers = await frames_against_general(tmp_path, plugin_host, monkeypatch, requests)
     assert set(codes(answers)) == {ResponseCode.SUCCESS}
     assert runs.served == 16  # each queue's first put is the general path's
+
+
+async def test_a_connections_kept_run_follows_the_broker(tmp_path, plugin_host, runs):
+    """A connection keeps what its runs read while nothing it is made of changes: a new
+    maxMessageSize, put hooks or a closed store's append are followed at once."""
+    async with Broker.serving(broker_config(tmp_path), host=plugin_host) as broker:
+        broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
+        async with connected(broker) as peer:
+            await send_all(peer, [send()])  # the queue's first put
+            assert codes(await send_all(peer, [send(body=b"x" * 100)])) == [0]
+            assert runs.served == 1
+            broker.config.max_message_size = 50
+            answers = await send_all(peer, [send(body=b"x" * 100)])
+            assert codes(answers) == [ResponseCode.MESSAGE_ILLEGAL]  # the general path's
+            assert codes(await send_all(peer, [send(body=b"x" * 10)])) == [0]
+            assert runs.served == 2
+            broker.put_hooks = PutHooks([_marked_hook(b"TAGS\x01")])  # every usual send
+            assert codes(await send_all(peer, [send(body=b"x" * 10)])) == [0]
+            assert runs.served == 2
+
+
+def _marked_hook(marker: bytes):
+    """A put hook that leaves messages as they are, declaring ``marker``."""
+
+    def hook(message):
+        return message
+
+    hook.markers = (marker,)  # type: ignore[attr-defined]
+    return hook
 
 
 @pytest.mark.parametrize("acks", [True, False], ids=["acked", "never-acked"])

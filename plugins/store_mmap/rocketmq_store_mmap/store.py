@@ -188,6 +188,10 @@ class MmapStore(ImmediateGet):
         # ``kernel``) or the Python path. Set at open, when ``kernel`` is the compiled one.
         self._append_one: Callable[..., PutResult | None] | None = None
         self._append_one_state = self._state_for_append_one()
+        # usual_append's and usual_append_batch's answers, kept: a caller may tell by
+        # identity that nothing changed
+        self._usual_append: functools.partial[PutResult | None] | None = None
+        self._usual_append_batch = self._put_compiled
         self.recovered_after_crash = False
         self.replayed = 0
 
@@ -554,7 +558,14 @@ class MmapStore(ImmediateGet):
         append_one = self._append_one
         if append_one is None or self.policy.waits:
             return None
-        return functools.partial(append_one, self, self._append_one_state)
+        usual = self._usual_append
+        if (
+            usual is None
+            or usual.func is not append_one
+            or usual.args[1] is not self._append_one_state
+        ):
+            usual = self._usual_append = functools.partial(append_one, self, self._append_one_state)
+        return usual
 
     def usual_append_batch(self) -> Callable[[list[MessageToStore]], PutResult | None] | None:
         """``append_batch`` of a usual batch (one queue's messages, at least one), compiled,
@@ -562,7 +573,7 @@ class MmapStore(ImmediateGet):
         other batch, and None while it does not apply."""
         if self._append_one is None or self.policy.waits:
             return None
-        return self._put_compiled
+        return self._usual_append_batch
 
     def append_batch(self, messages: Sequence[MessageToStore]) -> PutResult:
         self._check_open()

@@ -63,6 +63,7 @@ _RUN = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
 _TIMEOUT = PutStatus.FLUSH_SLAVE_TIMEOUT
 _SINGLE_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2)
 RUN_FIELDS = 16  # the run tuple's fields (_run), as _send_fast.c's serve_sends reads them
+_KEPT_RUN = "send_frames.run"  # RequestContext attribute: (what it is made of, the run)
 
 
 def _frames(answers: bytes) -> list[bytes]:
@@ -248,7 +249,9 @@ class SendFrames:
 
     def _run(self, connection: Connection) -> tuple | None:
         """What serve_sends reads, as _send_fast.c names it; None when no send of this
-        connection may be answered here now (send_fast.fast_send's first checks)."""
+        connection may be answered here now (send_fast.fast_send's first checks). Kept
+        on the connection while everything it is made of stays the same: a chunk of one
+        send (a producer sending one at a time) would otherwise pay ~3 us to make it."""
         broker = self.broker
         config = broker.config
         if (
@@ -261,31 +264,53 @@ class SendFrames:
         ):
             return None
         hooks = broker.put_hooks
-        markers = hooks.markers if type(hooks) is PutHooks else None
-        if markers is None or not all(type(marker) is bytes for marker in markers):
-            return None  # a hook that may act on any message
-        if any(b"\x02" in marker for marker in markers):
-            return None  # found across two records' properties in a batch: the general path's
-        if config.broker_role == "SYNC_MASTER":
+        sync = config.broker_role == "SYNC_MASTER"
+        if sync:
             if self.observer is not None:  # a timed send ends with the slave's ack: not here
                 return None
             ha = broker.ha
             end = broker.store.max_commit_log_offset
             if ha is None or ha.check(end) is PutStatus.SLAVE_NOT_AVAILABLE:
                 return None  # no slave to wait for: each send's SLAVE_NOT_AVAILABLE is theirs
-            markers += (_NO_WAIT,)  # a send that does not wait for the slave: the usual way
         checks = connection.frame_checks()  # the ACL guard's, when ACL is on
         if len(checks) > 1 or None in checks:
             return None  # a hook the runs cannot check for now: it sees each request
-        usual_append = getattr(broker.store, "usual_append", None)
+        store = broker.store
+        usual_append = getattr(store, "usual_append", None)
         append = usual_append() if usual_append is not None else None
-        usual_append_batch = getattr(broker.store, "usual_append_batch", None)
+        if append is None:
+            return None
+        usual_append_batch = getattr(store, "usual_append_batch", None)
         append_batch = (
             usual_append_batch() if usual_append_batch is not None and self.takes_batches else None
         )
+        made_of = (
+            hooks, getattr(hooks, "markers", None), sync, checks, append, append_batch,
+            broker.topics.table, config.region_id, config.trace_on, config.broker_cluster_name,
+            config.max_message_size, config.max_batch_message_count,
+        )  # fmt: skip
+        kept = connection.context.attributes.get(_KEPT_RUN)
+        if kept is not None and kept[0] == made_of:
+            return kept[1]
+        run = self._made_run(connection, made_of)
+        connection.context.attributes[_KEPT_RUN] = (made_of, run)
+        return run
+
+    def _made_run(self, connection: Connection, made_of: tuple) -> tuple | None:
+        """The run tuple of ``_run``'s values (``made_of``), or None."""
+        hooks, markers, sync, checks, append, append_batch, table = made_of[:7]
+        if type(hooks) is not PutHooks:
+            markers = None
+        if markers is None or not all(type(marker) is bytes for marker in markers):
+            return None  # a hook that may act on any message
+        if any(b"\x02" in marker for marker in markers):
+            return None  # found across two records' properties in a batch: the general path's
+        if sync:
+            markers += (_NO_WAIT,)  # a send that does not wait for the slave: the usual way
         born_host = send._born_host(connection.context.peer_address)
-        if append is None or len(born_host) != HOST_V4_SIZE:  # an IPv6 peer: the general path
+        if len(born_host) != HOST_V4_SIZE:  # an IPv6 peer: the general path
             return None
+        config = self.broker.config
         answer = send_fast._answer_frame(config.region_id, config.trace_on)
         if not answer.template[0][0].startswith(_SUCCESS_HEAD + b'"extFields":{' + _MSG_ID):
             return None  # not the answers _with_status and _answers_by_end read
@@ -296,13 +321,13 @@ class SendFrames:
             config.max_message_size,
             markers,
             self._topic_names,
-            broker.topics.table,
+            table,
             born_host,
             MessageToStore,
             append,
             PutStatus.PUT_OK,
             answer.template,
-            broker.stats.fixed_record_size(HOST_V4_SIZE),
+            self.broker.stats.fixed_record_size(HOST_V4_SIZE),
             append_batch,
             config.max_batch_message_count,
             checks[0] if checks else None,
