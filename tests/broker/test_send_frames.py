@@ -5,6 +5,7 @@ that fails answered as a processor's failure is."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -188,13 +189,11 @@ async def test_sends_too_far_ahead_of_the_slave_are_not_available_the_rest_wait(
     assert runs.served > 0
 
 
-@pytest.mark.parametrize("frames", [True, False], ids=["runs", "general"])
-async def test_a_slave_that_acks_part_of_a_run_before_the_timeout(
-    tmp_path, plugin_host, monkeypatch, runs, frames
-):
-    """The sends the slave acked are SEND_OK, the rest FLUSH_SLAVE_TIMEOUT: per send, as
-    each one's own wait gives it, though a run waited once."""
-    monkeypatch.setattr(send_frames, "ENABLED", frames)
+@contextlib.asynccontextmanager
+async def sync_master_told_acks(tmp_path, plugin_host):
+    """A SYNC_MASTER (slaveTimeout 500 ms) whose slave acks only what a test tells it to,
+    and a connection to it whose first send (Orders, queue 0: the queue's first put) was
+    acked and answered: (broker, slave, peer, the peer's read buffer)."""
     config = broker_config(tmp_path, broker_role="SYNC_MASTER", slave_timeout=500, **free_ports())
     async with Broker.serving(config, host=plugin_host) as broker:
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
@@ -202,29 +201,50 @@ async def test_a_slave_that_acks_part_of_a_run_before_the_timeout(
             buffered = bytearray()
             warm = send(body=b"warm")
             warm.opaque = 99
-            await peer.send(encode_command(warm))  # the queue's first put
+            await peer.send(encode_command(warm))
             await slave.report(broker.store.max_commit_log_offset)
             with anyio.fail_after(10):
                 await read_frame(peer, buffered)
-            base = broker.store.max_commit_log_offset
-            requests = [send(body=b"%04d" % n) for n in range(20)]  # records of one size
-            for opaque, request in enumerate(requests, 1):
-                request.opaque = opaque
-            await peer.send(b"".join(encode_command(request) for request in requests))
-            with anyio.fail_after(10):
-                while broker.store.max_commit_log_offset < base + 20:
-                    await anyio.sleep(0.01)
-                while (broker.store.max_commit_log_offset - base) % 20:
-                    await anyio.sleep(0.01)
-            record = (broker.store.max_commit_log_offset - base) // 20
-            await slave.report(base + 8 * record)  # the first eight
-            with anyio.fail_after(10):
-                frames_read = [await read_frame(peer, buffered) for _ in requests]
-    commands = [command for frame in frames_read for command in FrameDecoder().feed(frame)]
-    answers = {command.opaque: command.code for command in commands}
-    assert [answers[n] for n in range(1, 21)] == [ResponseCode.SUCCESS] * 8 + [
-        ResponseCode.FLUSH_SLAVE_TIMEOUT
-    ] * 12
+            yield broker, slave, peer, buffered
+
+
+async def write_requests(peer, requests: list) -> None:
+    """``requests`` written at once, numbered 1, 2, ... by their opaques."""
+    for opaque, request in enumerate(requests, 1):
+        request.opaque = opaque
+    await peer.send(b"".join(encode_command(request) for request in requests))
+
+
+async def codes_of_answers(peer, buffered: bytearray, count: int) -> list[int]:
+    """The codes of the answers to requests 1 to ``count`` (write_requests'), read."""
+    with anyio.fail_after(10):
+        frames = [await read_frame(peer, buffered) for _ in range(count)]
+    by_opaque = {
+        command.opaque: command.code for frame in frames for command in FrameDecoder().feed(frame)
+    }
+    return [by_opaque[number] for number in range(1, count + 1)]
+
+
+@pytest.mark.parametrize("frames", [True, False], ids=["runs", "general"])
+async def test_a_slave_that_acks_part_of_a_run_before_the_timeout(
+    tmp_path, plugin_host, monkeypatch, runs, frames
+):
+    """The sends the slave acked are SEND_OK, the rest FLUSH_SLAVE_TIMEOUT: per send, as
+    each one's own wait gives it, though a run waited once."""
+    monkeypatch.setattr(send_frames, "ENABLED", frames)
+    async with sync_master_told_acks(tmp_path, plugin_host) as (broker, slave, peer, buffered):
+        base = broker.store.max_commit_log_offset
+        requests = [send(body=b"%04d" % n) for n in range(20)]  # records of one size
+        await write_requests(peer, requests)
+        with anyio.fail_after(10):
+            while broker.store.max_commit_log_offset < base + 20:
+                await anyio.sleep(0.01)
+            while (broker.store.max_commit_log_offset - base) % 20:
+                await anyio.sleep(0.01)
+        record = (broker.store.max_commit_log_offset - base) // 20
+        await slave.report(base + 8 * record)  # the first eight
+        answers = await codes_of_answers(peer, buffered, len(requests))
+    assert answers == [ResponseCode.SUCCESS] * 8 + [ResponseCode.FLUSH_SLAVE_TIMEOUT] * 12
     assert (runs.served == 20) is frames
 
 
@@ -345,15 +365,27 @@ async def test_a_put_that_raises_is_answered_as_a_failure_and_the_rest_are_serve
 
 
 async def test_stored_sends_are_counted_as_one_at_a_time(tmp_path, plugin_host, monkeypatch, runs):
+    counted = await counted_both_ways(
+        tmp_path, plugin_host, monkeypatch, lambda: [[send(body=b"x" * n) for n in range(1, 30)]]
+    )
+    assert counted[True][0]["Orders"][0] == 29
+    assert runs.served > 0
+
+
+async def counted_both_ways(tmp_path, plugin_host, monkeypatch, writes, **options) -> dict:
+    """The broker's counts (puts by topic, messages, bytes, the CommitLog's end) once
+    each list of requests ``writes()`` gives is written at once and answered, with runs
+    and with the general path alone: asserted the same; by whether runs were on."""
     counted = {}
     for frames in (True, False):
         monkeypatch.setattr(send_frames, "ENABLED", frames)
         monkeypatch.setattr(send_fast, "ENABLED", frames)
-        directory = tmp_path / str(frames)
-        async with Broker.serving(broker_config(directory), host=plugin_host) as broker:
+        config = broker_config(tmp_path / str(frames), **options)
+        async with Broker.serving(config, host=plugin_host) as broker:
             broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
             async with connected(broker) as peer:
-                await send_all(peer, [send(body=b"x" * n) for n in range(1, 30)])
+                for requests in writes():
+                    await send_all(peer, requests)
             stats = broker.stats
             counted[frames] = (
                 dict(stats.puts),
@@ -362,8 +394,7 @@ async def test_stored_sends_are_counted_as_one_at_a_time(tmp_path, plugin_host, 
                 broker.store.max_commit_log_offset,
             )
     assert counted[True] == counted[False]
-    assert counted[True][0]["Orders"][0] == 29
-    assert runs.served > 0
+    return counted
 
 
 def test_a_feed_says_whether_frames_were_served_before_decoding():

@@ -11,24 +11,22 @@ import struct
 import anyio
 import pytest
 
-from rocketmq_core.broker.app import Broker
-from rocketmq_core.broker.processors import send_fast, send_frames
-from rocketmq_core.protocol.bodies import TopicConfig
-from rocketmq_core.protocol.codec import FrameDecoder, encode_command
+from rocketmq_core.broker.processors import send_frames
+from rocketmq_core.protocol.codec import FrameDecoder
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.compression import CompressionType, compress
-from rocketmq_core.protocol.constants import PERM_RW
 from rocketmq_core.protocol.message import TRANSACTION_PREPARED, BatchItem, encode_batch
 from rocketmq_core.protocol.message import encode_properties as props
-from rocketmq_core.testing.broker import broker_config
 
-from .test_ha import FakeSlave
-from .test_send_fast_path import connected, free_ports, read_frame, send
+from .test_send_fast_path import send
 from .test_send_frames import (
     codes,
+    codes_of_answers,
+    counted_both_ways,
     frames_against_general,
-    send_all,
+    sync_master_told_acks,
+    write_requests,
 )
 
 pytestmark = pytest.mark.anyio
@@ -172,25 +170,13 @@ async def test_stored_batches_are_counted_as_the_general_path_counts_them(
     monkeypatch,
     runs,
 ):
-    counted = {}
-    for frames in (True, False):
-        monkeypatch.setattr(send_frames, "ENABLED", frames)
-        monkeypatch.setattr(send_fast, "ENABLED", frames)
-        directory = tmp_path / str(frames)
-        config = broker_config(directory, max_batch_message_count=MOST)
-        async with Broker.serving(config, host=plugin_host) as broker:
-            broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
-            async with connected(broker) as peer:
-                await send_all(peer, [batch(1, queue_id=n) for n in range(4)])
-                await send_all(peer, [batch(n % MOST + 1, queue_id=n % 4) for n in range(20)])
-            stats = broker.stats
-            counted[frames] = (
-                dict(stats.puts),
-                stats.stored_messages,
-                stats.stored_bytes,
-                broker.store.max_commit_log_offset,
-            )
-    assert counted[True] == counted[False]
+    def writes():
+        warm = [batch(1, queue_id=n) for n in range(4)]
+        return [warm, [batch(n % MOST + 1, queue_id=n % 4) for n in range(20)]]
+
+    counted = await counted_both_ways(
+        tmp_path, plugin_host, monkeypatch, writes, max_batch_message_count=MOST
+    )
     assert counted[True][1] == 4 + sum(n % MOST + 1 for n in range(20))
     assert runs.served > 0
 
@@ -232,34 +218,14 @@ async def test_a_slave_that_acks_up_to_a_send_between_batches(
     """A run's answers on a SYNC_MASTER, each as far as the slave acked its own records:
     a send before a batch ends where the batch's first record begins."""
     monkeypatch.setattr(send_frames, "ENABLED", frames)
-    config = broker_config(tmp_path, broker_role="SYNC_MASTER", slave_timeout=500, **free_ports())
-    async with Broker.serving(config, host=plugin_host) as broker:
-        broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
-        async with FakeSlave.following(broker, acking=False) as slave, connected(broker) as peer:
-            buffered = bytearray()
-            warm = send(body=b"warm")
-            warm.opaque = 99
-            await peer.send(encode_command(warm))  # the queue's first put
-            await slave.report(broker.store.max_commit_log_offset)
-            with anyio.fail_after(10):
-                await read_frame(peer, buffered)
-            requests = [batch(3), send(body=b"between"), batch(3), send(body=b"last")]
-            for opaque, request in enumerate(requests, 1):
-                request.opaque = opaque
-            await peer.send(b"".join(encode_command(request) for request in requests))
-            with anyio.fail_after(10):
-                while broker.store.max_offset("Orders", 0) < 1 + 8:
-                    await anyio.sleep(0.01)
-            second_batch = await broker.store.get("Orders", 0, 1 + 4, 1)
-            await slave.report(commit_log_offset(second_batch.records[0]))  # up to "between"
-            with anyio.fail_after(10):
-                frames_read = [await read_frame(peer, buffered) for _ in requests]
-    answers = {
-        command.opaque: command.code
-        for frame in frames_read
-        for command in FrameDecoder().feed(frame)
-    }
-    assert [answers[n] for n in range(1, 5)] == [ResponseCode.SUCCESS] * 2 + [
-        ResponseCode.FLUSH_SLAVE_TIMEOUT
-    ] * 2
+    async with sync_master_told_acks(tmp_path, plugin_host) as (broker, slave, peer, buffered):
+        requests = [batch(3), send(body=b"between"), batch(3), send(body=b"last")]
+        await write_requests(peer, requests)
+        with anyio.fail_after(10):
+            while broker.store.max_offset("Orders", 0) < 1 + 8:
+                await anyio.sleep(0.01)
+        second_batch = await broker.store.get("Orders", 0, 1 + 4, 1)
+        await slave.report(commit_log_offset(second_batch.records[0]))  # up to "between"
+        answers = await codes_of_answers(peer, buffered, len(requests))
+    assert answers == [ResponseCode.SUCCESS] * 2 + [ResponseCode.FLUSH_SLAVE_TIMEOUT] * 2
     assert (runs.served == 4) is frames
