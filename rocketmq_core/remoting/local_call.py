@@ -14,6 +14,7 @@ are asked for response commands, not finished frames.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from inspect import isawaitable
 from typing import Any
 
@@ -22,7 +23,7 @@ import anyio
 from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand
 from .connection import BUSY_REMARK, LaterAnswer, error_response, not_supported, within_limit
-from .processor import ProcessorTable, RequestContext
+from .processor import ProcessorRoute, ProcessorTable, RequestContext
 
 
 class _Call:
@@ -64,6 +65,16 @@ async def call_locally(
     failure as its response). ``peer_address`` is whom the processor sees sending it.
     Cancelled (a caller's timeout), it stops waiting for a later answer; a processor's
     awaitable runs to its end regardless (its own timeouts bound it)."""
+    answer = answer_locally(processors, request, peer_address, local_address)
+    return answer if isinstance(answer, RemotingCommand) else await answer
+
+
+def answer_locally(
+    processors: ProcessorTable, request: RemotingCommand, peer_address: str, local_address: str
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """``call_locally``'s response when the processor answered at once (most do), else
+    an awaitable of it: a caller then needs no timeout for the usual request (a cancel
+    scope per call cost the gRPC proxy a quarter of a send)."""
     route = processors.lookup(request.code)
     if route is None:
         return not_supported(request)
@@ -73,9 +84,21 @@ async def call_locally(
     ctx = RequestContext(call, peer_address, local_address)  # type: ignore[arg-type]
     try:
         result: Any = route.processor(ctx, request)
+    except Exception as exc:
+        return error_response(request, exc, route, peer_address)
+    if type(result) is LaterAnswer or isawaitable(result):
+        return _answered_later(request, route, call, result, peer_address)
+    return _response(request, route, result)
+
+
+async def _answered_later(
+    request: RemotingCommand, route: ProcessorRoute, call: _Call, result: Any, peer_address: str
+) -> RemotingCommand:
+    """The response of a processor that answers later (a LaterAnswer) or in an awaitable."""
+    try:
         if type(result) is LaterAnswer:
             result = await call.answered()
-        elif isawaitable(result):
+        else:
             route.active += 1
             try:
                 # a caller that stops waiting must not cut the processor's work short (a
@@ -86,6 +109,10 @@ async def call_locally(
                 route.active -= 1
     except Exception as exc:
         return error_response(request, exc, route, peer_address)
+    return _response(request, route, result)
+
+
+def _response(request: RemotingCommand, route: ProcessorRoute, result: Any) -> RemotingCommand:
     if not isinstance(result, RemotingCommand):  # None (a oneway's) or a frame: no answer
         return request.response(
             ResponseCode.SYSTEM_ERROR, f"processor {route.name} gave no response command"

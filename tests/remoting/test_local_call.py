@@ -11,7 +11,7 @@ from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.codes import ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting.connection import BUSY_REMARK
-from rocketmq_core.remoting.local_call import call_locally
+from rocketmq_core.remoting.local_call import answer_locally, call_locally
 from rocketmq_core.remoting.processor import ProcessorTable
 
 pytestmark = pytest.mark.anyio
@@ -54,6 +54,31 @@ async def test_each_kind_of_answer_comes_back_as_the_response():
         ]
     assert remarks == ["inline", "deferred", "later"]
     assert seen == [(PEER, LOCAL, False)]  # response commands, never finished frames
+
+
+async def test_an_answer_given_at_once_needs_no_awaiting():
+    """answer_locally hands back an inline answer (and a refusal) as it is, and only a
+    later one as an awaitable: a caller waits with a timeout only for those."""
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(remark="inline"))
+
+    async def deferred(req):
+        await anyio.sleep(0)
+        return req.response(remark="deferred")
+
+    table.register(2, lambda ctx, req: deferred(req))
+
+    def refused(ctx, req):
+        raise RequestRefused(ResponseCode.NO_PERMISSION, "no")
+
+    table.register(3, refused)
+    inline = answer_locally(table, request(1), PEER, LOCAL)
+    assert isinstance(inline, RemotingCommand) and inline.remark == "inline"
+    refusal = answer_locally(table, request(3), PEER, LOCAL)
+    assert isinstance(refusal, RemotingCommand) and refusal.code == ResponseCode.NO_PERMISSION
+    later = answer_locally(table, request(2), PEER, LOCAL)
+    assert not isinstance(later, RemotingCommand)
+    assert (await later).remark == "deferred"
 
 
 async def test_refusals_failures_and_unknown_codes_are_answered_as_over_a_connection():

@@ -39,7 +39,7 @@ from rocketmq_core.protocol.message import (
     encode_properties,
 )
 from rocketmq_core.protocol.recall import RecallHandle
-from rocketmq_core.remoting.local_call import call_locally
+from rocketmq_core.remoting.local_call import answer_locally
 
 from . import routes
 from .acl import GrpcAclVerifier, consume, publish
@@ -306,14 +306,17 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         local = self.local
         if local is None or address != local.broker.address or local.broker.server is None:
             return await self.instance.invoke_command(address, command)
-        timeout = self.instance.config.request_timeout
         processors = local.broker.server.processors
-        with anyio.move_on_after(timeout):  # as long as a remoting request would wait
-            response = await call_locally(processors, command, peer or address, address)
-            if response.code != ResponseCode.SUCCESS:
-                raise ResponseError(response.code, response.remark)
-            return response
-        raise RemotingTimeoutError(f"the broker did not answer within {timeout:g} s")
+        answer = answer_locally(processors, command, peer or address, address)
+        if not isinstance(answer, RemotingCommand):  # answered later: as remoting waits
+            timeout = self.instance.config.request_timeout
+            with anyio.move_on_after(timeout):
+                answer = await answer
+            if not isinstance(answer, RemotingCommand):
+                raise RemotingTimeoutError(f"the broker did not answer within {timeout:g} s")
+        if answer.code != ResponseCode.SUCCESS:
+            raise ResponseError(answer.code, answer.remark)
+        return answer
 
     async def _send_one(self, message: OutgoingMessage, meta: RequestMetadata, peer: str) -> Any:
         try:

@@ -318,6 +318,29 @@ def test_a_send_goes_to_the_brokers_own_send_processor_without_a_socket(
         assert [kind for _, _, kind in seen] == [[later]] * 3 + [[]]
 
 
+def test_a_local_send_answered_later_is_waited_for_as_long_as_over_remoting(tmp_path):
+    """A send the broker answers later (a callback's) is waited for the proxy's request
+    timeout, as a remoting request would be; the usual ones are answered at once, with
+    no timeout of their own (answer_locally)."""
+    topic = "LocalLater"
+    with EmbeddedCluster(tmp_path, backend="asyncio", grpc_server_port=0) as cluster:
+        cluster.create_topic(topic)
+        port = cluster.broker.services["grpc_proxy"].port
+        route = cluster.broker.server.processors.lookup(RequestCode.SEND_MESSAGE_V2)
+        route.processor = lambda ctx, request: ctx.connection.answer_later(request)  # never
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            started = time.monotonic()
+            answer = stub.SendMessage(
+                spb.SendMessageRequest(messages=[message(topic, b"never answered")]),
+                metadata=metadata(),
+                timeout=30,
+            )
+            waited = time.monotonic() - started
+    assert 2.5 <= waited < 20  # the proxy's requestTimeout (3 s), not the client's 30 s
+    assert [entry.status.code for entry in answer.entries] == [pb.PROXY_TIMEOUT]
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_an_ack_and_a_change_of_invisible_time_reach_the_broker_without_a_socket(tmp_path, backend):
     """On the broker's own loop the proxy hands ACK_MESSAGE and
