@@ -73,8 +73,9 @@ def answer_locally(
     processors: ProcessorTable, request: RemotingCommand, peer_address: str, local_address: str
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     """``call_locally``'s response when the processor answered at once (most do), else
-    an awaitable of it: a caller then needs no timeout for the usual request (a cancel
-    scope per call cost the gRPC proxy a quarter of a send)."""
+    an awaitable of it, to be awaited at once (it holds the processor's work, and counts
+    it against the route's limit only once started): a caller then needs no timeout for
+    the usual request (a cancel scope per call cost the gRPC proxy a quarter of a send)."""
     route = processors.lookup(request.code)
     if route is None:
         return not_supported(request)
