@@ -141,9 +141,17 @@ def is_rollback(sys_flag: int) -> bool:
     return sys_flag & TRANSACTION_MASK == TRANSACTION_ROLLBACK
 
 
+def waits_for_store(properties: bytes) -> bool:
+    """Whether a send with these encoded properties waits to be stored (the sync flush,
+    a SYNC_MASTER's slave): without WAIT, or with WAIT "true" in any case, as Java's
+    ``isWaitStoreMsgOK`` (``Boolean.parseBoolean``) reads it; any other value does not."""
+    wait = property_value(properties, b"WAIT")
+    return wait is None or wait.lower() == b"true"
+
+
 def waits_for_flush(message: MessageToStore) -> bool:
-    """``WAIT=false`` sends do not wait for the sync flush (Java and C++ default true)."""
-    return property_value(message.properties, b"WAIT") != b"false"
+    """Whether ``message``'s put waits for the sync flush (``waits_for_store``)."""
+    return waits_for_store(message.properties)
 
 
 def raw_dispatch_fields(message: MessageToStore) -> tuple[int, bytes | None, bytes | None]:

@@ -147,14 +147,18 @@ async def test_a_sync_masters_runs_answer_once_the_slave_has_them(
     from a slave that never acks; the same answers as each send's own wait gives."""
 
     no_wait = props({"WAIT": "false", "UNIQ_KEY": "AB2"})
+    upper_case = props({"WAIT": "TRUE", "UNIQ_KEY": "AB3"})  # waits, as Java reads it
+    no_wait_either = props({"WAIT": "0", "UNIQ_KEY": "AB4"})  # not "true": does not wait
 
     def requests():
         warm = [send(body=b"first %d" % n, queue_id=n) for n in range(4)]  # the queues' first
         return [
             *warm,
-            *[send(body=b"%d" % n, queue_id=n % 4) for n in range(24)],
+            *[send(body=b"%d" % n, queue_id=n % 4) for n in range(23)],
+            send(body=b"TRUE", properties=upper_case),
             send(body=b"no wait", properties=no_wait),  # answered at once: not a run's
             *[send(body=b"%d" % n, queue_id=n % 4) for n in range(24, 30)],
+            send(body=b"0", properties=no_wait_either),
         ]
 
     answers = await frames_against_general(
@@ -162,8 +166,9 @@ async def test_a_sync_masters_runs_answer_once_the_slave_has_them(
         slave_acks=acks, broker_role="SYNC_MASTER", slave_timeout=300,
     )  # fmt: skip
     expected = ResponseCode.SUCCESS if acks else ResponseCode.FLUSH_SLAVE_TIMEOUT
-    assert codes(answers)[28] == ResponseCode.SUCCESS  # WAIT=false
-    assert set(codes(answers[:28] + answers[29:])) == {expected}
+    got = codes(answers)
+    assert got[28] == got[35] == ResponseCode.SUCCESS  # WAIT false, WAIT 0
+    assert set(got[:28] + got[29:35]) == {expected}
     assert runs.served == 24  # up to the send that does not wait; the rest are decoded
 
 
@@ -520,7 +525,7 @@ def serve_frames(
     run = (1 << 24, send_frames._NAMES, b"Cluster", 1 << 22, (),
            {name.encode(): name for name in topics}, topics, b"\x7f\x00\x00\x01\x00\x00\x00\x01",
            MessageToStore, append, PutStatus.PUT_OK, answer, 100, None, 64,
-           frame_check)  # fmt: skip
+           frame_check, False)  # fmt: skip
     position, answers, *_ = send_fast.compiled.serve_sends(run, source, 0)
     return position, put, answers
 

@@ -11,6 +11,7 @@ import pytest
 from rocketmq_core.store.api import PutResult, PutStatus, StoreConfig
 from rocketmq_core.store.flush import PAGE_SIZE, AsyncFlush, SyncFlush
 from rocketmq_core.store.flusher import Flusher
+from rocketmq_core.store.rules import waits_for_store
 
 pytestmark = pytest.mark.anyio
 
@@ -361,3 +362,15 @@ async def test_async_policy_flushes_a_few_bytes_after_the_thorough_interval():
         await wait_until(lambda: flusher.flushed == 5)
         task_group.cancel_scope.cancel()
     assert log.calls == [5]
+
+
+@pytest.mark.parametrize(
+    ("wait", "waits"),
+    [(None, True), (b"true", True), (b"TRUE", True), (b"True", True), (b"false", False),
+     (b"FALSE", False), (b"0", False), (b"", False), (b"yes", False)],
+)  # fmt: skip
+def test_a_send_waits_to_be_stored_as_java_reads_its_wait_property(wait, waits):
+    """Java's isWaitStoreMsgOK: no WAIT, or Boolean.parseBoolean of it ("true" in any
+    case); the flush and a SYNC_MASTER's slave are waited for so."""
+    properties = b"TAGS\x01T" + (b"\x02WAIT\x01" + wait if wait is not None else b"")
+    assert waits_for_store(properties) is waits

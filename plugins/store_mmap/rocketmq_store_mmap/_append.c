@@ -20,6 +20,7 @@
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define MAGIC_V1 ((int32_t)0xDAA320A7)
@@ -991,8 +992,10 @@ static PyObject *append_one(PyObject *module, PyObject *const *args, Py_ssize_t 
     int policy_waits = PyObject_IsTrue(PyTuple_GET_ITEM(state, S_WAITS));
     if (policy_waits < 0) goto done;
     const Message *taken = &run.taken[0];
-    if (policy_waits && !(taken->wait && taken->wait_length == 5 &&
-                          memcmp(taken->wait, "false", 5) == 0))
+    /* rules.waits_for_store: no WAIT, or "true" in any case (Java's parseBoolean) */
+    if (policy_waits && (taken->wait == NULL || (taken->wait_length == 4 &&
+                                                 strncasecmp((const char *)taken->wait,
+                                                             "true", 4) == 0)))
         flush_to = end;
     int64_t puts, room = 0;
     if (!int_field(&f_puts, store, &puts)) goto not_usual;

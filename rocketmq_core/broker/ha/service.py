@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, cast
 import anyio
 from anyio.abc import TaskStatus
 
-from ...protocol.message import property_value
 from ...store.api import (
     PutResult,
     PutStatus,
@@ -28,6 +27,7 @@ from ...store.api import (
     ReplicationTarget,
     replication_refusal,
 )
+from ...store.rules import waits_for_store
 from .master import ASYNC_GATHER_WINDOW, HAMaster, MasterSettings
 from .progress import ReplicaProgress
 from .slave import HAClient, SlaveSettings
@@ -115,7 +115,7 @@ class HAService:
 
     def after_append(self, result: PutResult, properties: bytes) -> int:
         """The HA step of an append, run before anything else is appended: the writers
-        are woken; on a SYNC_MASTER, unless ``properties`` say WAIT=false, the CommitLog
+        are woken; on a SYNC_MASTER, unless ``properties`` say not to wait, the CommitLog
         end a slave must ack is returned for ``when_replicated`` (else -1), or, when no
         slave can be waited for, ``result`` is set to SLAVE_NOT_AVAILABLE at once."""
         status = result.status
@@ -126,7 +126,7 @@ class HAService:
             master.appended()
         if self.broker.config.broker_role != "SYNC_MASTER":
             return -1
-        if property_value(properties, b"WAIT") == b"false":
+        if not waits_for_store(properties):  # WAIT other than true: answered at once
             return -1
         end = self.broker.store.max_commit_log_offset  # this append's end: nothing ran since
         replica = self.check(end)

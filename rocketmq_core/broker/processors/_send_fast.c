@@ -11,6 +11,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../../acl/_signature_api.h"
 
@@ -70,6 +71,13 @@ static const char *property_value(const char *at, Py_ssize_t length, const char 
         p = found + 1;
     }
     return NULL;
+}
+
+/* store.rules.waits_for_store: no WAIT property, or WAIT "true" in any case */
+static int waits_for_store(const char *properties, Py_ssize_t length) {
+    Py_ssize_t wait_length = 0;
+    const char *wait = property_value(properties, length, "WAIT\x01", 5, &wait_length);
+    return wait == NULL || (wait_length == 4 && strncasecmp(wait, "true", 4) == 0);
 }
 
 /* whether ``needle`` occurs anywhere in ``text`` (Python's ``in``) */
@@ -1351,7 +1359,8 @@ static int count_batch(PyObject **batches, PyObject *topic, Py_ssize_t messages,
 
 enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS, RUN_TOPIC_NAMES,
        RUN_TOPICS, RUN_BORN_HOST, RUN_MESSAGE_TYPE, RUN_APPEND, RUN_PUT_OK, RUN_ANSWER,
-       RUN_RECORD_FIXED, RUN_APPEND_BATCH, RUN_BATCH_MOST, RUN_FRAME_CHECK, RUN_FIELDS };
+       RUN_RECORD_FIXED, RUN_APPEND_BATCH, RUN_BATCH_MOST, RUN_FRAME_CHECK, RUN_WAITING_ONLY,
+       RUN_FIELDS };
 
 static PyObject *batch_of(PyObject *run, PyObject *topic, const SendNumbers *numbers,
                           int multi_tag, PyObject *born_host, PyObject *pairs, const char *body,
@@ -1393,7 +1402,8 @@ PyDoc_STRVAR(serve_sends_doc,
 "uniq tail), the record size but for the topic, body and properties, the store's usual\n"
 "batch append (None: SEND_BATCH_MESSAGE frames are not taken), maxBatchMessageCount, and\n"
 "the ACL check of each frame: None, or AclValidator.frame_check's tuple, when a frame the\n"
-"check does not certainly allow is left to the guard).\n\n"
+"check does not certainly allow is left to the guard, and whether only sends that wait to\n"
+"be stored are taken: a SYNC_MASTER's, whose others answer at once, the general way).\n\n"
 "Returns (position, answers: bytes or None, counts: {(topic, record size): messages} or\n"
 "None, missed: topic bytes not in the topic names or None, failure: (exception, header\n"
 "start, header end) of a frame whose put raised, answered by the caller, or None,\n"
@@ -1461,6 +1471,8 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
     PyObject *batch_counts = NULL;      /* [(topic, messages, bytes)] of the batches put */
     Py_ssize_t served_batch_code = 0;   /* SEND_BATCH_MESSAGE frames answered */
     PyObject *frame_check = PyTuple_GET_ITEM(run, RUN_FRAME_CHECK);
+    int waiting_only = PyObject_IsTrue(PyTuple_GET_ITEM(run, RUN_WAITING_ONLY));
+    if (waiting_only < 0) goto error;
     if (frame_check != Py_None && frame_check_open(frame_check, &acl) < 0) goto error;
 
     while (position >= 0 && end - position >= 8) {
@@ -1544,7 +1556,9 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
         if (properties == NULL) goto error;
         const char *encoded = PyBytes_AS_STRING(properties);
         Py_ssize_t encoded_length = PyBytes_GET_SIZE(properties), uniq_length = 0;
-        int hooked = markers_found(markers, encoded, encoded_length);
+        /* a put hook's, or on a SYNC_MASTER a send that is not to wait for the slave */
+        int hooked = markers_found(markers, encoded, encoded_length) ||
+                     (waiting_only && !waits_for_store(encoded, encoded_length));
         PyObject *put_argument = NULL; /* the message, or a batch's list of them */
         Py_ssize_t records = 1, record_bytes = body_length + encoded_length;
         char uniq_text[128]; /* the answer's copy: the properties go with the message */

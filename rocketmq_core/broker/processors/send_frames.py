@@ -52,7 +52,6 @@ ENABLED = os.environ.get("ROCKETMQ_SEND_FRAMES", "1") != "0"
 TOPIC_NAMES_MOST = 4096  # names of topics learned; forgotten all at once beyond this
 # the fields each code reads: SEND_MESSAGE's (the C++ client's), then SEND_MESSAGE_V2's
 _NAMES = tuple(name.encode() for name in (*send_fast._V1_NAMES, *send_fast._V2_NAMES))
-_NO_WAIT = b"WAIT\x01false"
 _FRAME_PREFIX = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
 _SUCCESS_HEAD = b'{"code":0,'
@@ -62,7 +61,7 @@ _MSG_ID = b'"msgId":"'
 _RUN = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {})
 _TIMEOUT = PutStatus.FLUSH_SLAVE_TIMEOUT
 _SINGLE_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2)
-RUN_FIELDS = 16  # the run tuple's fields (_run), as _send_fast.c's serve_sends reads them
+RUN_FIELDS = 17  # the run tuple's fields (_run), as _send_fast.c's serve_sends reads them
 _KEPT_RUN = "send_frames.run"  # RequestContext attribute: (what it is made of, the run)
 
 
@@ -305,8 +304,6 @@ class SendFrames:
             return None  # a hook that may act on any message
         if any(b"\x02" in marker for marker in markers):
             return None  # found across two records' properties in a batch: the general path's
-        if sync:
-            markers += (_NO_WAIT,)  # a send that does not wait for the slave: the usual way
         born_host = send._born_host(connection.context.peer_address)
         if len(born_host) != HOST_V4_SIZE:  # an IPv6 peer: the general path
             return None
@@ -331,6 +328,7 @@ class SendFrames:
             append_batch,
             config.max_batch_message_count,
             checks[0] if checks else None,
+            sync,  # a send that does not wait for the slave: the usual way (store.rules)
         )
 
     def _learn(self, topic: bytes) -> None:
