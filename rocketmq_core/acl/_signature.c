@@ -310,9 +310,6 @@ static int signed_with(PyObject *keyed_state, const char *const *texts, const Py
 
 static SignatureApi api = {signed_with};
 
-/* what request versions up to this one signed: not the unique-key query field */
-#define LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY 399
-
 /* an int, or an int subclass (an IntEnum member) that hashes and compares as one */
 static int int_hashed_as_int(PyObject *value) {
     if (PyLong_CheckExact(value)) return 1;

@@ -9,6 +9,10 @@
 
 #define SIGNATURE_API_CAPSULE "rocketmq_core.acl._signature.API"
 
+/* what request versions up to this one signed: not the unique-key query field
+ * (acl/signing.py's LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY) */
+#define LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY 399
+
 typedef struct {
     /* 1 when ``received`` is the Base64 HMAC-SHA1, keyed by ``keyed`` (a capsule that
      * keyed(secret) gave), of the ``count`` texts one after another and then the body; 0

@@ -1133,8 +1133,6 @@ static int count_stored(Counts *counts, PyObject *topic, Py_ssize_t size) {
 /* --- the ACL check of a run's frame: the guard's compiled check (acl/_signature.c's
  * before_request), made on the header as read in place ------------------------------- */
 
-#define LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY 399 /* acl/signing.py's */
-
 typedef struct {
     const SignatureApi *api;
     PyObject *signing_keys, *verdicts; /* accessKey -> keyed(secret); verdict key -> None */
@@ -1285,6 +1283,12 @@ static int frame_allowed(FrameCheck *check, const SendHeader *header, const char
     return 1;
 }
 
+/* serve_sends' run tuple (send_frames.SendFrames._run), field by field */
+enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS, RUN_TOPIC_NAMES,
+       RUN_TOPICS, RUN_BORN_HOST, RUN_MESSAGE_TYPE, RUN_APPEND, RUN_PUT_OK, RUN_ANSWER,
+       RUN_RECORD_FIXED, RUN_APPEND_BATCH, RUN_BATCH_MOST, RUN_FRAME_CHECK, RUN_WAITING_ONLY,
+       RUN_FIELDS };
+
 /* --- a run's batches: SEND_BATCH_MESSAGE frames put as send.send_message puts them ---- */
 
 /* the level pairs of the last batch-level properties a run met (a producer's batches
@@ -1310,7 +1314,29 @@ static PyObject *level_pairs(LevelCache *cache, PyObject *properties) {
  * when its body is the Python code's, NULL with an exception set */
 static PyObject *batch_of(PyObject *run, PyObject *topic, const SendNumbers *numbers,
                           int multi_tag, PyObject *born_host, PyObject *pairs, const char *body,
-                          Py_ssize_t body_length, BatchTally *tally);
+                          Py_ssize_t body_length, BatchTally *tally) {
+    /* batch_messages' arguments after the body: topic, queue_id, sys_flag, born_timestamp,
+     * born_host, reconsume_times, batch_level, most, message_type */
+    PyObject *fields[9] = {
+        topic,
+        PyLong_FromLongLong(numbers->queue_id),
+        PyLong_FromLongLong(numbers->sys_flag | (multi_tag ? MULTI_TAGS : 0)),
+        PyLong_FromLongLong(numbers->born_timestamp),
+        born_host,
+        PyLong_FromLongLong(numbers->reconsume_times),
+        pairs,
+        PyTuple_GET_ITEM(run, RUN_BATCH_MOST),
+        PyTuple_GET_ITEM(run, RUN_MESSAGE_TYPE),
+    };
+    PyObject *messages = NULL;
+    if (fields[1] != NULL && fields[2] != NULL && fields[3] != NULL && fields[5] != NULL)
+        messages = messages_of_records((const unsigned char *)body, body_length, fields, tally);
+    Py_XDECREF(fields[1]);
+    Py_XDECREF(fields[2]);
+    Py_XDECREF(fields[3]);
+    Py_XDECREF(fields[5]);
+    return messages;
+}
 
 /* room for ``count`` CommitLog offsets, kept for the run's next batch */
 typedef struct {
@@ -1357,36 +1383,6 @@ static int count_batch(PyObject **batches, PyObject *topic, Py_ssize_t messages,
     return failed ? -1 : 0;
 }
 
-enum { RUN_MAX_FRAME, RUN_NAMES, RUN_CLUSTER, RUN_MAX_MESSAGE_SIZE, RUN_MARKERS, RUN_TOPIC_NAMES,
-       RUN_TOPICS, RUN_BORN_HOST, RUN_MESSAGE_TYPE, RUN_APPEND, RUN_PUT_OK, RUN_ANSWER,
-       RUN_RECORD_FIXED, RUN_APPEND_BATCH, RUN_BATCH_MOST, RUN_FRAME_CHECK, RUN_WAITING_ONLY,
-       RUN_FIELDS };
-
-static PyObject *batch_of(PyObject *run, PyObject *topic, const SendNumbers *numbers,
-                          int multi_tag, PyObject *born_host, PyObject *pairs, const char *body,
-                          Py_ssize_t body_length, BatchTally *tally) {
-    /* batch_messages' arguments after the body: topic, queue_id, sys_flag, born_timestamp,
-     * born_host, reconsume_times, batch_level, most, message_type */
-    PyObject *fields[9] = {
-        topic,
-        PyLong_FromLongLong(numbers->queue_id),
-        PyLong_FromLongLong(numbers->sys_flag | (multi_tag ? MULTI_TAGS : 0)),
-        PyLong_FromLongLong(numbers->born_timestamp),
-        born_host,
-        PyLong_FromLongLong(numbers->reconsume_times),
-        pairs,
-        PyTuple_GET_ITEM(run, RUN_BATCH_MOST),
-        PyTuple_GET_ITEM(run, RUN_MESSAGE_TYPE),
-    };
-    PyObject *messages = NULL;
-    if (fields[1] != NULL && fields[2] != NULL && fields[3] != NULL && fields[5] != NULL)
-        messages = messages_of_records((const unsigned char *)body, body_length, fields, tally);
-    Py_XDECREF(fields[1]);
-    Py_XDECREF(fields[2]);
-    Py_XDECREF(fields[3]);
-    Py_XDECREF(fields[5]);
-    return messages;
-}
 
 PyDoc_STRVAR(serve_sends_doc,
 "serve_sends(run, source, position, /)\n--\n\n"
