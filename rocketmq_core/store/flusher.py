@@ -1,7 +1,8 @@
 """The Flusher: runs a FlushPolicy against one log, off the event loop.
 
 ``sync(upto)`` is the store's blocking "make bytes up to ``upto`` durable" (fdatasync
-of mapped files, a WAL sync, ...); it runs in a worker thread. Puts that must wait
+of mapped files, a WAL sync, ...); it runs in a worker thread, of the lowest priority
+when no put waits for it (``background.run_in_background``). Puts that must wait
 register with ``when_settled`` (a callback, called by the flush or the deadline: what the
 send path uses, as a task per send costs more than the send) or ``wait_durable`` (a task
 waits, on that callback); every put that arrives while a flush runs is covered by the
@@ -18,6 +19,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskStatus
 
+from ..background import run_in_background
 from .api import PutResult, PutStatus
 from .flush import FlushPolicy
 
@@ -83,8 +85,10 @@ class Flusher:
         async with self._lock:
             target = self._written()
             if target > self.flushed:
+                # a flush no put waits for (async) yields the core to the loop's requests
+                run = anyio.to_thread.run_sync if self.policy.waits else run_in_background
                 try:
-                    await anyio.to_thread.run_sync(self._sync, target)
+                    await run(self._sync, target)
                 except OSError as exc:
                     # waiters time out (FLUSH_DISK_TIMEOUT); the next flush tries again
                     self.failure = exc

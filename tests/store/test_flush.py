@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import anyio
 import pytest
 
+from rocketmq_core.background import NICE
 from rocketmq_core.store.api import PutResult, PutStatus, StoreConfig
 from rocketmq_core.store.flush import PAGE_SIZE, AsyncFlush, SyncFlush
 from rocketmq_core.store.flusher import Flusher
@@ -87,9 +89,11 @@ class FakeLog:
         self.gate = threading.Event()
         self.gate.set()
         self.failing = False
+        self.threads: list[tuple[str, int]] = []  # (name, nice) of each sync's thread
 
     def sync(self, upto: int) -> None:  # runs in a worker thread
         self.calls.append(upto)
+        self.threads.append((threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, 0)))
         self.entered.set()
         if not self.gate.wait(10):
             raise AssertionError("the test never opened the gate")
@@ -374,3 +378,20 @@ def test_a_send_waits_to_be_stored_as_java_reads_its_wait_property(wait, waits):
     case); the flush and a SYNC_MASTER's slave are waited for so."""
     properties = b"TAGS\x01T" + (b"\x02WAIT\x01" + wait if wait is not None else b"")
     assert waits_for_store(properties) is waits
+
+
+async def test_an_async_flush_yields_the_core_and_a_waited_for_one_does_not():
+    """Nobody waits for an async flush: it runs at the lowest priority, so the event
+    loop's requests preempt it; a group commit keeps the process's own."""
+    log = FakeLog()
+    log.written = 100
+    await log.flusher(ASYNC).flush()
+    [(name, nice)] = log.threads
+    assert name.startswith("rocketmq-background") and nice == NICE
+
+    log = FakeLog()
+    log.written = 100
+    await log.flusher(SYNC).flush()
+    [(name, nice)] = log.threads
+    assert not name.startswith("rocketmq-background")
+    assert nice == os.getpriority(os.PRIO_PROCESS, 0)

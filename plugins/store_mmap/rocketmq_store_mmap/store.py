@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 
+from rocketmq_core.background import run_in_background
 from rocketmq_core.errors import ConfigError
 from rocketmq_core.protocol.message import TRANSACTION_PREPARED, tags_code_of
 from rocketmq_core.store.api import (
@@ -1012,11 +1013,11 @@ class MmapStore(ImmediateGet):
             self._sync_queue_files()
             self.index.sync()
 
-        await anyio.to_thread.run_sync(work)
+        await run_in_background(work)
         # never vouch for CommitLog bytes that are not themselves on disk
         self.checkpoint.dispatched_offset = min(covered, self._flusher.flushed)
         self.checkpoint.physic_msg_timestamp = self.checkpoint.logics_msg_timestamp = stamp
-        await anyio.to_thread.run_sync(self.checkpoint.save)
+        await run_in_background(self.checkpoint.save)
 
     async def _flush_logics_periodically(self) -> None:
         while True:
@@ -1039,7 +1040,7 @@ class MmapStore(ImmediateGet):
             try:
                 # lists of files change only on the event loop; the thread just creates
                 start = self.commitlog.next_file_start()
-                mapped = await anyio.to_thread.run_sync(self.commitlog.create_file, start)
+                mapped = await run_in_background(self.commitlog.create_file, start)
                 self.commitlog.offer_next_file(mapped)
             except OSError as exc:
                 log.warning("preparing the next CommitLog file failed: %s", exc)
@@ -1071,7 +1072,7 @@ class MmapStore(ImmediateGet):
                 oldest.path, now, self.config.file_reserved_time
             ):
                 break
-            await anyio.to_thread.run_sync(files.delete_first().remove)
+            await run_in_background(files.delete_first().remove)
             deleted += 1
             if decision.forcibly and deleted >= 10:  # deleteFileBatchMax
                 break

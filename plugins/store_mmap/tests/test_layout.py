@@ -13,6 +13,10 @@ from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import pytest
+from rocketmq_store_mmap.checkpoint import Checkpoint
+from rocketmq_store_mmap.commitlog import CommitLog
+from rocketmq_store_mmap.index import IndexService
+from rocketmq_store_mmap.mapped_file import MappedFile
 from rocketmq_store_mmap.store import PREPARE_INTERVAL, PREPARE_INTERVAL_AT_MOST, _prepare_pause
 
 from rocketmq_core.errors import ConfigError
@@ -205,6 +209,64 @@ async def test_expired_files_go_only_at_delete_hours_unless_forced(tmp_path, plu
         assert len(list((tmp_path / "commitlog").iterdir())) >= 1
         newest = await store.get("TopicTest", 0, store.max_offset("TopicTest", 0) - 1, 1)
         assert newest.records
+
+
+async def test_disk_work_no_put_waits_for_runs_at_the_lowest_priority(
+    tmp_path, plugin_host, monkeypatch
+):
+    """An async flush, the queues' and index's flush, the checkpoint, the next CommitLog
+    file and a deleted one run in background threads (nice 19), which the event loop's
+    requests preempt; a SYNC_FLUSH store's CommitLog flush, which its puts wait for,
+    keeps the process's own priority."""
+    seen: list[tuple[str, str, int]] = []
+
+    def spied(owner: type, name: str) -> None:
+        real = getattr(owner, name)
+
+        def recording(*args):
+            thread = threading.current_thread().name
+            seen.append((name, thread, os.getpriority(os.PRIO_PROCESS, 0)))
+            return real(*args)
+
+        monkeypatch.setattr(owner, name, recording)
+
+    for owner, name in [
+        (CommitLog, "sync"),
+        (CommitLog, "create_file"),
+        (IndexService, "sync"),
+        (Checkpoint, "save"),
+        (MappedFile, "remove"),
+    ]:
+        spied(owner, name)
+    async with opened(tmp_path / "async", plugin_host, file_reserved_time=1e-9) as store:
+        seen.clear()  # what opening did
+        for number in range(9):  # past the middle of the first file
+            assert (await store.put(message(number))).ok
+        with anyio.fail_after(5):
+            while store.commitlog.next_file is None:  # made ahead of need
+                await anyio.sleep(0.01)
+        for number in range(9, 30):  # into the next file, and the one after
+            assert (await store.put(message(number))).ok
+        await store.flush()
+        assert await store.delete_expired(now=time.time() + 1, force=True) >= 1
+        background = list(seen)
+    assert {name for name, _, _ in background} == {
+        "sync",
+        "create_file",
+        "save",
+        "remove",
+    }  # the index's sync and the CommitLog's share a name
+    assert len([name for name, _, _ in background if name == "sync"]) >= 2
+    for name, thread, nice in background:
+        assert thread.startswith("rocketmq-background") and nice == 19, (name, thread, nice)
+
+    seen.clear()
+    async with opened(tmp_path / "sync", plugin_host, flush="sync") as store:
+        assert (await store.put(message(0))).ok
+        waited_for = [entry for entry in seen if entry[0] == "sync"]
+    assert waited_for
+    assert not waited_for[0][1].startswith("rocketmq-background")
+    assert waited_for[0][2] == os.getpriority(os.PRIO_PROCESS, 0)
 
 
 @contextmanager
