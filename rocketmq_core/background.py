@@ -8,28 +8,33 @@ preempt it, and it still gets its share of a busy core (docs/perf.md, "Backgroun
 work").
 
 Only for work no put waits on: a SYNC_FLUSH group commit or a SYNC_MASTER's wait stays
-in anyio's worker threads, at the process's own priority.
+in anyio's worker threads, at the process's own priority. The price is on a core
+shared with other busy work of normal priority: a lock the loop may wait for (a mapped
+file's, held by a background thread for one madvise call) is then released late.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import anyio
-import anyio.from_thread
 import anyio.lowlevel
+import sniffio
 
 log = logging.getLogger("rocketmq.background")
 
 NICE = 19  # the lowest priority of SCHED_OTHER: a weight of 15 against the loop's 1024
-# the CommitLog's flush, the consume queues' and index's, a retention pass: each at
-# most one at a time, so that a slow one does not hold back the others
+# a store's CommitLog flush, its queues' and index's flush, its next file and a deleted
+# one: each runs one at a time, and a slow one does not hold back the others
 WORKERS = 4
 
 T = TypeVar("T")
@@ -41,10 +46,12 @@ _executor_lock = threading.Lock()
 async def run_in_background(func: Callable[..., T], *args: object) -> T:
     """``func(*args)`` in a low-priority thread; its result, or its exception.
 
-    Like ``anyio.to_thread.run_sync``, a caller cancelled meanwhile waits until ``func``
-    returned (what it writes must not be left half done) and is cancelled afterwards."""
-    token = anyio.lowlevel.current_token()
+    As with ``anyio.to_thread.run_sync``: a caller cancelled before the call starts
+    nothing; one cancelled meanwhile waits until ``func`` returned (what it writes must
+    not be left half done), gets its result, and is cancelled at its next await."""
+    await anyio.lowlevel.checkpoint_if_cancelled()
     done = anyio.Event()
+    wake = _wake_up_caller(done)
 
     def job() -> T:
         try:
@@ -52,13 +59,22 @@ async def run_in_background(func: Callable[..., T], *args: object) -> T:
         finally:
             # RuntimeError: the event loop has ended, and nobody waits any more
             with contextlib.suppress(RuntimeError):
-                anyio.from_thread.run_sync(done.set, token=token)
+                wake()
 
     future = _background_executor().submit(job)
     with anyio.CancelScope(shield=True):
         await done.wait()
-    await anyio.lowlevel.checkpoint_if_cancelled()
     return future.result()
+
+
+def _wake_up_caller(done: anyio.Event) -> Callable[[], object]:
+    """What sets ``done`` from another thread without waiting for the event loop (a loop
+    that stopped without closing would otherwise hold the thread for ever)."""
+    if sniffio.current_async_library() == "trio":
+        import trio
+
+        return functools.partial(trio.lowlevel.current_trio_token().run_sync_soon, done.set)
+    return functools.partial(asyncio.get_running_loop().call_soon_threadsafe, done.set)
 
 
 def _background_executor() -> ThreadPoolExecutor:
@@ -72,8 +88,11 @@ def _background_executor() -> ThreadPoolExecutor:
 
 
 def _lower_priority() -> None:
-    # per thread on Linux (the nice value is a thread's, whatever POSIX says); a thread
-    # cannot raise its priority back without CAP_SYS_NICE, hence threads of their own
+    # per thread on Linux (the nice value is a thread's, whatever POSIX says; elsewhere it
+    # would be the whole process's); a thread cannot raise its priority back without
+    # CAP_SYS_NICE, hence threads of their own
+    if not sys.platform.startswith("linux"):
+        return
     try:
         os.setpriority(os.PRIO_PROCESS, 0, NICE)
     except (AttributeError, OSError) as exc:  # not a POSIX system, or not allowed

@@ -1,5 +1,5 @@
-"""Background work: a thread of the lowest CPU priority, the work's result or error, and a
-cancelled caller that still waits for the work to end."""
+"""Background work: a thread of the lowest CPU priority, the work's result or error, and
+cancelled callers as anyio.to_thread has them."""
 
 from __future__ import annotations
 
@@ -40,20 +40,22 @@ async def test_the_works_error_reaches_the_caller():
         await run_in_background(full_disk)
 
 
-async def test_a_cancelled_caller_waits_for_the_work_to_end_then_is_cancelled():
+async def test_a_cancelled_caller_waits_for_the_work_gets_its_result_then_is_cancelled():
     started, gate = threading.Event(), threading.Event()
     happened: list[str] = []
 
-    def work() -> None:
+    def work() -> str:
         started.set()
         gate.wait(10)
         happened.append("work ended")
+        return "its result"
 
     scope = anyio.CancelScope()
 
     async def caller() -> None:
         with scope:
-            await run_in_background(work)
+            happened.append(await run_in_background(work))
+            await anyio.sleep(0)  # the cancellation comes here
             happened.append("caller went on")
         happened.append("caller cancelled")
 
@@ -64,4 +66,14 @@ async def test_a_cancelled_caller_waits_for_the_work_to_end_then_is_cancelled():
         await anyio.sleep(0.05)
         assert happened == []  # what the work writes is never left half done
         gate.set()
-    assert happened == ["work ended", "caller cancelled"]
+    assert happened == ["work ended", "its result", "caller cancelled"]
+
+
+async def test_a_caller_cancelled_before_the_call_starts_nothing():
+    ran: list[bool] = []
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await run_in_background(ran.append, True)
+    assert scope.cancelled_caught
+    await anyio.sleep(0.05)
+    assert ran == []

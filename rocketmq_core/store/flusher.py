@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
 from anyio.abc import TaskStatus
@@ -103,6 +104,15 @@ class Flusher:
                     _end, _deadline, told = watching.popleft()
                     _tell(told, None)
             self._last_flush = self._clock()
+
+    @asynccontextmanager
+    async def paused(self) -> AsyncIterator[None]:
+        """No flush runs inside (one running ends first): for a store that swaps what
+        ``sync`` works on."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            yield
 
     async def _expire_deadlines(self) -> None:
         """Tell the puts whose deadline passed before a flush covered them."""

@@ -395,3 +395,31 @@ async def test_an_async_flush_yields_the_core_and_a_waited_for_one_does_not():
     [(name, nice)] = log.threads
     assert not name.startswith("rocketmq-background")
     assert nice == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+async def test_no_flush_runs_while_the_flusher_is_paused():
+    """A store that swaps what ``sync`` works on (RocksDB reopened for writing) pauses the
+    flusher: a running flush ends first, and one asked for meanwhile waits."""
+    log = FakeLog()
+    log.gate.clear()
+    log.written = 10
+    flusher = log.flusher(ASYNC)
+    seen: list[object] = []
+
+    async def swap() -> None:
+        async with flusher.paused():
+            seen.append(list(log.calls))
+            log.written = 20
+            task_group.start_soon(flusher.flush)
+            await anyio.sleep(0.05)
+            seen.append(list(log.calls))  # the second flush waits for the pause to end
+
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(flusher.flush)
+        await anyio.to_thread.run_sync(log.entered.wait, 5)
+        task_group.start_soon(swap)
+        await anyio.sleep(0.05)
+        assert seen == []  # the pause waits for the flush that runs
+        log.gate.set()
+    assert seen == [[10], [10]]
+    assert log.calls == [10, 20] and flusher.flushed == 20

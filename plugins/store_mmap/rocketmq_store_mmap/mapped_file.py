@@ -87,6 +87,17 @@ def _size_file(fd: int, path: Path, size: int, reserve: bool) -> None:
         raise
 
 
+def _open_file(path: Path, create: bool) -> tuple[int, bool]:
+    """A read-write descriptor of ``path``, made when ``create`` and missing; and whether
+    it existed (O_EXCL: of two threads making the same file, one made it)."""
+    if create:
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), False
+        except FileExistsError:
+            pass
+    return os.open(path, os.O_RDWR), True
+
+
 class MappedFile:
     """One file mapped in full. ``wrote`` is the write position inside it.
 
@@ -166,15 +177,16 @@ class MappedFile:
     def _map(self, *, create: bool = False, reserve: bool = False) -> bool:
         """Open, size (when ``create``), map and close the file; True if it was created."""
         path, size = self.path, self.size
-        exists = path.exists() if create else True
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT if create else os.O_RDWR, 0o644)
+            fd, exists = _open_file(path, create)
         except OSError as exc:
             raise _creation_error(exc, path) from exc
+        sized_here = False
         try:
             found = os.fstat(fd).st_size
             if create and (not exists or found < size):
                 _size_file(fd, path, size, reserve)
+                sized_here = True
             elif found != size:
                 raise ValueError(
                     f"{path} is {found} bytes, not {size}:"
@@ -191,7 +203,9 @@ class MappedFile:
                 self.address = mapping.address
                 self.buffer = mapping.buffer
         except BaseException as exc:
-            if not exists:
+            # a file this call made goes, unless its sizing failed while another thread
+            # made it whole (the writer rolled into a CommitLog file being prepared)
+            if not exists and (sized_here or os.fstat(fd).st_size < size):
                 path.unlink(missing_ok=True)
             if isinstance(exc, OSError):
                 raise _creation_error(exc, path) from exc

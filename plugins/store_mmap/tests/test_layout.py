@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import pytest
+from rocketmq_store_mmap import mapped_file
 from rocketmq_store_mmap.checkpoint import Checkpoint
 from rocketmq_store_mmap.commitlog import CommitLog
 from rocketmq_store_mmap.index import IndexService
@@ -186,6 +187,41 @@ async def test_no_space_for_the_next_file_stores_nothing(tmp_path, plugin_host, 
         assert store.max_offset("TopicTest", 0) == stored + 1
 
 
+def test_a_file_made_whole_by_another_thread_stays_when_this_ones_sizing_fails(
+    tmp_path, monkeypatch
+):
+    """The CommitLog's preparer and its writer may make the same next file at once: the
+    one whose sizing fails must not delete the file the other made whole and writes to;
+    with nobody else at it, a file that could not be sized goes."""
+    path = tmp_path / f"{0:020d}"
+    real_size_file = mapped_file._size_file
+    writers: list[MappedFile] = []
+
+    def writer_rolls_meanwhile_then_no_space(fd, path_, size, reserve):
+        monkeypatch.setattr(mapped_file, "_size_file", real_size_file)
+        writers.append(MappedFile(path, 0, FILE_SIZE, reserve=True))
+        raise mapped_file.DiskFullError(errno.ENOSPC, "no space for the file")
+
+    monkeypatch.setattr(mapped_file, "_size_file", writer_rolls_meanwhile_then_no_space)
+    with pytest.raises(mapped_file.DiskFullError):
+        MappedFile(path, 0, FILE_SIZE, reserve=True)
+    [writer] = writers
+    writer.buffer[:5] = b"kept!"
+    assert path.stat().st_size == FILE_SIZE
+    assert path.read_bytes()[:5] == b"kept!"
+    writer.close()
+
+    alone = tmp_path / f"{FILE_SIZE:020d}"
+
+    def no_space(fd, path_, size, reserve):
+        raise mapped_file.DiskFullError(errno.ENOSPC, "no space for the file")
+
+    monkeypatch.setattr(mapped_file, "_size_file", no_space)
+    with pytest.raises(mapped_file.DiskFullError):
+        MappedFile(alone, FILE_SIZE, FILE_SIZE, reserve=True)
+    assert not alone.exists()
+
+
 async def test_expired_files_go_only_at_delete_hours_unless_forced(tmp_path, plugin_host):
     other_hour = f"{(time.localtime().tm_hour + 12) % 24:02d}"
     # thresholds at 100%: how full this machine's disk is must not trigger a cleanup
@@ -225,7 +261,7 @@ async def test_disk_work_no_put_waits_for_runs_at_the_lowest_priority(
 
         def recording(*args):
             thread = threading.current_thread().name
-            seen.append((name, thread, os.getpriority(os.PRIO_PROCESS, 0)))
+            seen.append((f"{owner.__name__}.{name}", thread, os.getpriority(os.PRIO_PROCESS, 0)))
             return real(*args)
 
         monkeypatch.setattr(owner, name, recording)
@@ -251,19 +287,19 @@ async def test_disk_work_no_put_waits_for_runs_at_the_lowest_priority(
         assert await store.delete_expired(now=time.time() + 1, force=True) >= 1
         background = list(seen)
     assert {name for name, _, _ in background} == {
-        "sync",
-        "create_file",
-        "save",
-        "remove",
-    }  # the index's sync and the CommitLog's share a name
-    assert len([name for name, _, _ in background if name == "sync"]) >= 2
+        "CommitLog.sync",
+        "CommitLog.create_file",
+        "IndexService.sync",
+        "Checkpoint.save",
+        "MappedFile.remove",
+    }
     for name, thread, nice in background:
         assert thread.startswith("rocketmq-background") and nice == 19, (name, thread, nice)
 
     seen.clear()
     async with opened(tmp_path / "sync", plugin_host, flush="sync") as store:
         assert (await store.put(message(0))).ok
-        waited_for = [entry for entry in seen if entry[0] == "sync"]
+        waited_for = [entry for entry in seen if entry[0] == "CommitLog.sync"]
     assert waited_for
     assert not waited_for[0][1].startswith("rocketmq-background")
     assert waited_for[0][2] == os.getpriority(os.PRIO_PROCESS, 0)

@@ -332,9 +332,12 @@ class RocksDBStore:
         calls in worker threads wait meanwhile. True when it took."""
         with anyio.CancelScope(shield=True):  # never left half swapped
             self._reopening = anyio.Event()
+            assert self._flusher is not None
             try:
-                await self._threads_idle()
-                state = await anyio.to_thread.run_sync(self._reopen_database)
+                # the flusher's WAL sync is on the database too, in a thread of its own
+                async with self._flusher.paused():
+                    await self._threads_idle()
+                    state = await anyio.to_thread.run_sync(self._reopen_database)
             finally:
                 self._reopening.set()
                 self._reopening = None
