@@ -37,11 +37,12 @@ from ..protocol.codec import MAX_FRAME_LENGTH, FrameDecoder, decode_json_header,
 from ..protocol.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
 from ..protocol.command import OpaqueSequence, RemotingCommand
 from ..rate_limited_log import RateLimitedLog
+from . import socket_io as socket_io_module
 from .bad_requests import BadRequestLog
 from .budgets import MemoryBudget
 from .correlation import PendingRequests
 from .processor import ProcessorRoute, ProcessorTable, RequestContext, RpcHook
-from .socket_io import socket_io
+from .socket_io import AsyncioSocketIO, socket_io
 from .transport import format_address
 
 log = logging.getLogger("rocketmq.remoting")
@@ -203,6 +204,7 @@ class Connection:
         self.incomplete_since: float | None = None  # when that frame last made progress
         self.last_active = time.monotonic()  # last read or completed write
         self.held_at_close = 0  # bytes it still held when it closed (to trim after)
+        self.served_on_arrival = 0  # reads whose requests were answered as they came
         self.closing = False  # a close was asked for (a sweeper asks once)
         self._wakeup = anyio.Event()  # set: the writer has something to send
         self._flushed = anyio.Event()  # set: the writer has sent everything queued
@@ -245,7 +247,11 @@ class Connection:
                 task_group.start_soon(self._write_loop)
                 task_status.started(self)
                 with self._read_scope:
-                    await self._read_loop(task_group)
+                    try:
+                        await self._read_loop(task_group)
+                    finally:
+                        if isinstance(self._io, AsyncioSocketIO):
+                            self._io.serve_received = None  # no reading: no serving
                 self._io.pause_reading()  # nothing more is read: the kernel holds what comes
                 if self._draining:
                     await self._wait_until_answered()
@@ -350,6 +356,8 @@ class Connection:
             and all(hasattr(hook, "frame_check") for hook in self._hooks)
         ):
             decoder.serve_first = partial(server, self)
+            if isinstance(self._io, AsyncioSocketIO) and socket_io_module.SERVE_ON_ARRIVAL:
+                self._io.serve_received = partial(self._serve_received, decoder, server, self._io)
         receive = self._io.receive
         budget = self._budget
         high_water = budget.limits.write_high_water if budget is not None else None
@@ -403,6 +411,43 @@ class Connection:
             if decoder.failure is not None:  # good frames came first: refused after them
                 await self._refuse_stream(decoder.failure)
                 return
+
+    def _serve_received(
+        self, decoder: FrameDecoder, server: Any, io: AsyncioSocketIO, data: bytes
+    ) -> int:
+        """Requests the frame server answers, served as they arrive (the protocol's
+        ``data_received``) while the read loop waits for bytes and nothing is pending:
+        no task wakes for them, and their answers are written at once. Returns how many
+        bytes of ``data`` it took; the read loop reads the rest."""
+        if (
+            decoder.buffered
+            or decoder.failure is not None
+            or self._out
+            or self._sending
+            or self._closed
+            or not io.writable
+        ):
+            return 0
+        self.last_active = time.monotonic()
+        try:
+            taken: int = server(self, data, 0)
+        except Exception:
+            log.exception("serving requests from %s failed", self.peer_address)
+            self.abort()
+            return len(data)
+        if taken:
+            self.served_on_arrival += 1
+        if self._out:
+            frames = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+            self._out.clear()
+            size, self._out_bytes = self._out_bytes, 0
+            try:
+                io.write_now(frames)
+            except _BROKEN_STREAM as exc:
+                self._write_failed(exc)
+            if self._budget is not None:
+                self._budget.unsent -= size
+        return taken
 
     async def _hold_reading(self) -> None:
         """Read nothing more from a peer that does not read its answers (Netty's channel
