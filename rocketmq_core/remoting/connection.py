@@ -215,6 +215,7 @@ class Connection:
         self._done = anyio.Event()
         self._closed = False
         self._draining = False
+        self._receiving = False  # the read loop waits for bytes (a drain may cancel that)
         self._read_scope = anyio.CancelScope()
         self._task_group: TaskGroup | None = None
         self._close_callbacks: list[Callable[[Connection], Any]] = []
@@ -326,12 +327,14 @@ class Connection:
         return self._out_bytes + self._sending_bytes
 
     def drain(self) -> None:
-        """Stop reading; ``run`` returns once every request read so far is answered.
+        """Stop reading; ``run`` returns once every request read so far is answered (a
+        read loop busy with what it read, sending answers for one, first finishes that).
 
         Bound the wait with a cancel scope around ``run`` (or call ``aclose``).
         """
         self._draining = True
-        self._read_scope.cancel()
+        if self._receiving:  # else the read loop stops once done with what it read
+            self._read_scope.cancel()
 
     async def aclose(self) -> None:
         """Close now: in-flight requests are cancelled and waiting invocations fail."""
@@ -364,12 +367,19 @@ class Connection:
         while True:
             if high_water is not None and self._out_bytes + self._sending_bytes > high_water:
                 await self._hold_reading()
+            if self._draining:  # everything read so far is answered, nothing more read
+                return
+            self._receiving = True
             try:
                 chunk = await receive(RECEIVE_SIZE)
             except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return
             except OSError as exc:
                 log.debug("read from %s failed: %s", self.peer_address, exc)
+                return
+            finally:
+                self._receiving = False
+            if self._draining or self._read_scope.cancel_called:  # it came as they began
                 return
             self.last_active = time.monotonic()
             try:
@@ -425,6 +435,8 @@ class Connection:
             or self._out
             or self._sending
             or self._closed
+            or self._draining  # nothing new once a drain or a close began
+            or self._read_scope.cancel_called
             or not io.writable
         ):
             return 0
@@ -433,21 +445,58 @@ class Connection:
             taken: int = server(self, data, 0)
         except Exception:
             log.exception("serving requests from %s failed", self.peer_address)
+            self._write_served(io)  # the answers of what was stored before it
             self.abort()
             return len(data)
         if taken:
             self.served_on_arrival += 1
-        if self._out:
-            frames = b"".join(self._out) if len(self._out) > 1 else self._out[0]
-            self._out.clear()
-            size, self._out_bytes = self._out_bytes, 0
-            try:
-                io.write_now(frames)
-            except _BROKEN_STREAM as exc:
-                self._write_failed(exc)
-            if self._budget is not None:
-                self._budget.unsent -= size
+        self._write_served(io)
         return taken
+
+    def _write_served(self, io: AsyncioSocketIO) -> None:
+        """Write what serving queued, as ``_send_queued`` would: bytes the kernel did not
+        take yet count as being sent until it has (a drain waits for them)."""
+        if not self._out or self._closed:
+            return
+        frames = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+        self._out.clear()
+        size, self._out_bytes = self._out_bytes, 0
+        try:
+            io.write_now(frames)
+        except _BROKEN_STREAM as exc:
+            self._write_failed(exc)
+            self._read_scope.cancel()
+        else:
+            if not io.writable:  # a peer that reads slowly: the rest waits in the buffer
+                self._sending = True
+                self._sending_bytes = size
+                assert self._task_group is not None  # the read loop runs in it
+                self._task_group.start_soon(self._finish_write, io)
+                return
+        if self._budget is not None:
+            self._budget.unsent -= size
+
+    async def _finish_write(self, io: AsyncioSocketIO) -> None:
+        """The end of ``_write_served``'s write, once the kernel took it all."""
+        try:
+            await io.wait_written()
+        except _BROKEN_STREAM as exc:
+            self._write_failed(exc)
+            self._read_scope.cancel()
+        finally:
+            if self._budget is not None:
+                self._budget.unsent -= self._sending_bytes
+            self._sending_bytes = 0
+            self._sending = False
+            self._flushed.set()
+            if (  # a read loop holding back reads may go on, as after _send_queued
+                self._writable is not None
+                and self._budget is not None
+                and self._out_bytes <= self._budget.limits.write_low_water
+            ):
+                self._writable.set()
+            if self._out:
+                self._wakeup.set()  # queued meanwhile: the writer's turn
 
     async def _hold_reading(self) -> None:
         """Read nothing more from a peer that does not read its answers (Netty's channel

@@ -152,12 +152,20 @@ class AsyncioSocketIO:
         return bool(self._protocol.write_event.is_set())
 
     def write_now(self, data: bytes) -> None:
-        """``send`` from synchronous code, while ``writable``: the transport takes it."""
+        """``send`` from synchronous code, while ``writable``: the transport takes it, and
+        what the kernel did not take yet waits in its buffer (``wait_written``)."""
         self._check_open()
         try:
             self._transport.write(data)
         except RuntimeError as exc:  # written to a transport that is closing
             raise BrokenResourceError from exc
+
+    async def wait_written(self) -> None:
+        """Until the kernel took what ``write_now`` left in the transport's buffer."""
+        protocol = self._protocol
+        if not protocol.write_event.is_set():
+            await protocol.write_event.wait()
+        self._check_open()
 
     def _check_open(self) -> None:
         error = self._closed_or_broken()

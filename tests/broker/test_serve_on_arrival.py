@@ -7,11 +7,12 @@ what is stored are those of the read loop's own serving."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 
 import anyio
 import pytest
-from anyio.abc import SocketStream
+from anyio.abc import SocketAttribute, SocketStream
 
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.protocol.bodies import TopicConfig
@@ -45,12 +46,16 @@ def on_arrival(request, monkeypatch) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path, plugin_host):
-    """A broker with the topic Orders, and a peer on a socket pair its Connection serves;
-    yields (peer, connection, broker)."""
+async def serving(tmp_path, plugin_host, socket_buffer: int | None = None):
+    """A broker with the topic Orders, and a peer on a socket pair its Connection serves
+    (with ``socket_buffer``: the broker's send buffer and the peer's receive buffer that
+    small); yields (peer, connection, broker)."""
     async with Broker.serving(broker_config(tmp_path), host=plugin_host) as broker:
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
         ours, theirs = socket.socketpair()
+        if socket_buffer is not None:
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_buffer)
+            theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_buffer)
         server = broker.server
         connection = Connection(
             await SocketStream.from_socket(ours),
@@ -153,3 +158,64 @@ async def test_a_send_split_across_reads_is_answered_once(tmp_path, plugin_host,
         (answer,) = await answers(peer, buffered, 1)
         assert answer.code == ResponseCode.SUCCESS
         assert connection.served_on_arrival == (1 if on_arrival else 0)
+
+
+async def test_a_drain_waits_for_answers_a_slow_peer_has_not_read_yet(
+    tmp_path, plugin_host, on_arrival
+):
+    """Answers the kernel could not take yet count as being sent (written on arrival or
+    by a task): a drain waits for them, and every stored send is answered."""
+    sends = 300
+    async with serving(tmp_path, plugin_host, socket_buffer=4096) as (peer, connection, broker):
+        first = send(body=b"first")  # the queue's first put: the general path's
+        first.opaque = 0
+        await peer.send(encode_command(first))
+        # read once: from now on the peer's stream reads nothing unless asked (anyio)
+        await answers(peer, bytearray(), 1)
+        for number in range(1, sends + 1):  # the answers left unread
+            request = send(body=b"%d" % number)
+            request.opaque = number
+            await peer.send(encode_command(request))
+            with anyio.fail_after(10):
+                while stored(broker) < number + 1:
+                    await anyio.sleep(0.001)
+            if not connection._io.writable:  # the kernel took part of its answers only
+                break
+        else:
+            pytest.fail("the answers never filled the kernel's buffers")
+        assert connection.unsent_bytes > 0
+        connection.drain()
+        await anyio.sleep(0.2)
+        assert not connection.closed  # the answers wait for the peer: so does the drain
+        got, buffered = [], bytearray()
+        # until the drained connection closes (a reset: it leaves requests unread)
+        with (
+            anyio.fail_after(10),
+            contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError),
+        ):
+            while True:
+                got.append(FrameDecoder().feed(await read_frame(peer, buffered))[0])
+        answered = stored(broker) - 1  # those read before the broker held back
+        assert [answer.opaque for answer in got] == list(range(1, answered + 1))
+        assert {answer.code for answer in got} == {ResponseCode.SUCCESS}
+
+
+async def test_bytes_arriving_once_a_drain_began_are_not_served(tmp_path, plugin_host, on_arrival):
+    """A drain stops reading: a request that comes after it began is not taken, whether
+    its bytes reach the protocol or the read loop."""
+    async with serving(tmp_path, plugin_host) as (peer, connection, broker):
+        buffered = bytearray()
+        for number in range(1, 3):
+            request = send(body=b"%d" % number)
+            request.opaque = number
+            await peer.send(encode_command(request))
+            await answers(peer, buffered, 1)
+        late = send(body=b"late")
+        late.opaque = 3
+        # into the kernel's buffer with no turn of the event loop: then the drain
+        os.write(peer.extra(SocketAttribute.raw_socket).fileno(), encode_command(late))
+        connection.drain()
+        with anyio.fail_after(10):
+            while not connection.closed:
+                await anyio.sleep(0.01)
+        assert stored(broker) == 2
