@@ -445,7 +445,9 @@ class Connection:
             taken: int = server(self, data, 0)
         except Exception:
             log.exception("serving requests from %s failed", self.peer_address)
-            self._write_served(io)  # the answers of what was stored before it
+            # the answers of what was stored before it go to the transport first: what
+            # the kernel takes of them at once reaches the peer
+            self._write_served(io)
             self.abort()
             return len(data)
         if taken:
@@ -480,6 +482,7 @@ class Connection:
         """The end of ``_write_served``'s write, once the kernel took it all."""
         try:
             await io.wait_written()
+            self.last_active = time.monotonic()
         except _BROKEN_STREAM as exc:
             self._write_failed(exc)
             self._read_scope.cancel()
@@ -488,7 +491,8 @@ class Connection:
                 self._budget.unsent -= self._sending_bytes
             self._sending_bytes = 0
             self._sending = False
-            self._flushed.set()
+            if self._out_bytes <= WRITE_HIGH_WATER:
+                self._flushed.set()  # room again for waiting senders, as _send_queued
             if (  # a read loop holding back reads may go on, as after _send_queued
                 self._writable is not None
                 and self._budget is not None

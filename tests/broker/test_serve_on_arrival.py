@@ -41,6 +41,7 @@ def anyio_backend(request):
 
 @pytest.fixture(params=[True, False], ids=["on-arrival", "read-loop"])
 def on_arrival(request, monkeypatch) -> bool:
+    monkeypatch.setattr(socket_io, "DIRECT", True)  # whatever the environment says
     monkeypatch.setattr(socket_io, "SERVE_ON_ARRIVAL", request.param)
     return request.param
 
@@ -198,6 +199,7 @@ async def test_a_drain_waits_for_answers_a_slow_peer_has_not_read_yet(
         answered = stored(broker) - 1  # those read before the broker held back
         assert [answer.opaque for answer in got] == list(range(1, answered + 1))
         assert {answer.code for answer in got} == {ResponseCode.SUCCESS}
+        assert broker.server.budget.unsent == 0  # what waited was given back once sent
 
 
 async def test_bytes_arriving_once_a_drain_began_are_not_served(tmp_path, plugin_host, on_arrival):
@@ -215,6 +217,28 @@ async def test_bytes_arriving_once_a_drain_began_are_not_served(tmp_path, plugin
         # into the kernel's buffer with no turn of the event loop: then the drain
         os.write(peer.extra(SocketAttribute.raw_socket).fileno(), encode_command(late))
         connection.drain()
+        with anyio.fail_after(10):
+            while not connection.closed:
+                await anyio.sleep(0.01)
+        assert stored(broker) == 2
+
+
+async def test_a_drain_stops_serving_bytes_that_reach_the_protocol_before_the_read_loop(
+    tmp_path, plugin_host, on_arrival
+):
+    """Bytes the protocol gets after a drain began, while the read loop has not yet seen
+    its cancellation (it still waits for bytes): not served."""
+    async with serving(tmp_path, plugin_host) as (peer, connection, broker):
+        buffered = bytearray()
+        for number in range(1, 3):
+            request = send(body=b"%d" % number)
+            request.opaque = number
+            await peer.send(encode_command(request))
+            await answers(peer, buffered, 1)
+        late = send(body=b"late")
+        late.opaque = 3
+        connection.drain()
+        connection._io._protocol.data_received(encode_command(late))  # no turn between
         with anyio.fail_after(10):
             while not connection.closed:
                 await anyio.sleep(0.01)
