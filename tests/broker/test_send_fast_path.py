@@ -110,7 +110,18 @@ async def read_frame(stream: SocketStream, buffered: bytearray) -> bytes:
 async def connected(broker):
     """A peer on a socket pair whose other end a Connection of ``broker`` serves (the
     broker's processors and hooks); the connection is closed on leaving."""
+    async with served(broker) as (peer, _connection):
+        yield peer
+
+
+@contextlib.asynccontextmanager
+async def served(broker, socket_buffer: int | None = None):
+    """``connected``'s peer and the Connection serving it (with ``socket_buffer``: the
+    connection's send buffer and the peer's receive buffer that small)."""
     ours, theirs = socket.socketpair()
+    if socket_buffer is not None:
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_buffer)
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_buffer)
     server = broker.server
     connection = Connection(
         await SocketStream.from_socket(ours),
@@ -124,7 +135,7 @@ async def connected(broker):
         await SocketStream.from_socket(theirs) as peer,
     ):
         await task_group.start(connection.run)
-        yield peer
+        yield peer, connection
         await connection.aclose()
 
 

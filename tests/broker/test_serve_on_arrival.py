@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 
 import anyio
 import pytest
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketAttribute
 
 from rocketmq_core.broker.app import Broker
 from rocketmq_core.protocol.bodies import TopicConfig
@@ -21,10 +20,9 @@ from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.constants import PERM_RW
 from rocketmq_core.remoting import socket_io
-from rocketmq_core.remoting.connection import Connection
 from rocketmq_core.testing.broker import broker_config
 
-from .test_send_fast_path import PEER, read_frame, send
+from .test_send_fast_path import read_frame, send, served
 
 pytestmark = pytest.mark.anyio
 
@@ -53,25 +51,21 @@ async def serving(tmp_path, plugin_host, socket_buffer: int | None = None):
     small); yields (peer, connection, broker)."""
     async with Broker.serving(broker_config(tmp_path), host=plugin_host) as broker:
         broker.topics.update(TopicConfig("Orders", 4, 4, PERM_RW))
-        ours, theirs = socket.socketpair()
-        if socket_buffer is not None:
-            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, socket_buffer)
-            theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, socket_buffer)
-        server = broker.server
-        connection = Connection(
-            await SocketStream.from_socket(ours),
-            server.processors,
-            hooks=server.hooks,
-            budget=server.budget,
-            peer_address=PEER,
-        )
-        async with (
-            anyio.create_task_group() as task_group,
-            await SocketStream.from_socket(theirs) as peer,
-        ):
-            await task_group.start(connection.run)
+        async with served(broker, socket_buffer) as (peer, connection):
             yield peer, connection, broker
-            await connection.aclose()
+
+
+async def two_sends_answered(peer) -> RemotingCommand:
+    """Two sends, each answered before the next; the third, not sent."""
+    buffered = bytearray()
+    for number in range(1, 3):
+        request = send(body=b"%d" % number)
+        request.opaque = number
+        await peer.send(encode_command(request))
+        await answers(peer, buffered, 1)
+    late = send(body=b"late")
+    late.opaque = 3
+    return late
 
 
 def numbered(requests: list[RemotingCommand]) -> bytes:
@@ -206,14 +200,7 @@ async def test_bytes_arriving_once_a_drain_began_are_not_served(tmp_path, plugin
     """A drain stops reading: a request that comes after it began is not taken, whether
     its bytes reach the protocol or the read loop."""
     async with serving(tmp_path, plugin_host) as (peer, connection, broker):
-        buffered = bytearray()
-        for number in range(1, 3):
-            request = send(body=b"%d" % number)
-            request.opaque = number
-            await peer.send(encode_command(request))
-            await answers(peer, buffered, 1)
-        late = send(body=b"late")
-        late.opaque = 3
+        late = await two_sends_answered(peer)
         # into the kernel's buffer with no turn of the event loop: then the drain
         os.write(peer.extra(SocketAttribute.raw_socket).fileno(), encode_command(late))
         connection.drain()
@@ -229,14 +216,7 @@ async def test_a_drain_stops_serving_bytes_that_reach_the_protocol_before_the_re
     """Bytes the protocol gets after a drain began, while the read loop has not yet seen
     its cancellation (it still waits for bytes): not served."""
     async with serving(tmp_path, plugin_host) as (peer, connection, broker):
-        buffered = bytearray()
-        for number in range(1, 3):
-            request = send(body=b"%d" % number)
-            request.opaque = number
-            await peer.send(encode_command(request))
-            await answers(peer, buffered, 1)
-        late = send(body=b"late")
-        late.opaque = 3
+        late = await two_sends_answered(peer)
         connection.drain()
         connection._io._protocol.data_received(encode_command(late))  # no turn between
         with anyio.fail_after(10):
