@@ -62,6 +62,13 @@ class Browser:
         element.clear()
         element.send_keys(text)
 
+    def submit(self, css: str) -> None:
+        """Click a GET form's button ``css`` and wait for the page it asks for: a reload
+        before that page came would cancel the submission and load the old one again."""
+        before = self.driver.current_url
+        self.find(css).click()
+        self.until(lambda: self.driver.current_url != before, f"the page {css} asks for")
+
     def text(self, css: str = "body") -> str:
         return str(self.find(css).text)
 

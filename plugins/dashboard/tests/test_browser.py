@@ -182,7 +182,7 @@ def test_a_message_is_found_by_its_key(browser, cluster, name):
     browser.open("/messages")
     browser.type_into("#search-key-topic", topic)
     browser.type_into("#search-key-key", key)
-    browser.find("#search-key-submit").click()
+    browser.submit("#search-key-submit")
     # the search is a GET: reloading asks again, until the broker has indexed the key
     row = f'[data-test="message-row"][data-msg-id="{sent.msg_id}"]'
     browser.reload_until(lambda: browser.find_all(row), f"message {sent.msg_id} by key {key}")
@@ -251,7 +251,7 @@ def test_the_producers_page_lists_a_producer_online(browser, cluster, name):
         browser.open("/producers")
         browser.type_into("#producers-group", group)
         browser.type_into("#producers-topic", topic)
-        browser.find("#producers-submit").click()
+        browser.submit("#producers-submit")
         row = f'[data-test="producer-row"][data-client-id="{client_id}"]'
         browser.reload_until(lambda: browser.find_all(row), f"producer {client_id} of {group}")
         assert browser.text("#producers-count").startswith("1 producer(s)")
