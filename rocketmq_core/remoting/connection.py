@@ -460,23 +460,18 @@ class Connection:
         take yet count as being sent until it has (a drain waits for them)."""
         if not self._out or self._closed:
             return
-        frames = b"".join(self._out) if len(self._out) > 1 else self._out[0]
-        self._out.clear()
-        size, self._out_bytes = self._out_bytes, 0
         try:
-            io.write_now(frames)
+            io.write_now(self._take_queued())
         except _BROKEN_STREAM as exc:
             self._write_failed(exc)
             self._read_scope.cancel()
         else:
             if not io.writable:  # a peer that reads slowly: the rest waits in the buffer
                 self._sending = True
-                self._sending_bytes = size
                 assert self._task_group is not None  # the read loop runs in it
                 self._task_group.start_soon(self._finish_write, io)
                 return
-        if self._budget is not None:
-            self._budget.unsent -= size
+        self._sent()
 
     async def _finish_write(self, io: AsyncioSocketIO) -> None:
         """The end of ``_write_served``'s write, once the kernel took it all."""
@@ -487,18 +482,8 @@ class Connection:
             self._write_failed(exc)
             self._read_scope.cancel()
         finally:
-            if self._budget is not None:
-                self._budget.unsent -= self._sending_bytes
-            self._sending_bytes = 0
+            self._sent()
             self._sending = False
-            if self._out_bytes <= WRITE_HIGH_WATER:
-                self._flushed.set()  # room again for waiting senders, as _send_queued
-            if (  # a read loop holding back reads may go on, as after _send_queued
-                self._writable is not None
-                and self._budget is not None
-                and self._out_bytes <= self._budget.limits.write_low_water
-            ):
-                self._writable.set()
             if self._out:
                 self._wakeup.set()  # queued meanwhile: the writer's turn
 
@@ -587,23 +572,32 @@ class Connection:
         calls holds ``_sending``)."""
         send = self._io.send
         while self._out:
-            data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
-            self._out.clear()
-            self._sending_bytes = self._out_bytes
-            self._out_bytes = 0
-            await send(data)
+            await send(self._take_queued())
             self.last_active = time.monotonic()
-            if self._budget is not None:
-                self._budget.unsent -= self._sending_bytes
-            self._sending_bytes = 0
-            if self._out_bytes <= WRITE_HIGH_WATER:
-                self._flushed.set()  # room again for waiting senders
-            if (
-                self._writable is not None
-                and self._budget is not None
-                and self._out_bytes <= self._budget.limits.write_low_water
-            ):
-                self._writable.set()
+            self._sent()
+
+    def _take_queued(self) -> bytes:
+        """Everything queued, as one write; its bytes count as being sent from now on."""
+        data = b"".join(self._out) if len(self._out) > 1 else self._out[0]
+        self._out.clear()
+        self._sending_bytes = self._out_bytes
+        self._out_bytes = 0
+        return data
+
+    def _sent(self) -> None:
+        """What was being sent is the kernel's (or lost with the stream): its bytes leave
+        the budget, and waiting senders and a read loop holding back reads may go on."""
+        if self._budget is not None:
+            self._budget.unsent -= self._sending_bytes
+        self._sending_bytes = 0
+        if self._out_bytes <= WRITE_HIGH_WATER:
+            self._flushed.set()  # room again for waiting senders
+        if (
+            self._writable is not None
+            and self._budget is not None
+            and self._out_bytes <= self._budget.limits.write_low_water
+        ):
+            self._writable.set()
 
     def _write_failed(self, exc: BaseException) -> None:
         log.debug("write to %s failed: %r", self.peer_address, exc)

@@ -134,17 +134,11 @@ class AsyncioSocketIO:
             transport.pause_reading()
 
     async def send(self, data: bytes) -> None:
-        protocol = self._protocol
-        if not protocol.write_event.is_set():  # over the buffer's limit: wait for room
-            await protocol.write_event.wait()
-        self._check_open()
-        try:
-            self._transport.write(data)
-        except RuntimeError as exc:  # written to a transport that is closing
-            raise BrokenResourceError from exc
-        if not protocol.write_event.is_set():
-            await protocol.write_event.wait()  # anyio's limit is 0: until the kernel took it
-            self._check_open()
+        if not self._protocol.write_event.is_set():  # over the buffer's limit: wait for room
+            await self._protocol.write_event.wait()
+        self.write_now(data)
+        if not self._protocol.write_event.is_set():  # anyio's limit is 0: until the kernel took it
+            await self.wait_written()
 
     @property
     def writable(self) -> bool:

@@ -81,9 +81,7 @@ class Flusher:
 
     async def flush(self) -> None:
         """Make everything written so far durable; wake the puts it covers."""
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
+        async with self._flush_lock():
             target = self._written()
             if target > self.flushed:
                 # a flush no put waits for (async) yields the core to the loop's requests
@@ -109,10 +107,13 @@ class Flusher:
     async def paused(self) -> AsyncIterator[None]:
         """No flush runs inside (one running ends first): for a store that swaps what
         ``sync`` works on."""
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
+        async with self._flush_lock():
             yield
+
+    def _flush_lock(self) -> anyio.Lock:
+        if self._lock is None:  # made in the event loop (anyio's Lock needs one)
+            self._lock = anyio.Lock()
+        return self._lock
 
     async def _expire_deadlines(self) -> None:
         """Tell the puts whose deadline passed before a flush covered them."""

@@ -707,15 +707,16 @@ static PyObject *batch_level_pairs(const char *text, Py_ssize_t length) {
 
 /* what a run learns of a batch's records as they are made */
 typedef struct {
-    PyObject *markers; /* put-hook markers, searched in each record's properties */
-    int hooked;        /* one was found: a put hook may act on the batch */
+    PyObject *markers; /* put-hook markers: one in a record's properties, and a put hook
+                          may act on the batch (the Python code decides) */
     Py_ssize_t bytes;  /* the records' bodies and properties */
 } BatchTally;
 
 /* The messages of a batch body's records, as batch_messages answers: a list, None (a
  * new reference) when the Python code decides, NULL with an exception set. ``fields``
  * are batch_messages' arguments after the body (topic ... message_type); ``tally``, when
- * not NULL, is told of each record. */
+ * not NULL, is told of each record, and a record with one of its markers leaves the
+ * batch to the Python code. */
 static PyObject *messages_of_records(const unsigned char *data, Py_ssize_t size,
                                      PyObject *const *fields, BatchTally *tally) {
     PyObject *topic = fields[0], *queue_id = fields[1], *sys_flag = fields[2];
@@ -751,9 +752,13 @@ static PyObject *messages_of_records(const unsigned char *data, Py_ssize_t size,
         PyObject *message = NULL;
         if (tally != NULL && flags != NULL && properties != Py_None) {
             tally->bytes += body_length + PyBytes_GET_SIZE(properties);
-            tally->hooked = tally->hooked || markers_found(tally->markers,
-                                                           PyBytes_AS_STRING(properties),
-                                                           PyBytes_GET_SIZE(properties));
+            if (markers_found(tally->markers, PyBytes_AS_STRING(properties),
+                              PyBytes_GET_SIZE(properties))) {
+                Py_DECREF(body);
+                Py_DECREF(properties);
+                Py_DECREF(flags);
+                goto python_decides;
+            }
         }
         if (flags != NULL && properties != Py_None) {
             /* MessageToStore(topic, queue_id, body, properties, flag, sys_flag,
@@ -1207,7 +1212,10 @@ static int key_order(View a, View b) {
 static int frame_allowed(FrameCheck *check, const SendHeader *header, const char *body,
                          Py_ssize_t body_length) {
     const Members *all = header->all;
-    if (all->overflow) return 0;
+    PyObject *names = check->names[header->code == SEND_MESSAGE      ? 0
+                                   : header->code == SEND_MESSAGE_V2 ? 1
+                                                                     : 2];
+    if (all->overflow || names == NULL) return 0;
     int order[MOST_MEMBERS];
     for (int i = 0; i < all->count; i++) { /* insertion sort: a send has fifteen or so */
         int at = i;
@@ -1217,10 +1225,6 @@ static int frame_allowed(FrameCheck *check, const SendHeader *header, const char
         }
         order[at] = i;
     }
-    PyObject *names = check->names[header->code == SEND_MESSAGE      ? 0
-                                   : header->code == SEND_MESSAGE_V2 ? 1
-                                                                     : 2];
-    if (names == NULL) return 0;
     PyObject *first_name = PyTuple_GET_ITEM(names, 0), *second_name = PyTuple_GET_ITEM(names, 1);
     int skip_unique_key = header->version <= LAST_VERSION_WITHOUT_SIGNED_UNIQUE_KEY;
     View access = {NULL, 0}, received = {NULL, 0}, first = {NULL, 0}, second = {NULL, 0};
@@ -1338,13 +1342,16 @@ static PyObject *batch_of(PyObject *run, PyObject *topic, const SendNumbers *num
     return messages;
 }
 
-/* room for ``count`` CommitLog offsets, kept for the run's next batch */
+/* room for ``count`` CommitLog offsets: a single send's in place, a batch's on the heap,
+ * kept for the run's next batch */
 typedef struct {
+    long long one;
     long long *offsets;
     Py_ssize_t capacity;
 } OffsetRoom;
 
 static long long *offset_room(OffsetRoom *room, Py_ssize_t count) {
+    if (count == 1) return &room->one;
     if (count > room->capacity) {
         long long *grown = PyMem_Realloc(room->offsets, (size_t)count * sizeof *grown);
         if (grown == NULL) {
@@ -1463,7 +1470,7 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
     FrameCheck acl = {NULL, NULL, NULL, {NULL, NULL, NULL}, NULL, NULL};
     PyObject *append_batch = PyTuple_GET_ITEM(run, RUN_APPEND_BATCH);
     LevelCache level = {NULL, NULL};    /* a batch's level pairs, kept for the next batch */
-    OffsetRoom room = {NULL, 0};        /* a batch's CommitLog offsets */
+    OffsetRoom room = {0, NULL, 0};     /* a send's or a batch's CommitLog offsets */
     PyObject *batch_counts = NULL;      /* [(topic, messages, bytes)] of the batches put */
     Py_ssize_t served_batch_code = 0;   /* SEND_BATCH_MESSAGE frames answered */
     PyObject *frame_check = PyTuple_GET_ITEM(run, RUN_FRAME_CHECK);
@@ -1490,9 +1497,10 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             header.flag & FLAG_RESPONSE_OR_ONEWAY)
             break;
 
+        const char *body_at = header_text + header_length;
+        Py_ssize_t body_length = (Py_ssize_t)length - 4 - header_length;
         if (acl.api != NULL) {
-            int allowed = frame_allowed(&acl, &header, header_text + header_length,
-                                        (Py_ssize_t)length - 4 - header_length);
+            int allowed = frame_allowed(&acl, &header, body_at, body_length);
             if (allowed < 0) goto error;
             if (!allowed) break;
         }
@@ -1542,8 +1550,6 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             if (PyErr_Occurred()) goto error;
             Py_XSETREF(last_config, Py_NewRef(config));
         }
-        const char *body_at = header_text + header_length;
-        Py_ssize_t body_length = (Py_ssize_t)length - 4 - header_length;
         if (!(perm & PERM_WRITE) || numbers.sys_flag & COMPRESSED ||
             body_length > max_message_size || numbers.queue_id < 0 ||
             numbers.queue_id >= (read_queues > write_queues ? read_queues : write_queues))
@@ -1564,11 +1570,11 @@ static PyObject *serve_sends(PyObject *module, PyObject *const *args, Py_ssize_t
             Py_DECREF(properties);
             if (hooked) break;
             if (pairs == NULL) goto error;
-            BatchTally tally = {markers, 0, 0};
+            BatchTally tally = {markers, 0};
             put_argument = batch_of(run, last_name, &numbers, multi_tag, born_host, pairs,
                                     body_at, body_length, &tally);
             if (put_argument == NULL) goto error;
-            if (put_argument == Py_None || tally.hooked) { /* the general path's */
+            if (put_argument == Py_None) { /* the general path's */
                 Py_DECREF(put_argument);
                 break;
             }
