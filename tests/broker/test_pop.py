@@ -7,6 +7,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from rocketmq_core.broker.app import Broker
 from rocketmq_core.broker.pop import pop_service
 from rocketmq_core.broker.pop import service as pop_service_module
 from rocketmq_core.broker.pop.headers import (
@@ -16,11 +17,13 @@ from rocketmq_core.broker.pop.headers import (
 )
 from rocketmq_core.broker.pop.keys import CK_TAG
 from rocketmq_core.broker.pop.records import Checkpoint, encode_bitset
+from rocketmq_core.config import format_properties
 from rocketmq_core.protocol.bodies import TopicConfig
 from rocketmq_core.protocol.bodies.groups import SubscriptionGroupConfig
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.message import iter_records
+from rocketmq_core.testing.broker import broker_config
 from tests.broker.pop_wire import (
     GROUP,
     TOPIC,
@@ -79,6 +82,54 @@ async def test_acked_messages_never_come_back(broker, client):
     response = await client.invoke(broker.address, pop_request(poll_ms=1500))
     assert response.code == ResponseCode.POLLING_TIMEOUT  # 1.5 s: past the invisible time
     assert revive.revived == 0
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+async def test_an_ack_is_answered_in_the_call(tmp_path, plugin_host, client, flush):
+    """No task per ack: its record, as Java's, waits for no flush (WAIT=false), on a
+    SYNC_FLUSH broker too."""
+    config = broker_config(tmp_path, flush_disk_type=flush)
+    async with Broker.serving(config, host=plugin_host) as broker:
+        await setup(broker, client, count=2)
+        route = broker.server.processors.lookup(RequestCode.ACK_MESSAGE)
+        assert route is not None
+        processor, answers = route.processor, []
+
+        def kept(ctx, request):
+            answers.append(answer := processor(ctx, request))
+            return answer
+
+        route.processor = kept
+        popped = popped_messages(await client.invoke(broker.address, pop_request()))
+        for one in popped:
+            acked = await client.invoke(broker.address, ack_request(one))
+            assert acked.code == ResponseCode.SUCCESS, acked.remark
+        assert [type(answer) for answer in answers] == [RemotingCommand] * 2
+        revive = pop_service(broker).revive
+        await revive.scan()
+        assert revive.open_checkpoints == 0
+
+
+async def test_an_ack_the_store_refuses_is_a_system_error_and_the_message_comes_back(
+    tmp_path, plugin_host, client
+):
+    async with Broker.serving(broker_config(tmp_path), host=plugin_host) as broker:
+        await setup(broker, client, count=1)
+        (popped,) = popped_messages(
+            await client.invoke(broker.address, pop_request(invisible_ms=1000))
+        )
+        full = {"diskSpaceWarningLevelRatio": 0}  # any disk is "full": nothing is stored
+        request = RemotingCommand.request(
+            RequestCode.UPDATE_BROKER_CONFIG, {}, format_properties(full).encode()
+        )
+        assert (await client.invoke(broker.address, request)).code == ResponseCode.SUCCESS
+        refused = await client.invoke(broker.address, ack_request(popped))
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert refused.remark == "the ack could not be stored; retry"
+        request.body = format_properties({"diskSpaceWarningLevelRatio": 90}).encode()
+        assert (await client.invoke(broker.address, request)).code == ResponseCode.SUCCESS
+        (again,) = await pop_until(client, broker.address)
+        assert (again.body, again.message.reconsume_times) == (b"m0", 1)  # not acked: back
 
 
 async def test_unacked_messages_come_back_with_a_reconsume_time(broker, client):

@@ -24,7 +24,8 @@ from ...protocol.codes import ResponseCode
 from ...protocol.constants import Perm
 from ...protocol.heartbeat import SubscriptionData
 from ...protocol.message import decode_record
-from ...store.api import GetResult, GetStatus
+from ...store.api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus
+from ..ha.put import durable_and_replicated
 from ..transaction_check import encoded_record
 from .handles import (
     PopHandle,
@@ -99,6 +100,22 @@ class ChangedInvisible:
     invisible_time: int
     revive_qid: int
     handle: str  # the message's new handle: use it for the next ack or change
+
+
+@dataclass(slots=True)
+class RecordPut:
+    """A revive record appended to the store: what may be left is its flush, a slave's
+    ack of it, or (the store was busy) its append."""
+
+    tag: str
+    message: MessageToStore
+    result: PutResult
+    replica_end: int  # the CommitLog end a SYNC_MASTER waits for a slave to ack, or -1
+
+    @property
+    def busy(self) -> bool:
+        """The store held the append back (RocksDB): ``PopService.settle`` retries it."""
+        return self.result.status is PutStatus.OS_PAGE_CACHE_BUSY
 
 
 @dataclass(slots=True)
@@ -340,9 +357,11 @@ class PopService:
     def _next_revive_qid(self) -> int:
         return next(self._ck_counter) % self.broker.config.revive_queue_num
 
-    async def _append_revive_record(
+    def _put_revive_record(
         self, revive_qid: int, tag: str, body: bytes, unique_key: str
-    ) -> bool:
+    ) -> RecordPut:
+        """Append a revive record as Broker.put stores what the broker makes itself, but
+        without waiting: ``settle`` waits for what is left, when anything is."""
         message = revive_record(
             self.revive_topic,
             revive_qid,
@@ -352,26 +371,52 @@ class PopService:
             now_ms(),
             self.broker.store.config.store_host,
         )
-        stored = await self.broker.put(message)
-        if not stored.status.stored:
+        broker = self.broker
+        result = broker.store.append(message)
+        if result.status is PutStatus.OS_PAGE_CACHE_BUSY:  # appended again by settle
+            return RecordPut(tag, message, result, -1)
+        ha = broker.ha
+        replica_end = ha.after_append(result, message.properties) if ha is not None else -1
+        broker.stats.count_stored(message, result)
+        return RecordPut(tag, message, result, replica_end)
+
+    async def settle(self, put: RecordPut) -> PutResult:
+        """``put``'s result once flushed and replicated as the broker's policy says; a
+        busy store's append retried as Broker.put retries it."""
+        if put.busy:
+            return await self.broker.put(put.message)
+        return await durable_and_replicated(self.broker, put.result, put.replica_end)
+
+    @staticmethod
+    def record_stored(put: RecordPut, result: PutResult) -> bool:
+        """Whether ``put``'s record is stored (``result``: as settled); a failure is logged."""
+        if not result.status.stored:
             log.error(
-                "cannot append a POP %s record: %s %s", tag, stored.status.name, stored.remark
+                "cannot append a POP %s record: %s %s", put.tag, result.status.name, result.remark
             )
-        return stored.status.stored
+        return result.status.stored
+
+    async def _append_revive_record(
+        self, revive_qid: int, tag: str, body: bytes, unique_key: str
+    ) -> bool:
+        put = self._put_revive_record(revive_qid, tag, body, unique_key)
+        return self.record_stored(put, await self.settle(put))
 
     # --- ACK --------------------------------------------------------------------------------
 
-    async def ack(
+    def ack(
         self, group: str, topic: str, queue_id: int, extra_info: str, offset: int
-    ) -> None:
+    ) -> RecordPut | None:
         """Acknowledge the message at ``offset``: ``topic`` is the real one (the handle's
-        retry flag applied), as 4.x/5.x clients send it."""
+        retry flag applied), as 4.x/5.x clients send it. Returns the ack record appended,
+        for the caller to answer once ``settle``d (``record_stored``), or None when the
+        ack is done (a FIFO message's: nothing is stored)."""
         handle = PopHandle.parse(extra_info)
         topic = handle.real_topic(topic, group)
         self._acked_offset_in_range(topic, queue_id, offset)
         if handle.orderly:
             self._ack_orderly(group, topic, queue_id, offset)
-            return
+            return None
         self._check_revive_qid(handle.revive_qid)
         ack = Ack(
             [offset],
@@ -382,10 +427,7 @@ class PopService:
             handle.pop_time,
             handle.broker_name,
         )
-        if not await self._append_revive_record(
-            handle.revive_qid, ack.tag, ack.encode(), ack.unique_key()
-        ):
-            raise RequestRefused(ResponseCode.SYSTEM_ERROR, "the ack could not be stored; retry")
+        return self._put_revive_record(handle.revive_qid, ack.tag, ack.encode(), ack.unique_key())
 
     async def batch_ack(self, broker_name: str, entries: list[BatchAckEntry]) -> None:
         for entry in entries:

@@ -4,7 +4,8 @@ the broker's PopService called, Java's response headers out."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeAlias
 
 from ...errors import RequestRefused
 from ...protocol.codes import ResponseCode
@@ -26,7 +27,11 @@ from ..pop.records import RecordFormatError, decode_batch_ack
 
 if TYPE_CHECKING:
     from ...remoting.processor import RequestContext
+    from ...store.api import PutResult
     from ..app import Broker
+    from ..pop.service import PopService, RecordPut
+
+AckAnswer: TypeAlias = "RemotingCommand | Awaitable[RemotingCommand]"
 
 
 async def pop_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
@@ -76,13 +81,34 @@ def _pop_remark(code: int, topic: str, held_limit: int) -> str:
     return "NO_MESSAGE_IN_QUEUE"  # POLLING_TIMEOUT, as Java's broker says
 
 
-async def ack_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
+def ack_message(broker: Broker, ctx: RequestContext, request: RemotingCommand) -> AckAnswer:
+    """Answered in the call: an ack record, as Java's, is stored without waiting for a
+    flush or a slave (WAIT=false), so only a busy store leaves a wait, for a retry."""
     broker.check_ready()
     header = AckMessageRequestHeader.from_ext_fields(request.ext_fields or {})
-    await pop_service(broker).ack(
+    service = pop_service(broker)
+    put = service.ack(
         header.consumer_group, header.topic, header.queue_id, header.extra_info, header.offset
     )
+    if put is None:  # a FIFO message's ack: nothing to store
+        return request.response()
+    if put.busy or put.result.flush_to >= 0 or put.replica_end >= 0:
+        return _ack_settled(service, put, request)
+    return _ack_answer(service, put, request, put.result)
+
+
+def _ack_answer(
+    service: PopService, put: RecordPut, request: RemotingCommand, result: PutResult
+) -> RemotingCommand:
+    if not service.record_stored(put, result):
+        raise RequestRefused(ResponseCode.SYSTEM_ERROR, "the ack could not be stored; retry")
     return request.response()
+
+
+async def _ack_settled(
+    service: PopService, put: RecordPut, request: RemotingCommand
+) -> RemotingCommand:
+    return _ack_answer(service, put, request, await service.settle(put))
 
 
 async def batch_ack_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
