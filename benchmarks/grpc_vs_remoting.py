@@ -25,7 +25,8 @@ client on both sides, 1 KiB bodies:
 * grpc-null-send: grpc-send's client against a grpc.aio MessagingService in a process
   of its own on the server's core that answers every SendMessage OK at once and keeps
   nothing: what gRPC itself costs in Python on this machine, the most any proxy built
-  on grpcio could show in grpc-send.
+  on grpcio could show in grpc-send (grpc's threads at nice 15 there too, as the
+  proxy has them: rocketmq_proxy_grpc/io_threads.py).
 
 With ``--tls`` the broker serves its gRPC port with TLS (``tls.server.mode=permissive``,
 a certificate of a CA made for the run): the gRPC rows then pass the TLS listener and
@@ -74,6 +75,7 @@ from loadgen import (
     uvloop_wanted,
     write_results,
 )
+from rocketmq_proxy_grpc.io_threads import GrpcThreadPriority
 from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
 from rocketmq_proxy_grpc.v2 import service_pb2 as spb
 from rocketmq_proxy_grpc.v2 import service_pb2_grpc
@@ -410,8 +412,13 @@ async def serve_null(port: int) -> None:
     service_pb2_grpc.add_MessagingServiceServicer_to_server(NullMessagingService(), server)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
+    # grpc's threads at the proxy's priority: the ceiling stays one for the proxy
+    priority = asyncio.create_task(GrpcThreadPriority().run())
     print("ready", flush=True)
-    await server.wait_for_termination()
+    try:
+        await server.wait_for_termination()
+    finally:
+        priority.cancel()
 
 
 def start_null(port: int, core: int | None) -> subprocess.Popen:

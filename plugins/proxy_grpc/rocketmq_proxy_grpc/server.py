@@ -23,6 +23,7 @@ from rocketmq_core.errors import ConfigError
 from rocketmq_core.remoting.transport import TlsOptions, Transport, parse_address
 
 from .acl import GrpcAclVerifier
+from .io_threads import GrpcThreadPriority
 from .local import DEFAULT_GRPC_PORT
 from .local_clients import LocalConsumers
 from .routes import endpoints_of
@@ -71,6 +72,7 @@ class GrpcProxy:
         self.local_broker = local_broker
         self.service: MessagingService | None = None
         self.backend_port: int | None = None  # behind a TLS front: grpc.aio's loopback port
+        self.thread_priority = GrpcThreadPriority()  # grpc's threads below the event loop
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled; reports the bound port."""
@@ -99,6 +101,7 @@ class GrpcProxy:
             )
             service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, server)
             await server.start()
+            relays.start_soon(self.thread_priority.run)
             try:
                 if front is not None:
                     self.backend_port = bound

@@ -1,0 +1,91 @@
+"""grpc's own threads at nice 15 while a proxy serves, and no other thread (io_threads.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+import grpc
+import pytest
+from grpc_requests import metadata
+from rocketmq_proxy_grpc.io_threads import (
+    GRPC_THREAD_NAMES,
+    NICE,
+    GrpcThreadPriority,
+    wanted_nice,
+)
+from rocketmq_proxy_grpc.server import GrpcProxy, ProxyThread
+from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
+from rocketmq_proxy_grpc.v2 import service_pb2 as spb
+from rocketmq_proxy_grpc.v2 import service_pb2_grpc
+
+
+def thread_names() -> dict[int, str]:
+    names = {}
+    for entry in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{entry}/comm") as comm:
+                names[int(entry)] = comm.read().strip()
+        except OSError:  # gone meanwhile
+            continue
+    return names
+
+
+def test_a_serving_proxy_lowers_grpcs_threads_and_no_other(cluster):
+    base = os.getpriority(os.PRIO_PROCESS, 0)  # this thread's: what every thread starts at
+    proxy = GrpcProxy(
+        cluster.namesrv_address, host="127.0.0.1", port=0, advertised_host="127.0.0.1"
+    )
+    runner = ProxyThread(proxy)
+    port = runner.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = service_pb2_grpc.MessagingServiceStub(channel)
+            answer = stub.QueryRoute(
+                spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")),
+                metadata=metadata(),
+                timeout=10,
+            )
+            assert answer.status.code == pb.TOPIC_NOT_FOUND
+        deadline = time.monotonic() + 10
+        while proxy.thread_priority.lowered == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proxy.thread_priority.lowered > 0
+        GrpcThreadPriority().lower_new_threads()  # any grpc thread started since its look
+        names = thread_names()
+        grpc_threads = [tid for tid, name in names.items() if name in GRPC_THREAD_NAMES]
+        assert grpc_threads, names
+        expected = max(base, NICE)  # under a nicer parent they keep its value
+        assert {os.getpriority(os.PRIO_PROCESS, tid) for tid in grpc_threads} == {expected}
+        assert runner._thread is not None and runner._thread.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, runner._thread.native_id) == base  # its loop
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base
+    finally:
+        runner.stop()
+
+
+@pytest.mark.parametrize(
+    ("setting", "nice", "said"),
+    [
+        (None, NICE, ""),
+        ("7", 7, ""),
+        ("40", 19, ""),  # the lowest priority there is
+        ("0", 0, ""),
+        ("-5", 0, ""),  # a thread cannot be raised above the process: off
+        ("low", NICE, "ROCKETMQ_GRPC_THREAD_NICE='low' is not a number: using 15"),
+    ],
+)
+def test_the_nice_value_comes_from_the_environment(monkeypatch, caplog, setting, nice, said):
+    if setting is None:
+        monkeypatch.delenv("ROCKETMQ_GRPC_THREAD_NICE", raising=False)
+    else:
+        monkeypatch.setenv("ROCKETMQ_GRPC_THREAD_NICE", setting)
+    with caplog.at_level(logging.WARNING, logger="rocketmq.proxy"):
+        assert wanted_nice() == nice
+        priority = GrpcThreadPriority()
+    assert priority.enabled == (nice > 0)
+    assert caplog.text.strip().endswith(said)
+    if nice == 0:  # off: no thread is looked at
+        assert priority.lower_new_threads() == 0 and priority.lowered == 0
