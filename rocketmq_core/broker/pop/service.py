@@ -383,7 +383,7 @@ class PopService:
     async def settle(self, put: RecordPut) -> PutResult:
         """``put``'s result once flushed and replicated as the broker's policy says; a
         busy store's append retried as Broker.put retries it."""
-        if put.busy:
+        if put.busy:  # appended again (with HA once, as put_replicated appends)
             return await self.broker.put(put.message)
         return await durable_and_replicated(self.broker, put.result, put.replica_end)
 

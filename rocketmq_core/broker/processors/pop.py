@@ -83,7 +83,8 @@ def _pop_remark(code: int, topic: str, held_limit: int) -> str:
 
 def ack_message(broker: Broker, ctx: RequestContext, request: RemotingCommand) -> AckAnswer:
     """Answered in the call: an ack record, as Java's, is stored without waiting for a
-    flush or a slave (WAIT=false), so only a busy store leaves a wait, for a retry."""
+    flush or a slave (WAIT=false). A busy store's retry, or a record that did ask for a
+    flush or a slave, is waited for by a coroutine (PopService.settle)."""
     broker.check_ready()
     header = AckMessageRequestHeader.from_ext_fields(request.ext_fields or {})
     service = pop_service(broker)
