@@ -61,7 +61,7 @@ class GrpcThreadPriority:
     def __init__(self, nice: int | None = None) -> None:
         self.nice = wanted_nice() if nice is None else nice
         self.enabled = self.nice > 0 and sys.platform.startswith("linux")
-        self._handled: set[int] = set()  # grpc threads at ``nice`` or below already
+        self._handled_ids: set[int] = set()  # grpc threads at ``nice`` or below already
         self.handled = 0  # grpc threads found so far (lowered, or low enough already)
 
     def lower_new_threads(self) -> int:
@@ -75,10 +75,10 @@ class GrpcThreadPriority:
             log.debug("grpc's threads left at their priority: %s", exc)
             self.enabled = False
             return 0
-        self._handled &= current
+        self._handled_ids &= current
         found = 0
         # a thread not (yet) named as grpc's is looked at again next time
-        for thread_id in current - self._handled:
+        for thread_id in current - self._handled_ids:
             try:
                 with open(f"{_TASKS}/{thread_id}/comm", "rb") as comm:
                     if comm.read().rstrip(b"\n") not in GRPC_THREAD_NAMES:
@@ -87,7 +87,7 @@ class GrpcThreadPriority:
                     os.setpriority(os.PRIO_PROCESS, thread_id, self.nice)
             except OSError:  # gone meanwhile
                 continue
-            self._handled.add(thread_id)
+            self._handled_ids.add(thread_id)
             found += 1
         self.handled += found
         return found

@@ -23,8 +23,14 @@ from rocketmq_proxy_grpc.v2 import definition_pb2 as pb
 from rocketmq_proxy_grpc.v2 import service_pb2 as spb
 from rocketmq_proxy_grpc.v2 import service_pb2_grpc
 
-# nice values are a thread's own on Linux only, and only there does a proxy set them
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+from tests.missing import missing
+
+
+@pytest.fixture(autouse=True)
+def linux():
+    # nice values are a thread's own on Linux only, and only there does a proxy set them
+    if not sys.platform.startswith("linux"):
+        missing("per-thread nice values need Linux")
 
 
 def grpc_thread_ids() -> list[int]:

@@ -17,11 +17,18 @@ if TYPE_CHECKING:
 async def put_replicated(broker: Broker, message: MessageToStore) -> PutResult:
     """Store ``message``; a stored status other than PUT_OK says what failed to follow
     (FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT)."""
-    ha = broker.ha
-    if ha is None:  # no replication: the store's own put (with any wait the store has)
+    if broker.ha is None:  # no replication: the store's own put (with any wait the store has)
         return await broker.store.put(message)
+    return await durable_and_replicated(broker, *append_replicated(broker, message))
+
+
+def append_replicated(broker: Broker, message: MessageToStore) -> tuple[PutResult, int]:
+    """``put_replicated``'s first step, which waits for nothing: the store's append and
+    HA's (``HAService.after_append``); returns the result and the CommitLog end a
+    SYNC_MASTER waits for a slave to ack (-1: none), for ``durable_and_replicated``."""
     result = broker.store.append(message)
-    return await durable_and_replicated(broker, result, ha.after_append(result, message.properties))
+    ha = broker.ha
+    return result, ha.after_append(result, message.properties) if ha is not None else -1
 
 
 async def durable_and_replicated(broker: Broker, result: PutResult, replica_end: int) -> PutResult:

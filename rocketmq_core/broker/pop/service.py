@@ -25,7 +25,7 @@ from ...protocol.constants import Perm
 from ...protocol.heartbeat import SubscriptionData
 from ...protocol.message import decode_record
 from ...store.api import GetResult, GetStatus, MessageToStore, PutResult, PutStatus
-from ..ha.put import durable_and_replicated
+from ..ha.put import append_replicated, durable_and_replicated
 from ..transaction_check import encoded_record
 from .handles import (
     PopHandle,
@@ -116,6 +116,19 @@ class RecordPut:
     def busy(self) -> bool:
         """The store held the append back (RocksDB): ``PopService.settle`` retries it."""
         return self.result.status is PutStatus.OS_PAGE_CACHE_BUSY
+
+    @property
+    def settled(self) -> bool:
+        """Nothing is left to wait for: ``result`` is the record's outcome."""
+        return not self.busy and self.result.flush_to < 0 and self.replica_end < 0
+
+    def stored(self, result: PutResult) -> bool:
+        """Whether the record is stored (``result``: as settled); a failure is logged."""
+        if not result.status.stored:
+            log.error(
+                "cannot append a POP %s record: %s %s", self.tag, result.status.name, result.remark
+            )
+        return result.status.stored
 
 
 @dataclass(slots=True)
@@ -371,14 +384,10 @@ class PopService:
             now_ms(),
             self.broker.store.config.store_host,
         )
-        broker = self.broker
-        result = broker.store.append(message)
-        if result.status is PutStatus.OS_PAGE_CACHE_BUSY:  # appended again by settle
-            return RecordPut(tag, message, result, -1)
-        ha = broker.ha
-        replica_end = ha.after_append(result, message.properties) if ha is not None else -1
-        broker.stats.count_stored(message, result)
-        return RecordPut(tag, message, result, replica_end)
+        put = RecordPut(tag, message, *append_replicated(self.broker, message))
+        if not put.busy:  # a busy one is counted when settle appends it again
+            self.broker.stats.count_stored(message, put.result)
+        return put
 
     async def settle(self, put: RecordPut) -> PutResult:
         """``put``'s result once flushed and replicated as the broker's policy says; a
@@ -387,20 +396,11 @@ class PopService:
             return await self.broker.put(put.message)
         return await durable_and_replicated(self.broker, put.result, put.replica_end)
 
-    @staticmethod
-    def record_stored(put: RecordPut, result: PutResult) -> bool:
-        """Whether ``put``'s record is stored (``result``: as settled); a failure is logged."""
-        if not result.status.stored:
-            log.error(
-                "cannot append a POP %s record: %s %s", put.tag, result.status.name, result.remark
-            )
-        return result.status.stored
-
     async def _append_revive_record(
         self, revive_qid: int, tag: str, body: bytes, unique_key: str
     ) -> bool:
         put = self._put_revive_record(revive_qid, tag, body, unique_key)
-        return self.record_stored(put, await self.settle(put))
+        return put.stored(await self.settle(put))
 
     # --- ACK --------------------------------------------------------------------------------
 
@@ -409,7 +409,7 @@ class PopService:
     ) -> RecordPut | None:
         """Acknowledge the message at ``offset``: ``topic`` is the real one (the handle's
         retry flag applied), as 4.x/5.x clients send it. Returns the ack record appended,
-        for the caller to answer once ``settle``d (``record_stored``), or None when the
+        for the caller to answer once ``settle``d (``RecordPut.stored``), or None when the
         ack is done (a FIFO message's: nothing is stored)."""
         handle = PopHandle.parse(extra_info)
         topic = handle.real_topic(topic, group)

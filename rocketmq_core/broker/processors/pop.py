@@ -93,15 +93,13 @@ def ack_message(broker: Broker, ctx: RequestContext, request: RemotingCommand) -
     )
     if put is None:  # a FIFO message's ack: nothing to store
         return request.response()
-    if put.busy or put.result.flush_to >= 0 or put.replica_end >= 0:
+    if not put.settled:
         return _ack_settled(service, put, request)
-    return _ack_answer(service, put, request, put.result)
+    return _ack_answer(put, request, put.result)
 
 
-def _ack_answer(
-    service: PopService, put: RecordPut, request: RemotingCommand, result: PutResult
-) -> RemotingCommand:
-    if not service.record_stored(put, result):
+def _ack_answer(put: RecordPut, request: RemotingCommand, result: PutResult) -> RemotingCommand:
+    if not put.stored(result):
         raise RequestRefused(ResponseCode.SYSTEM_ERROR, "the ack could not be stored; retry")
     return request.response()
 
@@ -109,7 +107,7 @@ def _ack_answer(
 async def _ack_settled(
     service: PopService, put: RecordPut, request: RemotingCommand
 ) -> RemotingCommand:
-    return _ack_answer(service, put, request, await service.settle(put))
+    return _ack_answer(put, request, await service.settle(put))
 
 
 async def batch_ack_message(broker: Broker, ctx: RequestContext, request: RemotingCommand):
