@@ -36,12 +36,19 @@ from rocketmq_core.cli import main
 from rocketmq_core.client.admin import Admin
 from rocketmq_core.client.admin_types import AdminError
 from rocketmq_core.client.pull_consumer import PullConsumer
+from tests.processes import listen_port_with_free_neighbours
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def standalone_ports() -> tuple[int, int, int]:
+    """(listenPort, name server port, gRPC port), apart and outside the ephemeral range:
+    a port bind(0) gave could be any outgoing connection's before the process binds it
+    (the standalone's own, to its name server, took a picked haListenPort once). The
+    VIP port (listenPort - 2) and the HA port (+ 1) are free too, and stay the defaults."""
+    while True:
+        listen, namesrv, grpc_port = (listen_port_with_free_neighbours() for _ in range(3))
+        brokers = {listen - 2, listen, listen + 1}
+        if namesrv != grpc_port and not {namesrv, grpc_port} & brokers:
+            return listen, namesrv, grpc_port
 
 
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
@@ -78,14 +85,12 @@ class Standalone:
 
     def __init__(self, home: Path, *settings: str) -> None:
         self.home = home
-        self.namesrv_port, self.grpc_port = free_port(), free_port()
+        listen_port, self.namesrv_port, self.grpc_port = standalone_ports()
         self.config = home / "broker.conf"
         self.config.write_text(
             "\n".join(
                 [
-                    f"listenPort={free_port()}",
-                    f"fastListenPort={free_port()}",
-                    f"haListenPort={free_port()}",
+                    f"listenPort={listen_port}",
                     f"grpcServerPort={self.grpc_port}",
                     f"storePathRootDir={home / 'store'}",
                     "brokerIP1=127.0.0.1",
