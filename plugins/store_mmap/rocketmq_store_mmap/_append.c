@@ -773,7 +773,7 @@ NAMED(store_host, "store_host");
 NAMED(flush_to, "flush_to");
 #undef NAMED
 
-static PyObject *s_append_context, *s_pre_touch, *s_top_up, *s_next, *s_wrote_compiled;
+static PyObject *s_append_context, *s_fill_ahead, *s_top_up, *s_next, *s_wrote_compiled;
 
 static Field *all_fields[] = {
     &f_topic, &f_queue_id, &f_body, &f_properties, &f_flag, &f_sys_flag, &f_born_timestamp,
@@ -788,8 +788,9 @@ static Field *all_fields[] = {
 /* the third argument of append_one: what of the store stays while it is open, and the
  * constants it needs (store.py's _append_one_state) */
 enum {
-    S_PUT_RESULT, S_PUT_OK, S_STORE_CLOCK, S_TOUCH_STEP, S_INDEX_LOW_WATER, S_DISK, S_QUEUES,
-    S_LOG_FILES, S_INDEX, S_WAITS, S_WRITES_POSITIONS, S_WRITES_INDEX, S_OTHERS, STATE_FIELDS
+    S_PUT_RESULT, S_PUT_OK, S_STORE_CLOCK, S_TOUCH_STEP, S_TOUCH_LEAD, S_INDEX_LOW_WATER, S_DISK,
+    S_QUEUES, S_LOG_FILES, S_INDEX, S_WAITS, S_WRITES_POSITIONS, S_WRITES_INDEX, S_OTHERS,
+    STATE_FIELDS
 };
 
 #define HELD 48
@@ -878,9 +879,9 @@ PyDoc_STRVAR(append_one_doc,
 "kernel's writing and the bookkeeping after it (write positions, queue offset, index\n"
 "room, clock, put count); then, when due, the writer's pre-touch, the index top-up and\n"
 "the other dispatchers, through the store's Python methods. ``state`` is (PutResult,\n"
-"PutStatus.PUT_OK, StoreClock, WRITER_TOUCH_STEP, INDEX_LOW_WATER, the store's disk,\n"
-"_queues, commitlog.files, index, policy.waits, _writes_positions, _writes_index,\n"
-"_other_dispatchers).\n\n"
+"PutStatus.PUT_OK, StoreClock, WRITER_TOUCH_STEP, WRITER_TOUCH_LEAD, INDEX_LOW_WATER,\n"
+"the store's disk, _queues, commitlog.files, index, policy.waits, _writes_positions,\n"
+"_writes_index, _other_dispatchers).\n\n"
 "Returns the PutResult; or None, with nothing written or taken, when the put is not the\n"
 "usual case: then the store's Python code does it.");
 
@@ -1029,11 +1030,13 @@ static PyObject *append_one(PyObject *module, PyObject *const *args, Py_ssize_t 
     prepared = 0;
 
     /* then what is due now and then, in Python */
-    int64_t touched;
-    if (int_field(&f_touched, mapped, &touched) && position > touched) {
-        /* the background pre-touch fell behind */
+    int64_t touched, lead = PyLong_AsLongLong(PyTuple_GET_ITEM(state, S_TOUCH_LEAD));
+    if (lead == -1 && PyErr_Occurred()) goto failed;
+    if (int_field(&f_touched, mapped, &touched) && position + lead > touched) {
+        /* the background pre-touch fell behind: the writer's own, before the next put
+         * reaches pages nobody made ready */
         PyObject *done_touch = PyObject_CallMethodOneArg(
-            mapped, s_pre_touch, PyTuple_GET_ITEM(state, S_TOUCH_STEP));
+            mapped, s_fill_ahead, PyTuple_GET_ITEM(state, S_TOUCH_STEP));
         if (done_touch == NULL) goto failed;
         Py_DECREF(done_touch);
     }
@@ -1793,7 +1796,7 @@ PyMODINIT_FUNC PyInit__append(void) {
             return NULL;
 #define INTERN(name, text) if ((s_##name = PyUnicode_InternFromString(text)) == NULL) return NULL
     INTERN(append_context, "_append_context");
-    INTERN(pre_touch, "pre_touch");
+    INTERN(fill_ahead, "fill_ahead");
     INTERN(top_up, "top_up");
     INTERN(next, "next");
     INTERN(wrote_compiled, "wrote_compiled");

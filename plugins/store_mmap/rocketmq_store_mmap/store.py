@@ -65,7 +65,7 @@ from rocketmq_core.store.rules import (
 
 from . import queue_ends, retention
 from .checkpoint import Checkpoint
-from .commitlog import WRITER_TOUCH_STEP, CommitLog
+from .commitlog import WRITER_TOUCH_LEAD, WRITER_TOUCH_STEP, CommitLog
 from .consume_queue import ENTRY, ENTRY_SIZE, ConsumeQueue
 from .index import INDEX_LOW_WATER, IndexService, key_hashes, topic_prefix_crc
 from .mapped_file import FileCreationError, MappedFile, PreToucher, sync_files
@@ -155,6 +155,10 @@ class MmapStore(ImmediateGet):
             config.store_host,
             # a flush per group commit writes whole folios back: 4 KiB pages there
             huge_folios=config.commit_log_huge_folios and not self.policy.waits,
+            # the writer fills its pages with zeros, unless a flush per group commit
+            # would write them back before it reaches them, or 2 MiB folios are wanted
+            # (a written page goes into the page cache as a folio of the write's size)
+            writer_fills=not config.commit_log_huge_folios and not self.policy.waits,
         )
         self.commit_log_file_size = config.commit_log_file_size
         # a slave's: writes its master's CommitLog bytes (made at the first of them)
@@ -448,6 +452,7 @@ class MmapStore(ImmediateGet):
             PutStatus.PUT_OK,
             StoreClock,
             WRITER_TOUCH_STEP,
+            WRITER_TOUCH_LEAD,
             INDEX_LOW_WATER,
             self.disk,
             self._queues,
@@ -696,8 +701,8 @@ class MmapStore(ImmediateGet):
             return None
         offsets, position, keys = written
         mapped.wrote = position
-        if position > mapped.touched:  # the background pre-touch fell behind
-            mapped.pre_touch(WRITER_TOUCH_STEP)
+        if position + WRITER_TOUCH_LEAD > mapped.touched:  # the background one fell behind
+            mapped.fill_ahead(WRITER_TOUCH_STEP)
         queue.next_offset = queue_offset + len(messages)
         if entries is not None:
             entries.wrote = entry_position + len(messages) * ENTRY_SIZE
