@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -84,6 +83,7 @@ from rocketmq_core.client.admin import Admin
 from rocketmq_core.client.message import Message, SendStatus
 from rocketmq_core.client.producer import Producer
 from rocketmq_core.client.pull_consumer import LitePullConsumer
+from rocketmq_core.testing.ports import free_port
 
 BODY = b"x" * 1024
 NUMBER_DIGITS = 10  # a filled message's body starts with its number, then padding
@@ -102,13 +102,6 @@ CLIENT_ID = f"bench@{os.getpid()}@0@grpc-vs-remoting"
 
 class CheckFailed(Exception):
     """A send or acknowledgement not answered OK: the row's figures would mean nothing."""
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now (the broker binds it a moment later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def numbered_body(number: int) -> bytes:

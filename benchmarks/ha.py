@@ -48,11 +48,9 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -86,6 +84,7 @@ from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rocketmq_core.protocol.message import iter_records
 from rocketmq_core.remoting.client import RemotingClient
+from rocketmq_core.testing.ports import NoFreePort, free_offset
 
 BODY = b"x" * 1024
 SENDERS = ("c", "sdk")  # what paces the lag rows' sends
@@ -183,23 +182,12 @@ def core_or_none(core: int) -> int | None:
 
 def _free_port_offset() -> int:
     """An offset at which the name server's and both brokers' ports are free."""
-    for _attempt in range(50):
-        offset = random.randrange(20_000, 50_000)
-        ports = [9876 + offset] + [
-            port + offset + delta for port in LISTEN_PORTS.values() for delta in (-2, -1, 0, 1)
-        ]
-        if all(_free(port) for port in ports):
-            return offset
-    raise SystemExit("no free block of ports for the master and the slave")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+    try:
+        return free_offset(
+            [9876, *(port + delta for port in LISTEN_PORTS.values() for delta in (-2, -1, 0, 1))]
+        )
+    except NoFreePort as exc:
+        raise SystemExit(f"no free block of ports for the master and the slave: {exc}") from None
 
 
 async def prepare(group: BrokerGroup, admin: Admin, remoting: RemotingClient) -> None:

@@ -55,7 +55,6 @@ import contextlib
 import json
 import os
 import resource
-import socket
 import statistics
 import subprocess
 import sys
@@ -90,6 +89,7 @@ from rocketmq_core.protocol.headers import SEND_V2_NAMES, SendMessageRequestHead
 from rocketmq_core.protocol.message import encode_properties
 from rocketmq_core.remoting.processor import RequestContext
 from rocketmq_core.remoting.transport import TlsOptions
+from rocketmq_core.testing.ports import free_port
 
 BODY = b"x" * 1024
 TOPIC = "BenchSendFeatures"
@@ -258,13 +258,6 @@ def messages_in(exposition: str, topic: str) -> float | None:
         if line.startswith("rocketmq_messages_in_total{") and label in line:
             return float(line.rsplit("}", 1)[1].split()[0])
     return None
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now (the broker binds it a moment later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def fast_path(setting: Setting, fast_path_on: bool) -> str:

@@ -71,6 +71,7 @@ from loadgen import (
 from sdk_throughput import consume_row, send_async_row
 
 from rocketmq_core.client.admin import Admin
+from rocketmq_core.testing.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 GO_CLIENT = HERE / "peers" / "nats_load.go"
@@ -129,12 +130,6 @@ def build_clients(scratch: Path, with_go: bool) -> tuple[Path, Path | None]:
         ["go", "build", "-o", str(go_binary), str(GO_CLIENT)], check=True, env=env, cwd=scratch
     )
     return c_binary, go_binary
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def start_nats(scratch: Path, core: int | None) -> tuple[subprocess.Popen, str]:

@@ -6,10 +6,8 @@ under CI: tests/missing.py)."""
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ import pytest
 
 from rocketmq_core.config import format_properties
 from rocketmq_core.testing.broker import broker_config
+from rocketmq_core.testing.ports import free_port
 from tests.missing import missing
 
 READY = re.compile(rb"ready: name server (\S+), broker (\S+) ")
@@ -160,52 +159,12 @@ class ServerProcess:
                 self.kill()
 
 
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-# where listen ports are picked: below Linux's default ephemeral range (32768-60999)
-PICKED_PORTS = (20000, 32000)
-
-
-def ephemeral_ports() -> range:
-    """The ports the kernel hands to outgoing connections and to bind(port 0)."""
-    try:
-        low, high = (int(part) for part in EPHEMERAL_RANGE_FILE.read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999
-    return range(low, high + 1)
-
-
 def listen_port_with_free_neighbours() -> int:
     """A free listenPort whose VIP port (- 2) and HA port (+ 1) are free too: a restart
     binds all three again, and a slave asks its master's listenPort - 2 for topics.
-
-    Picked at random outside the ephemeral range: a port the kernel gave out there could
-    be taken by any outgoing connection between a kill -9 and the restart."""
-    ephemeral = ephemeral_ports()
-    low, high = PICKED_PORTS
-    candidates = [
-        port
-        for port in range(max(low, 1026), high)
-        if not any(near in ephemeral for near in (port - 2, port, port + 1))
-    ]
-    if not candidates:
-        pytest.fail(
-            f"no listen port in {low}-{high} outside the ephemeral range"
-            f" {ephemeral.start}-{ephemeral.stop - 1} ({EPHEMERAL_RANGE_FILE})"
-        )
-    for _attempt in range(100):
-        port = random.choice(candidates)
-        if all(_free(near) for near in (port - 2, port, port + 1)):
-            return port
-    pytest.fail("no free listenPort with free neighbours")
+    Outside the ephemeral range: a port the kernel gave out there could be taken by any
+    outgoing connection between a kill -9 and the restart (rocketmq_core.testing.ports)."""
+    return free_port(neighbours=(-2, 1))
 
 
 def broker_process(

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +19,7 @@ from rocketmq_core.cli import main
 from rocketmq_core.client import sync
 from rocketmq_core.client.message import Message
 from rocketmq_core.protocol.message import decode_offset_msg_id, offset_msg_id, pack_host
+from rocketmq_core.testing.ports import free_offset
 
 LAYOUT = Path(__file__).parent.parent / "examples" / "conf" / "2m-2s-async"
 LISTEN_PORTS = (10911, 10921, 10931, 10941)  # the layout's, as its files say
@@ -30,23 +29,7 @@ MEMBER = re.compile(r"(broker-[ab])/(\d) (\S+) (\w+) pid (\d+)")
 
 def free_port_offset() -> int:
     """An offset at which the name server's and every broker's ports are free."""
-    for _attempt in range(50):
-        offset = random.randrange(20_000, 50_000)
-        ports = [9876 + offset] + [
-            port + offset + delta for port in LISTEN_PORTS for delta in (-2, -1, 0, 1)
-        ]
-        if all(_free(port) for port in ports):
-            return offset
-    pytest.fail("no free block of ports for the layout")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
+    return free_offset([9876, *(port + delta for port in LISTEN_PORTS for delta in (-2, -1, 0, 1))])
 
 
 class ClusterUp:

@@ -21,6 +21,7 @@ from rocketmq_core.protocol.constants import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmq_core.protocol.headers import UpdateConsumerOffsetRequestHeader
 from rocketmq_core.protocol.message import encode_properties
 from rocketmq_core.testing.broker import broker_config
+from tests.processes import listen_port_with_free_neighbours
 
 from .test_ha import master_config, serving, slave_config, until
 from .wire import send_request
@@ -220,24 +221,8 @@ def test_the_sync_settings_are_broker_conf_keys(tmp_path):
     assert config.fast_listen_port == 20909
 
 
-def master_ports():
-    """A listenPort whose VIP (- 2) and HA (+ 1) ports are free too, as a real master has."""
-    for _attempt in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        try:
-            for candidate in (port - 2, port + 1):
-                with socket.socket() as other:
-                    other.bind(("0.0.0.0", candidate))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free listenPort with free neighbours")
-
-
 async def test_the_slave_asks_the_masters_vip_port_for_topics(tmp_path, namesrv, plugin_host):
-    config = master_config(tmp_path, namesrv, listen_port=master_ports())
+    config = master_config(tmp_path, namesrv, listen_port=listen_port_with_free_neighbours())
     async with serving(config, plugin_host) as master:
         assert master.config.fast_listen_port == master.config.listen_port - 2
         master.topics.update(TOPIC)
@@ -251,7 +236,7 @@ async def test_a_vip_port_that_never_answers_costs_the_slave_one_round_only(
 ):
     """listenPort - 2 held by a program that takes the request and never answers: the
     first round waits out the request's timeout, the later ones ask the main port."""
-    port = master_ports()
+    port = listen_port_with_free_neighbours()
     with socket.socket() as probe:  # the master's own VIP port elsewhere
         probe.bind(("0.0.0.0", 0))
         vip = probe.getsockname()[1]

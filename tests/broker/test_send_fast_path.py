@@ -42,6 +42,7 @@ from rocketmq_core.protocol.message import encode_properties as props
 from rocketmq_core.remoting.connection import Connection
 from rocketmq_core.store.api import MessageToStore
 from rocketmq_core.testing.broker import broker_config
+from tests.processes import listen_port_with_free_neighbours
 
 from .test_ha import FakeSlave
 
@@ -86,15 +87,8 @@ def send(
 
 def free_ports() -> dict[str, int]:
     """Ports for both brokers of a comparison: the listen port is in every message id."""
-    probes = [socket.socket() for _ in range(3)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        listen, ha, vip = (probe.getsockname()[1] for probe in probes)
-    finally:
-        for probe in probes:
-            probe.close()
-    return {"listen_port": listen, "ha_listen_port": ha, "fast_listen_port": vip}
+    listen = listen_port_with_free_neighbours()
+    return {"listen_port": listen, "ha_listen_port": listen + 1, "fast_listen_port": listen - 2}
 
 
 async def read_frame(stream: SocketStream, buffered: bytearray) -> bytes:

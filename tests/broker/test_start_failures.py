@@ -3,8 +3,6 @@ the name-server registration and every task."""
 
 from __future__ import annotations
 
-import socket
-
 import anyio
 import pytest
 
@@ -15,18 +13,13 @@ from rocketmq_core.namesrv.server import NameServer
 from rocketmq_core.plugins import load_plugins
 from rocketmq_core.testing.broker import broker_config
 from rocketmq_core.testing.namesrv import namesrv_config
+from rocketmq_core.testing.ports import free_port
 
 pytestmark = pytest.mark.anyio
 
 
 def task_ids() -> set[int]:
     return {task.id for task in anyio.get_running_tasks()}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def assert_restartable(directory, old: BrokerConfig, plugin_host) -> None:

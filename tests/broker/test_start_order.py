@@ -10,16 +10,11 @@ import time
 
 from rocketmq_core.protocol.codec import FrameDecoder, encode_command
 from rocketmq_core.protocol.codes import ResponseCode
+from rocketmq_core.testing.ports import free_port
 
 from .wire import send_request
 
 ATTEMPTS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def connect_the_moment_it_accepts(port: int, process: subprocess.Popen) -> socket.socket:

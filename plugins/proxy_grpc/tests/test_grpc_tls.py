@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from rocketmq_core.cli import main
 from rocketmq_core.client.pull_consumer import PullConsumer
 from rocketmq_core.remoting.transport import ClientAuth, TlsMode, TlsOptions
 from rocketmq_core.testing.cluster import EmbeddedCluster
+from rocketmq_core.testing.ports import free_port
 
 TOPIC = "GrpcTls"
 
@@ -223,12 +223,6 @@ def test_the_proxy_command_refuses_half_a_certificate(capsys, pki):
     error = capsys.readouterr().err
     assert "--tls-cert and --tls-key go together" in error
     assert "Traceback" not in error
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_beside_a_broker_that_enforces_tls_the_proxy_reaches_it_over_tls(tmp_path, pki):
