@@ -1803,7 +1803,7 @@ PyMODINIT_FUNC PyInit__append(void) {
 #undef INTERN
     PyObject *module = PyModule_Create(&module_definition);
     /* the calling conventions of append() and append_one(): a build is used only if they match */
-    if (module != NULL && PyModule_AddIntConstant(module, "INTERFACE", 4) != 0) {
+    if (module != NULL && PyModule_AddIntConstant(module, "INTERFACE", 5) != 0) {
         Py_DECREF(module);
         return NULL;
     }

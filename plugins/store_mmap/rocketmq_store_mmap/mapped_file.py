@@ -363,7 +363,8 @@ class MappedFile:
 
     def fill_ahead(self, length: int) -> None:
         """The writer's own pre-touch, when the background one fell behind: with
-        ``writer_fills``, the next ``length`` bytes past the write position are written
+        ``writer_fills``, the bytes from the write position (or the end of what is ready,
+        if further) up to a multiple of ``length`` at least ``length / 2`` on are written
         with zeros through the file first (pwrite), then faulted in. A written page
         needs no zeroing and comes as a large folio: ~0.9 + 0.2 us a page here against
         ~4.5 for a fault that fills it (docs/perf.md, "Page cache"). Its cost: those
@@ -377,8 +378,9 @@ class MappedFile:
             self.pre_touch(length)
             return
         start = max(self.touched, self.wrote)
-        # steps end on multiples of ``length``: a write aligned so gets folios that large
-        end = min(self.size, (start + length) // length * length)
+        # steps end on multiples of ``length`` (a write aligned so gets folios that large)
+        # and fill at least half of it: a writer that overtook the ready end gets room too
+        end = min(self.size, -(-(start + length // 2) // length) * length)
         if end <= start:
             return
         self.touched = end  # claimed first, as pre_touch does
@@ -388,8 +390,13 @@ class MappedFile:
                 _write_zeros(fd, start, end)
             finally:
                 os.close(fd)
-        except OSError as exc:  # a fault fills the pages instead
-            log.debug("filling %s ahead of the writer failed: %s", self.path, exc)
+        except OSError as exc:  # faults fill the pages, this step and from now on
+            self.writer_fills = False
+            log.warning(
+                "cannot write ahead of the writer in %s (%s); its pages are faulted in instead",
+                self.path,
+                exc,
+            )
         page = start & ~(mmap.PAGESIZE - 1)
         _madvise(self.address + page, end - page, MADV_POPULATE_WRITE)
         self._release_far_behind()

@@ -77,7 +77,7 @@ from .replication import ReplicaWriter
 
 log = logging.getLogger("rocketmq.store.mmap")
 
-KERNEL_INTERFACE = 4  # the calling conventions of append() and append_one() spoken here
+KERNEL_INTERFACE = 5  # the calling conventions of append() and append_one() spoken here
 # append_one fills a PutResult made without __init__: these fields, all of them
 _PUT_RESULT_FIELDS = (
     "status",
@@ -701,13 +701,14 @@ class MmapStore(ImmediateGet):
             return None
         offsets, position, keys = written
         mapped.wrote = position
-        if position + WRITER_TOUCH_LEAD > mapped.touched:  # the background one fell behind
-            mapped.fill_ahead(WRITER_TOUCH_STEP)
         queue.next_offset = queue_offset + len(messages)
         if entries is not None:
             entries.wrote = entry_position + len(messages) * ENTRY_SIZE
         if index_file is not None:
             index_file.wrote_compiled(keys)
+        # after the bookkeeping: whatever it raises, what was written is accounted for
+        if position + WRITER_TOUCH_LEAD > mapped.touched:  # the background one fell behind
+            mapped.fill_ahead(WRITER_TOUCH_STEP)
         end = mapped.start + position
         if self._other_dispatchers and self._others_want(topic, first.queue_id):
             ends = [*offsets[1:], end]

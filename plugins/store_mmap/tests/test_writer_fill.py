@@ -21,6 +21,18 @@ STEP = 256 * KIB
 RECORDS = bytes(range(1, 256)) * 20  # 5,100 bytes, none of them zero
 
 
+def small_store(tmp_path, **settings) -> StoreConfig:
+    """A store whose files take little disk (the defaults reserve ~1.5 GB)."""
+    settings.setdefault("commit_log_file_size", 4 * MIB)
+    return StoreConfig(
+        root_dir=str(tmp_path),
+        consume_queue_file_size=60_000,
+        max_hash_slot_num=1024,
+        max_index_num=40_000,
+        **settings,
+    )
+
+
 def file_with_stale_bytes(tmp_path, *, writer_fills: bool) -> MappedFile:
     """A file whose first 5,100 bytes are written by the writer, followed by stale bytes
     (what a file system may hand back after a crash, before recovery zeroes it)."""
@@ -51,6 +63,18 @@ def test_a_fill_writes_zeros_from_the_write_position_to_the_step_end(tmp_path):
         mapped.close()
 
 
+def test_a_writer_past_the_ready_end_gets_at_least_half_a_step(tmp_path):
+    mapped = file_with_stale_bytes(tmp_path, writer_fills=True)
+    try:
+        mapped.wrote = STEP - 10  # a put ran past what was ready, to just below a boundary
+        mapped.fill_ahead(STEP)
+        assert mapped.touched == 2 * STEP
+        assert mapped.buffer is not None
+        assert bytes(mapped.buffer[STEP - 10 : 2 * STEP]) == bytes(STEP + 10)
+    finally:
+        mapped.close()
+
+
 def test_the_next_fill_starts_where_the_last_one_ended(tmp_path):
     mapped = file_with_stale_bytes(tmp_path, writer_fills=True)
     try:
@@ -77,14 +101,29 @@ def test_without_writer_fills_the_pages_are_only_faulted_in(tmp_path):
         mapped.close()
 
 
-def test_a_fill_stops_at_the_end_of_the_file(tmp_path):
+def test_a_fill_stops_at_the_end_of_a_file_of_any_size(tmp_path):
+    size = 1_000_000  # mappedFileSizeCommitLog need not be a multiple of anything
+    mapped = MappedFile(tmp_path / "00000000000000000000", 0, size, reserve=True, writer_fills=True)
+    try:
+        mapped.wrote = size - 1000
+        mapped.fill_ahead(STEP)
+        assert mapped.touched == size
+        assert os.stat(mapped.path).st_size == size  # or the next start refuses the file
+        assert mapped.buffer is not None
+        assert bytes(mapped.buffer[size - 1000 :]) == bytes(1000)
+    finally:
+        mapped.close()
+
+
+def test_a_fill_that_cannot_write_faults_the_pages_in_and_says_so(tmp_path, caplog):
     mapped = file_with_stale_bytes(tmp_path, writer_fills=True)
     try:
-        mapped.wrote = 4 * MIB - 1000
+        mapped.path.unlink()  # the mapping stays; opening the file by its name fails
         mapped.fill_ahead(STEP)
-        assert mapped.touched == 4 * MIB
+        assert mapped.touched > len(RECORDS) and not mapped.writer_fills
+        assert "faulted in instead" in caplog.text
         assert mapped.buffer is not None
-        assert bytes(mapped.buffer[4 * MIB - 1000 :]) == bytes(1000)
+        assert bytes(mapped.buffer[: len(RECORDS)]) == RECORDS
     finally:
         mapped.close()
 
@@ -98,12 +137,7 @@ def test_the_commit_log_writer_fills_with_async_flush_and_4_kib_pages(
 ):
     """A SYNC_FLUSH group commit would write the zeros back before the writer reaches
     them; a written page goes into the page cache as a folio of the write's size, not 2 MiB."""
-    config = StoreConfig(
-        root_dir=str(tmp_path),
-        flush=flush,
-        commit_log_file_size=4 * MIB,
-        commit_log_huge_folios=huge_folios,
-    )
+    config = small_store(tmp_path, flush=flush, commit_log_huge_folios=huge_folios)
 
     async def main() -> None:
         store = create_store("mmap", config)
@@ -138,7 +172,7 @@ def test_each_put_lands_in_pages_made_ready_before_it(tmp_path, monkeypatch, pat
         return written
 
     async def main() -> None:
-        store = create_store("mmap", StoreConfig(root_dir=str(tmp_path)))
+        store = create_store("mmap", small_store(tmp_path, commit_log_file_size=16 * MIB))
         await store.open()
         try:
             assert store.append(message).ok  # the queue's first put: its files are made
@@ -167,6 +201,53 @@ def test_each_put_lands_in_pages_made_ready_before_it(tmp_path, monkeypatch, pat
             found = store.get_now("T", 0, stored - 32, 32, None)
             assert len(found.records) == 32
             assert all(message.body in bytes(record) for record in found.records)
+        finally:
+            await store.close()
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize("path", ["append_one", "batch", "python"])
+def test_puts_larger_than_the_lead_read_back_whole(tmp_path, monkeypatch, path):
+    """A compiled put of more than WRITER_TOUCH_LEAD writes past what is ready before its
+    writer's step: the step starts where the put ended, so no zero lands on it. Across
+    rolls to new files; what is past the write position stays zeros."""
+    monkeypatch.setattr(mmap_store, "PRE_TOUCH_AHEAD", 0)
+    sizes = [100_000, 3000, 70_000, 200_000, 500, 150_000] * 20  # ~10 MB: three files
+
+    def message(number: int) -> MessageToStore:
+        body = bytes([number % 251 + 1]) * sizes[number]
+        return MessageToStore("T", 0, body, b"KEYS\x01k%d" % number)
+
+    async def main() -> None:
+        store = create_store("mmap", small_store(tmp_path))
+        await store.open()
+        try:
+            assert store.append(message(0)).ok  # the queue's files are made
+            if path == "python":
+                store.kernel = None
+                store._append_one = None
+            number = 1
+            while number < len(sizes):
+                if path == "batch":
+                    batch = [message(n) for n in range(number, min(number + 3, len(sizes)))]
+                    assert store.append_batch(batch).ok
+                    number += len(batch)
+                else:
+                    assert store.append(message(number)).ok
+                    number += 1
+                last = store.commitlog.files.last
+                assert last.buffer is not None
+                ready = max(last.touched, last.wrote)
+                assert not any(last.buffer[last.wrote : ready])
+            assert len(store.commitlog.files.files) > 2  # rolled
+            for start in range(0, len(sizes), 8):
+                found = store.get_now("T", 0, start, 8, None)
+                for offset, record in enumerate(found.records, start):
+                    assert message(offset).body in bytes(record), offset
+            assert sum(
+                len(store.get_now("T", 0, n, 1, None).records) for n in range(len(sizes))
+            ) == len(sizes)
         finally:
             await store.close()
 
