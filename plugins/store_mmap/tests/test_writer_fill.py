@@ -6,6 +6,8 @@ and keeps the next put's pages ready whichever path wrote the last one."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import pytest
@@ -33,7 +35,8 @@ def small_store(tmp_path, **settings) -> StoreConfig:
     )
 
 
-def file_with_stale_bytes(tmp_path, *, writer_fills: bool) -> MappedFile:
+@contextmanager
+def file_with_stale_bytes(tmp_path, *, writer_fills: bool) -> Iterator[MappedFile]:
     """A file whose first 5,100 bytes are written by the writer, followed by stale bytes
     (what a file system may hand back after a crash, before recovery zeroes it)."""
     mapped = MappedFile(
@@ -47,37 +50,33 @@ def file_with_stale_bytes(tmp_path, *, writer_fills: bool) -> MappedFile:
     assert mapped.buffer is not None
     mapped.buffer[: len(RECORDS)] = RECORDS
     mapped.wrote = len(RECORDS)
-    return mapped
+    try:
+        yield mapped
+    finally:
+        mapped.close()
 
 
 def test_a_fill_writes_zeros_from_the_write_position_to_the_step_end(tmp_path):
-    mapped = file_with_stale_bytes(tmp_path, writer_fills=True)
-    try:
+    with file_with_stale_bytes(tmp_path, writer_fills=True) as mapped:
         mapped.fill_ahead(STEP)
         assert mapped.touched == STEP  # ends on a multiple of the step
         assert mapped.buffer is not None
         assert bytes(mapped.buffer[: len(RECORDS)]) == RECORDS  # the page it starts in
         assert bytes(mapped.buffer[len(RECORDS) : STEP]) == bytes(STEP - len(RECORDS))
         assert bytes(mapped.buffer[STEP:MIB]) == b"x" * (MIB - STEP)  # past the step: as was
-    finally:
-        mapped.close()
 
 
 def test_a_writer_past_the_ready_end_gets_at_least_half_a_step(tmp_path):
-    mapped = file_with_stale_bytes(tmp_path, writer_fills=True)
-    try:
+    with file_with_stale_bytes(tmp_path, writer_fills=True) as mapped:
         mapped.wrote = STEP - 10  # a put ran past what was ready, to just below a boundary
         mapped.fill_ahead(STEP)
         assert mapped.touched == 2 * STEP
         assert mapped.buffer is not None
         assert bytes(mapped.buffer[STEP - 10 : 2 * STEP]) == bytes(STEP + 10)
-    finally:
-        mapped.close()
 
 
 def test_the_next_fill_starts_where_the_last_one_ended(tmp_path):
-    mapped = file_with_stale_bytes(tmp_path, writer_fills=True)
-    try:
+    with file_with_stale_bytes(tmp_path, writer_fills=True) as mapped:
         mapped.fill_ahead(STEP)
         mapped.wrote = STEP - 100  # the writer came close to the end of the filled part
         mapped.fill_ahead(STEP)
@@ -85,20 +84,15 @@ def test_the_next_fill_starts_where_the_last_one_ended(tmp_path):
         assert mapped.buffer is not None
         assert bytes(mapped.buffer[STEP : 2 * STEP]) == bytes(STEP)
         assert bytes(mapped.buffer[2 * STEP : MIB]) == b"x" * (MIB - 2 * STEP)
-    finally:
-        mapped.close()
 
 
 def test_without_writer_fills_the_pages_are_only_faulted_in(tmp_path):
-    mapped = file_with_stale_bytes(tmp_path, writer_fills=False)
-    try:
+    with file_with_stale_bytes(tmp_path, writer_fills=False) as mapped:
         mapped.fill_ahead(STEP)
         assert mapped.touched > len(RECORDS)
         assert mapped.buffer is not None
         assert bytes(mapped.buffer[: len(RECORDS)]) == RECORDS
         assert bytes(mapped.buffer[len(RECORDS) : MIB]) == b"x" * (MIB - len(RECORDS))
-    finally:
-        mapped.close()
 
 
 def test_a_fill_stops_at_the_end_of_a_file_of_any_size(tmp_path):
@@ -116,16 +110,13 @@ def test_a_fill_stops_at_the_end_of_a_file_of_any_size(tmp_path):
 
 
 def test_a_fill_that_cannot_write_faults_the_pages_in_and_says_so(tmp_path, caplog):
-    mapped = file_with_stale_bytes(tmp_path, writer_fills=True)
-    try:
+    with file_with_stale_bytes(tmp_path, writer_fills=True) as mapped:
         mapped.path.unlink()  # the mapping stays; opening the file by its name fails
         mapped.fill_ahead(STEP)
         assert mapped.touched > len(RECORDS) and not mapped.writer_fills
         assert "faulted in instead" in caplog.text
         assert mapped.buffer is not None
         assert bytes(mapped.buffer[: len(RECORDS)]) == RECORDS
-    finally:
-        mapped.close()
 
 
 @pytest.mark.parametrize(
