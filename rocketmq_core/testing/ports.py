@@ -15,13 +15,15 @@ import socket
 from collections.abc import Iterable
 from pathlib import Path
 
+from rocketmq_core.errors import RocketMQError
+
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 # where ports are picked: below Linux's default ephemeral range (32768-60999)
 PICKED_PORTS = (20000, 32000)
 _ATTEMPTS = 100
 
 
-class NoFreePort(LookupError):
+class NoFreePort(RocketMQError, LookupError):
     """No port could be picked (the ephemeral range covers the picked ones, or all taken)."""
 
 
