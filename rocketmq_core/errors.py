@@ -33,6 +33,7 @@ where callers catch a builtin too, it stays a base (``StoreClosedError`` is also
     +-- PluginError                 installed plugins conflict or registered something bad
     +-- DataLossError, SinkSchemaError   (spark)
     +-- CommandError, UsageError    (the CLI) a command that cannot run as asked
+    +-- NoFreePort                  (testing.ports; also a LookupError) no port to start a server on
 
 ``ResponseError`` and ``RequestRefused`` both carry a ResponseCode and a remark, and are
 two classes on purpose: the first is what a caller of a peer gets back (catch it, look

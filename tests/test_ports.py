@@ -52,3 +52,24 @@ def test_the_kernels_range_is_read(tmp_path, monkeypatch):
     range_file.write_text("1024\t65535\n")
     with pytest.raises(NoFreePort, match="outside the ephemeral range 1024-65535"):
         listen_port_with_free_neighbours()
+
+
+def test_a_port_whose_neighbour_is_taken_is_not_picked(tmp_path, monkeypatch):
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("1024\t1025\n")
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", range_file)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        monkeypatch.setattr(ports, "PICKED_PORTS", (port - 1, port + 1))
+        with pytest.raises(NoFreePort, match="no free ports"):
+            free_port(neighbours=(1,))  # the only candidate, port - 1, has port next to it
+
+
+def test_neighbours_in_the_ephemeral_range_are_not_picked(tmp_path, monkeypatch):
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("25000\t60999\n")
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", range_file)
+    monkeypatch.setattr(ports, "PICKED_PORTS", (24990, 25002))
+    picked = {free_port(neighbours=(-2, 1)) for _ in range(30)}
+    assert picked <= set(range(24992, 24999))  # 24999's + 1 is the kernel's

@@ -15,12 +15,15 @@ import socket
 from collections.abc import Iterable
 from pathlib import Path
 
-from rocketmq_core.errors import RocketMQError
+from ..errors import RocketMQError
 
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-# where ports are picked: below Linux's default ephemeral range (32768-60999)
+# where ports are picked, [low, high): below Linux's default ephemeral range (32768-60999)
 PICKED_PORTS = (20000, 32000)
 _ATTEMPTS = 100
+# its own generator: a test that seeds the random module (for repeatable data) would
+# otherwise make every worker walk the same ports
+_pick = random.SystemRandom()
 
 
 class NoFreePort(RocketMQError, LookupError):
@@ -63,7 +66,7 @@ def free_offset(ports: Iterable[int]) -> int:
             f" {ephemeral.start}-{ephemeral.stop - 1} ({EPHEMERAL_RANGE_FILE})"
         )
     for _attempt in range(_ATTEMPTS):
-        offset = random.choice(candidates)
+        offset = _pick.choice(candidates)
         if all(is_free(port + offset) for port in wanted):
             return offset
     raise NoFreePort(f"no free ports for {wanted} in {_ATTEMPTS} tries")

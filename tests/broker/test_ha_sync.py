@@ -21,6 +21,7 @@ from rocketmq_core.protocol.constants import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmq_core.protocol.headers import UpdateConsumerOffsetRequestHeader
 from rocketmq_core.protocol.message import encode_properties
 from rocketmq_core.testing.broker import broker_config
+from rocketmq_core.testing.ports import free_port
 from tests.processes import listen_port_with_free_neighbours
 
 from .test_ha import master_config, serving, slave_config, until
@@ -236,10 +237,8 @@ async def test_a_vip_port_that_never_answers_costs_the_slave_one_round_only(
 ):
     """listenPort - 2 held by a program that takes the request and never answers: the
     first round waits out the request's timeout, the later ones ask the main port."""
-    port = listen_port_with_free_neighbours()
-    with socket.socket() as probe:  # the master's own VIP port elsewhere
-        probe.bind(("0.0.0.0", 0))
-        vip = probe.getsockname()[1]
+    port = free_port(neighbours=(-2, 1, 2))
+    vip = port + 2  # the master's own VIP port elsewhere
     config = master_config(tmp_path, namesrv, listen_port=port, fast_listen_port=vip)
     with socket.socket() as silent:
         silent.bind(("0.0.0.0", port - 2))

@@ -28,11 +28,12 @@ async def assert_restartable(directory, old: BrokerConfig, plugin_host) -> None:
     never bound is a fresh one: listenPort + 1 or - 2 may belong to anyone.)"""
     assert not (directory / "abort").exists()
     port = old.listen_port
+    fresh = free_port(neighbours=(1,))  # two distinct ports, for those it did not bind
     config = broker_config(
         directory,
         listen_port=port,
-        ha_listen_port=old.ha_listen_port or free_port(),
-        fast_listen_port=old.fast_listen_port or free_port(),
+        ha_listen_port=old.ha_listen_port or fresh,
+        fast_listen_port=old.fast_listen_port or fresh + 1,
     )
     with anyio.fail_after(20):
         async with Broker.serving(config, host=plugin_host) as again:
