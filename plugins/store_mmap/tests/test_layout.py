@@ -29,6 +29,7 @@ from rocketmq_core.protocol.message import (
 )
 from rocketmq_core.store.api import GetStatus, MessageToStore, PutStatus, StoreConfig
 from rocketmq_core.store.loader import create_store
+from tests.missing import missing
 
 pytestmark = pytest.mark.anyio
 
@@ -392,18 +393,21 @@ def flags_by_range(path) -> list[tuple[int, int, set[str]]]:
     return sorted(ranges)
 
 
+def needs_smaps() -> None:
+    if not os.path.exists("/proc/self/smaps"):
+        missing("needs Linux's smaps")
+
+
 def read_ahead_by_range(path) -> list[tuple[int, int, bool]]:
     """(start, end, read-ahead on) of each of this process's mappings of ``path``:
     the kernel lists ``rr`` in VmFlags where MADV_RANDOM turned read-ahead off."""
     return [(low, high, "rr" not in flags) for low, high, flags in flags_by_range(path)]
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
-@pytest.mark.skipif(
-    not os.path.exists("/sys/kernel/mm/transparent_hugepage"),
-    reason="a kernel without transparent huge pages refuses the advice",
-)
 async def test_the_commitlog_writers_part_is_advised_huge_pages_when_asked(tmp_path, plugin_host):
+    needs_smaps()
+    if not os.path.exists("/sys/kernel/mm/transparent_hugepage"):
+        missing("a kernel without transparent huge pages refuses the advice")
     # commitLogHugeFolios: a fault fills the page cache 2 MiB at a time
     commitlog_file = tmp_path / "commitlog" / f"{0:020d}"
     queue_file = tmp_path / "consumequeue" / "TopicTest" / "0" / f"{0:020d}"
@@ -420,8 +424,8 @@ async def test_the_commitlog_writers_part_is_advised_huge_pages_when_asked(tmp_p
         assert all("hg" not in flags for *_, flags in flags_by_range(queue_file))
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
 async def test_the_writers_part_of_a_file_is_read_without_read_ahead(tmp_path, plugin_host):
+    needs_smaps()
     # a fault there would read (zero) up to read_ahead_kb of pages in one long stall
     first, second = (tmp_path / "commitlog" / f"{n * FILE_SIZE:020d}" for n in (0, 1))
     async with opened(tmp_path, plugin_host) as store:
@@ -442,10 +446,10 @@ async def test_the_writers_part_of_a_file_is_read_without_read_ahead(tmp_path, p
         assert middle - low == written & ~(mmap.PAGESIZE - 1) and high - low == FILE_SIZE
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
 async def test_a_queue_file_keeps_one_mapping_with_read_ahead_off_after_a_restart(
     tmp_path, plugin_host
 ):
+    needs_smaps()
     # thousands of queues: splitting each last file in two could reach vm.max_map_count
     sizes = dict(consume_queue_file_size=20 * 1000, commit_log_file_size=1 << 20)
     queue_file = tmp_path / "consumequeue" / "TopicTest" / "0" / f"{0:020d}"
