@@ -13,7 +13,12 @@ from rocketmq_core.errors import (
     HeaderError,
     RemotingTimeoutError,
 )
-from rocketmq_core.protocol.codec import MAX_FRAME_LENGTH, encode_command
+from rocketmq_core.protocol.codec import (
+    MAX_FRAME_LENGTH,
+    FrameDecoder,
+    encode_command,
+    encode_into,
+)
 from rocketmq_core.protocol.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting import connection as connection_module
@@ -21,7 +26,7 @@ from rocketmq_core.remoting.budgets import MemoryReturner, ServerLimits
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.connection import FRAMES_PER_TURN, LaterAnswer
 from rocketmq_core.remoting.processor import ProcessorTable
-from rocketmq_core.remoting.socket_io import socket_io
+from rocketmq_core.remoting.socket_io import AsyncioSocketIO, socket_io
 from rocketmq_core.remoting.transport import Endpoint, parse_address, parse_endpoint
 from rocketmq_core.testing.transport import closed_by_peer, read_commands, serving
 
@@ -391,6 +396,72 @@ async def test_a_burst_is_answered_in_writes_of_a_turn_each_the_first_before_the
     assert sends[0][1] < burst
     # ...and a turn's answers leave together, in one write (more if TCP split the burst)
     assert len(sends) <= 2 * (burst // FRAMES_PER_TURN + 1)
+
+
+@pytest.mark.parametrize(
+    "anyio_backend",
+    [
+        pytest.param(("asyncio", {}), id="asyncio"),
+        pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"),
+        "trio",
+    ],
+)
+async def test_a_burst_of_requests_leaves_a_turn_at_a_time_as_it_is_encoded(
+    tcp, monkeypatch, anyio_backend
+):
+    """The tasks one read of answers wakes each send again: on asyncio's sockets a turn's
+    worth of their requests is written once encoded, and the broker works on it while the
+    rest is encoded; on other streams the writer sends the burst after its last."""
+    burst = 2 * FRAMES_PER_TURN + 8
+    encoded = 0  # requests of the burst encoded so far
+    writes = []  # (requests in the write, requests encoded when it was made)
+
+    def counted_encode(command, out, *args):
+        nonlocal encoded
+        encoded += not command.flag & FLAG_RESPONSE
+        return encode_into(command, out, *args)
+
+    def counted_io(stream):
+        """The connection's writes of requests (on asyncio all of them go through
+        ``write_now``, a writer's ``send`` too)."""
+        io = socket_io(stream)
+        name = "write_now" if isinstance(io, AsyncioSocketIO) else "send"
+        original = getattr(io, name)
+
+        def write(data):
+            requests = [c for c in FrameDecoder().feed(data) if not c.flag & FLAG_RESPONSE]
+            if requests:
+                writes.append((len(requests), encoded))
+            return original(data)
+
+        setattr(io, name, write)
+        return io
+
+    monkeypatch.setattr(connection_module, "socket_io", counted_io)
+    monkeypatch.setattr(connection_module, "encode_into", counted_encode)
+    table = ProcessorTable()
+    table.register(1, lambda ctx, req: req.response(body=req.body))
+    async with serving(tcp, table) as (_server, address), RemotingClient(tcp) as client:
+        await client.invoke(address, request(1))  # the connection is open
+        encoded, writes[:] = 0, []
+        answers = []
+
+        async def send(number: int) -> None:
+            response = await client.invoke(address, request(1, str(number).encode()))
+            answers.append(int(response.body))
+
+        async with anyio.create_task_group() as task_group:
+            for number in range(burst):
+                task_group.start_soon(send, number)
+    assert sorted(answers) == list(range(burst))
+    if anyio_backend == "trio":
+        assert writes == [(burst, burst)]
+    else:
+        assert writes == [
+            (FRAMES_PER_TURN, FRAMES_PER_TURN),
+            (FRAMES_PER_TURN, 2 * FRAMES_PER_TURN),
+            (burst - 2 * FRAMES_PER_TURN, burst),
+        ]
 
 
 async def test_oneway_invocation_and_cpp_style_flag_zero(tcp):
