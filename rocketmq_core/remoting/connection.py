@@ -6,9 +6,10 @@ pending invocations its responses answer, hand its requests to the processor
 table, and queue the answers. A single writer task sends everything queued in one
 ``send``: the responses ready in one loop turn leave in one write. A long chunk
 takes several turns of ``FRAMES_PER_TURN`` frames, so that its first answers are
-on their way while the rest are worked out. Which response answers which of our
-invocations, and which have run out of time, is PendingRequests' business
-(correlation.py); here are only the waiting and one timer per connection.
+on their way while the rest are worked out; likewise a burst of our own requests
+leaves a turn's worth at a time as it is encoded (``_queue_request``). Which response
+answers which of our invocations, and which have run out of time, is PendingRequests'
+business (correlation.py); here are only the waiting and one timer per connection.
 """
 
 from __future__ import annotations
@@ -70,11 +71,12 @@ _incomplete_log = RateLimitedLog(log)
 FRAMES_PER_TURN = 32
 # The same for the requests of a burst (the tasks one read of answers woke, each sending
 # again): they reached the writer only once the whole burst was encoded, and the two
-# sides took turns. Once a turn's worth is queued (frames, counted as parts: a frame
-# with a body is two, or bytes), the sender writes it itself, and the peer works on it
-# while the rest is encoded (the SDK's send at 64 in flight: 26-31k -> 35-38k msg/s with
-# 1 KiB bodies, 27-30k -> 39k with 100 bytes, on two cores; 256 in flight, whose answers
-# come in several reads anyway, unchanged).
+# sides took turns. Once a turn's worth is queued, the sender writes it itself, and the
+# peer works on it while the rest is encoded (the SDK's send at 64 in flight: 26-31k ->
+# 35-38k msg/s with 1 KiB bodies, 27-30k -> 39k with 100 bytes, on two cores; 256 in
+# flight, whose answers come in several reads anyway, unchanged). A turn's worth is
+# counted in parts of ``_out``, free to count: 32 frames with a body (two parts each),
+# 64 without; or in bytes, so that a request of 32 KiB or more leaves at once.
 EARLY_WRITE_PARTS = 2 * FRAMES_PER_TURN
 EARLY_WRITE_BYTES = 32 * 1024
 # seconds the requests before a malformed frame have to be answered before it is refused
@@ -179,6 +181,8 @@ class Connection:
     ) -> None:
         self._stream = stream
         self._io = socket_io(stream)  # receive and send, direct on asyncio's sockets
+        # what a burst of our requests may be written to at once (_queue_request)
+        self._direct_io = self._io if type(self._io) is AsyncioSocketIO else None
         self._processors = processors
         # a server's hooks run around the requests it receives (an ACL check), a client's
         # around those it sends: neither around the other direction (Java's server does not
@@ -478,9 +482,10 @@ class Connection:
         else:
             if not io.writable:  # a peer that reads slowly: the rest waits in the buffer
                 self._sending = True
-                assert self._task_group is not None  # the read loop runs in it
+                assert self._task_group is not None  # running: both callers see to it
                 self._task_group.start_soon(self._finish_write, io)
                 return
+            self.last_active = time.monotonic()
         self._sent()
 
     async def _finish_write(self, io: AsyncioSocketIO) -> None:
@@ -924,12 +929,12 @@ class Connection:
         (``EARLY_WRITE_PARTS`` or ``EARLY_WRITE_BYTES``) and nothing is being sent, write
         it now instead."""
         self._queue(request)
-        io = self._io
-        if (
-            (len(self._out) >= EARLY_WRITE_PARTS or self._out_bytes >= EARLY_WRITE_BYTES)
-            and not self._sending
-            and type(io) is AsyncioSocketIO
+        if (len(self._out) >= EARLY_WRITE_PARTS or self._out_bytes >= EARLY_WRITE_BYTES) and (
+            (io := self._direct_io) is not None
             and io.writable
+            and not self._sending
+            and self._task_group is not None  # running: a write the kernel defers is awaited
+            and not self._read_scope.cancel_called  # closing: the writer's to drop, as before
         ):
             self._write_queued_now(io)
         else:

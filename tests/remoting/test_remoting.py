@@ -22,6 +22,7 @@ from rocketmq_core.protocol.codec import (
 from rocketmq_core.protocol.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from rocketmq_core.protocol.command import RemotingCommand
 from rocketmq_core.remoting import connection as connection_module
+from rocketmq_core.remoting import socket_io as socket_io_module
 from rocketmq_core.remoting.budgets import MemoryReturner, ServerLimits
 from rocketmq_core.remoting.client import RemotingClient
 from rocketmq_core.remoting.connection import FRAMES_PER_TURN, LaterAnswer
@@ -429,7 +430,9 @@ async def test_a_burst_of_requests_leaves_a_turn_at_a_time_as_it_is_encoded(
         original = getattr(io, name)
 
         def write(data):
-            requests = [c for c in FrameDecoder().feed(data) if not c.flag & FLAG_RESPONSE]
+            decoder = FrameDecoder()
+            requests = [c for c in decoder.feed(data) if not c.flag & FLAG_RESPONSE]
+            assert not decoder.buffered  # whole frames only
             if requests:
                 writes.append((len(requests), encoded))
             return original(data)
@@ -437,6 +440,7 @@ async def test_a_burst_of_requests_leaves_a_turn_at_a_time_as_it_is_encoded(
         setattr(io, name, write)
         return io
 
+    monkeypatch.setattr(socket_io_module, "DIRECT", True)  # whatever the environment says
     monkeypatch.setattr(connection_module, "socket_io", counted_io)
     monkeypatch.setattr(connection_module, "encode_into", counted_encode)
     table = ProcessorTable()
