@@ -10,7 +10,7 @@ transaction, report how you run, consume this one message).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any, Protocol, runtime_checkable
 
@@ -206,14 +206,21 @@ class ClientInstance:
         timeout: float | None = None,
         accept: Iterable[int] = (ResponseCode.SUCCESS,),
     ) -> RemotingCommand:
-        if self._remoting is None:
-            raise RemotingError("the client is not started: use it in 'async with'")
-        response = await self._remoting.invoke(
-            self._reach.get(address, address), request, timeout or self.config.request_timeout
-        )
+        response = await self.invoke_unchecked(address, request, timeout)
         if response.code not in accept:
             raise ResponseError(response.code, response.remark)
         return response
+
+    def invoke_unchecked(
+        self, address: str, request: RemotingCommand, timeout: float | None = None
+    ) -> Awaitable[RemotingCommand]:
+        """``invoke_command`` whose caller reads the response's code itself: the
+        connection's own coroutine, one less per request (a send's hot path)."""
+        if self._remoting is None:
+            raise RemotingError("the client is not started: use it in 'async with'")
+        return self._remoting.invoke(
+            self._reach.get(address, address), request, timeout or self.config.request_timeout
+        )
 
     async def invoke_oneway(
         self, address: str, code: int, header: Header = None, body: bytes = b""

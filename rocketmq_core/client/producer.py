@@ -92,6 +92,47 @@ def _send_answer(fields: dict[str, str]) -> tuple[str, int, int, str | None, str
     return *read, fields.get(transaction_id), fields.get(recall_handle)
 
 
+def _send_result(
+    response: RemotingCommand,
+    queue: MessageQueue,
+    request: RemotingCommand,
+    unique_ids: list[str],
+) -> Any:
+    """The SendResult of a send's answer (a list of them for a batch)."""
+    msg_id, queue_id, queue_offset, transaction_id, recall_handle = _send_answer(
+        response.ext_fields
+    )
+    status = _STORE_NOT_OK.get(response.code, SendStatus.SEND_OK)
+    # frozen: one queue serves every result of a batch (and usually the one asked)
+    answered = (
+        queue
+        if queue_id == queue.queue_id
+        else MessageQueue(queue.topic, queue.broker_name, queue_id)
+    )
+    if request.code == RequestCode.SEND_BATCH_MESSAGE:
+        offset_ids = msg_id.split(",")
+        return [
+            SendResult(
+                status,
+                unique_id,
+                offset_ids[i] if i < len(offset_ids) else offset_ids[0],
+                answered,
+                queue_offset + i,
+                transaction_id,
+            )
+            for i, unique_id in enumerate(unique_ids)
+        ]
+    return SendResult(
+        status=status,
+        msg_id=unique_ids[0],
+        offset_msg_id=msg_id,
+        queue=answered,
+        queue_offset=queue_offset,
+        transaction_id=transaction_id,
+        recall_handle=recall_handle,
+    )
+
+
 _QUEUE_ID = SEND_V2_NAMES["queue_id"]
 _SYS_FLAG = SEND_V2_NAMES["sys_flag"]
 _BORN_TIMESTAMP = SEND_V2_NAMES["born_timestamp"]
@@ -429,7 +470,14 @@ class Producer(PartsLifetime):
                 break
             started = time.monotonic()
             try:
-                result = await self._send_to(target, info, request, unique_ids, remaining, oneway)
+                if oneway:
+                    await self._send_oneway_to(target, request)
+                    result = None
+                else:
+                    response = await self._send_to(target, request, remaining)
+                    if response.code not in _SEND_ACCEPT:
+                        raise ResponseError(response.code, response.remark)
+                    result = _send_result(response, target, request, unique_ids)
             except (RemotingError, ResponseError) as exc:
                 self._record(target.broker_name, started, failed=True)
                 errors.append(f"{target.broker_name}: {exc}")
@@ -552,64 +600,44 @@ class Producer(PartsLifetime):
             self._header_templates[key] = template
         return template.copy()
 
-    async def _send_to(
-        self,
-        queue: MessageQueue,
-        info: PublishInfo,
-        request: RemotingCommand,
-        unique_ids: list[str],
-        timeout: float,
-        oneway: bool,
-    ) -> Any:
+    def _aim(self, queue: MessageQueue, request: RemotingCommand) -> str | None:
+        """Aim ``request`` at ``queue``: the address of its broker's master, None while
+        the route names none. Each attempt re-aims the request itself: an earlier
+        attempt's frame is encoded already, and its late answer, if any, is dropped by
+        its opaque."""
         address = self.instance.master_address(queue.broker_name)
+        if address is not None:
+            fields = request.ext_fields
+            fields[_QUEUE_ID] = str(queue.queue_id)
+            fields[_BROKER_NAME] = queue.broker_name
+        return address
+
+    async def _aim_after_refresh(self, queue: MessageQueue, request: RemotingCommand) -> str:
+        await self.instance.topic_route(queue.topic, refresh=True)
+        address = self._aim(queue, request)
         if address is None:
-            await self.instance.topic_route(queue.topic, refresh=True)
-            address = self.instance.master_address(queue.broker_name)
-            if address is None:
-                raise MQClientError(f"broker {queue.broker_name!r} has no master to send to")
-        # each attempt re-aims the request itself: an earlier attempt's frame is encoded
-        # already, and its late answer, if any, is dropped by its opaque
-        fields = request.ext_fields
-        fields[_QUEUE_ID] = str(queue.queue_id)
-        fields[_BROKER_NAME] = queue.broker_name
-        if oneway:
-            await self.instance.invoke_command_oneway(address, request)
-            return None
-        response = await self.instance.invoke_command(
-            address, request, timeout=timeout, accept=_SEND_ACCEPT
-        )
-        msg_id, queue_id, queue_offset, transaction_id, recall_handle = _send_answer(
-            response.ext_fields
-        )
-        status = _STORE_NOT_OK.get(response.code, SendStatus.SEND_OK)
-        # frozen: one queue serves every result of a batch (and usually the one asked)
-        answered = (
-            queue
-            if queue_id == queue.queue_id
-            else MessageQueue(queue.topic, queue.broker_name, queue_id)
-        )
-        if request.code == RequestCode.SEND_BATCH_MESSAGE:
-            offset_ids = msg_id.split(",")
-            return [
-                SendResult(
-                    status,
-                    unique_id,
-                    offset_ids[i] if i < len(offset_ids) else offset_ids[0],
-                    answered,
-                    queue_offset + i,
-                    transaction_id,
-                )
-                for i, unique_id in enumerate(unique_ids)
-            ]
-        return SendResult(
-            status=status,
-            msg_id=unique_ids[0],
-            offset_msg_id=msg_id,
-            queue=answered,
-            queue_offset=queue_offset,
-            transaction_id=transaction_id,
-            recall_handle=recall_handle,
-        )
+            raise MQClientError(f"broker {queue.broker_name!r} has no master to send to")
+        return address
+
+    def _send_to(
+        self, queue: MessageQueue, request: RemotingCommand, timeout: float
+    ) -> Awaitable[RemotingCommand]:
+        """The answer to ``request`` sent to ``queue``'s broker: the connection's own
+        coroutine when the master is known (no coroutine of ours per send)."""
+        address = self._aim(queue, request)
+        if address is None:
+            return self._send_after_refresh(queue, request, timeout)
+        return self.instance.invoke_unchecked(address, request, timeout)
+
+    async def _send_after_refresh(
+        self, queue: MessageQueue, request: RemotingCommand, timeout: float
+    ) -> RemotingCommand:
+        address = await self._aim_after_refresh(queue, request)
+        return await self.instance.invoke_unchecked(address, request, timeout)
+
+    async def _send_oneway_to(self, queue: MessageQueue, request: RemotingCommand) -> None:
+        address = self._aim(queue, request) or await self._aim_after_refresh(queue, request)
+        await self.instance.invoke_command_oneway(address, request)
 
     def _split(self, messages: Sequence[Message]) -> list[tuple[list[BatchItem], list[str]]]:
         """Each message encoded once, with its unique id, into consecutive runs whose

@@ -148,6 +148,22 @@ async def test_oneway_sends_are_stored(namesrv):
     assert (await stored(namesrv, last.queue, 0)).body == b"fire"
 
 
+async def test_a_broker_missing_from_the_known_routes_is_looked_up_before_sending(namesrv):
+    async with Producer("PG", namesrv) as producer:
+        await producer.send(Message(TOPIC, b"first"))
+        producer.instance.broker_addrs.pop("broker-a")  # as if its route had not come yet
+        found = await producer.send(Message(TOPIC, b"a"), queue=MessageQueue(TOPIC, "broker-a", 3))
+        producer.instance.broker_addrs.pop("broker-a")
+        await producer.send_oneway(Message(TOPIC, b"b"), queue=MessageQueue(TOPIC, "broker-a", 3))
+        nowhere = MessageQueue(TOPIC, "broker-nowhere", 0)
+        for send in (producer.send, producer.send_oneway):
+            with pytest.raises(MQClientError, match="'broker-nowhere' has no master to send to"):
+                await send(Message(TOPIC, b"x"), queue=nowhere)
+    assert found.status is SendStatus.SEND_OK
+    assert (await stored(namesrv, found.queue, found.queue_offset)).body == b"a"
+    assert (await stored(namesrv, found.queue, found.queue_offset + 1)).body == b"b"
+
+
 async def test_an_unknown_topic_is_created_through_the_default_topic(cluster, namesrv):
     async with Producer("PG", namesrv) as producer:
         first = await producer.send(Message("BrandNew", b"1"))
