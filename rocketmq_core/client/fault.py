@@ -28,5 +28,9 @@ class LatencyFaultTolerance:
         else:
             self._available_at.pop(broker_name, None)
 
+    def keeps_any_away(self) -> bool:
+        """Whether a broker was kept away (its time may have run out since)."""
+        return bool(self._available_at)
+
     def available(self, broker_name: str, now: float) -> bool:
         return self._available_at.get(broker_name, 0.0) <= now

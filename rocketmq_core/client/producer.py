@@ -308,6 +308,8 @@ class Producer(PartsLifetime):
     def _pick_queue(self, info: PublishInfo, last_broker: str | None) -> MessageQueue:
         queues = info.queues
         start = next(self._rotation)
+        if last_broker is None and (self.faults is None or not self.faults.keeps_any_away()):
+            return queues[start % len(queues)]  # the usual send: the next queue in turn
         now = time.monotonic()
         for step in range(len(queues)):
             queue = queues[(start + step) % len(queues)]
@@ -465,10 +467,10 @@ class Producer(PartsLifetime):
                 target = selector(info.queues, first, arg)
             else:
                 target = self._pick_queue(info, last_broker)
-            remaining = deadline - time.monotonic()
+            started = time.monotonic()
+            remaining = deadline - started
             if remaining <= 0:
                 break
-            started = time.monotonic()
             try:
                 if oneway:
                     await self._send_oneway_to(target, request)
