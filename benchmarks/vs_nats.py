@@ -31,6 +31,10 @@ ratio against its target and writes JSON.
     python benchmarks/vs_nats.py --rows single,batch --seconds 3
     python benchmarks/vs_nats.py --ours-only          # our side only; ratios against the
                                                       # NATS figures of the last full run
+    python benchmarks/vs_nats.py --broker-setting commitLogPageCacheWindow=268435456
+
+``--broker-setting KEY=VALUE`` (repeatable) adds a line to the broker's broker.conf; the
+first line printed names them, and the JSON keeps them.
 
 The peers come from benchmarks/peers/install.sh (Debian's nats-server, golang-go and
 golang-github-nats-io-go-nats-dev; PyPI's nats-py); a missing one is named in one line
@@ -519,12 +523,23 @@ def main() -> int:
     parser.add_argument("--sdk-inflight", type=int, default=64)
     parser.add_argument("--server-core", type=int, default=1, help="-1: don't pin")
     parser.add_argument("--client-core", type=int, default=0, help="-1: don't pin")
+    parser.add_argument(
+        "--broker-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf line for our broker (repeatable)",
+    )
     parser.add_argument("--output", help=f"default {LAST_FULL_RUN} (vs_nats_ours.json alone)")
     args = parser.parse_args()
     wanted = [name.strip() for name in args.rows.split(",") if name.strip()]
     unknown = sorted(set(wanted) - set(ROWS))
     if unknown:
         parser.error(f"unknown rows {unknown}; choose from {', '.join(ROWS)}")
+    settings = [line.strip() for line in args.broker_setting]
+    for line in settings:
+        if "=" not in line or "\n" in line:
+            parser.error(f"--broker-setting takes KEY=VALUE, not {line!r}")
     step = BATCH * QUEUES  # every queue gets whole batches
     args.messages = max(step, args.messages // step * step)
     missing = missing_peer(args.ours_only)
@@ -551,7 +566,9 @@ def main() -> int:
         (scratch / "rocketmq").mkdir()
         compile_sources()
         began = time.perf_counter()
-        process, namesrv, broker = start_standalone(scratch / "rocketmq", server_core)
+        process, namesrv, broker = start_standalone(
+            scratch / "rocketmq", server_core, settings="".join(f"{line}\n" for line in settings)
+        )
         memory["ready_s"] = round(time.perf_counter() - began, 3)
         nats_process = None
         try:
@@ -671,7 +688,8 @@ def main() -> int:
     load_after = os.getloadavg()
     cpu_after = cpu_check_us(server_core)
     print(
-        f"vs_nats: rocketmq standalone (mmap, async flush) vs {nats_version or 'NATS (not run)'}"
+        f"vs_nats: rocketmq standalone (mmap, async flush{''.join(', ' + s for s in settings)})"
+        f" vs {nats_version or 'NATS (not run)'}"
         f" -js (file store); servers on core {args.server_core}, load on core"
         f" {args.client_core}; 1 KiB; {args.seconds:g} s per send row after {args.warmup:g} s;"
         f" load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
@@ -692,6 +710,7 @@ def main() -> int:
         "server_core": args.server_core,
         "client_core": args.client_core,
         "ours_only": args.ours_only,
+        "broker_settings": settings,
         "nats_server": nats_version,
         "load_average_before": load_before,
         "load_average_after": load_after,

@@ -158,6 +158,13 @@ class BrokerConfig(EndpointSettings, MetricsSettings):
         " cheaper per page where memory is the machine's own; on a VM that hands free"
         " memory back to its host each folio can stall a write for ms (docs/perf.md)",
     )
+    commit_log_page_cache_window: int = setting(
+        0,
+        minimum=0,
+        help="bytes of flushed CommitLog kept in the page cache behind the flush; older"
+        " pages are dropped, and new ones reuse their memory (a VM that hands free memory"
+        " back to its host makes fresh memory dear); 0: the kernel decides (docs/perf.md)",
+    )
     broker_role: str = setting("ASYNC_MASTER", help="ASYNC_MASTER, SYNC_MASTER or SLAVE")
     flush_disk_type: str = setting("ASYNC_FLUSH", help="ASYNC_FLUSH or SYNC_FLUSH")
     sync_flush_timeout: int = setting(5000, minimum=1)
@@ -405,6 +412,7 @@ class BrokerConfig(EndpointSettings, MetricsSettings):
             consume_queue_file_size=self.mapped_file_size_consume_queue,
             max_mapped_consume_queue_files=self.max_mapped_consume_queue_files,
             commit_log_huge_folios=self.commit_log_huge_folios,
+            commit_log_page_cache_window=self.commit_log_page_cache_window,
             message_index_enable=self.message_index_enable,
             max_hash_slot_num=self.max_hash_slot_num,
             max_index_num=self.max_index_num,

@@ -256,6 +256,9 @@ class StoreConfig:
     max_mapped_consume_queue_files: int = 16_384
     # the mmap store faults its CommitLog in by 2 MiB folios (with async flush only)
     commit_log_huge_folios: bool = False
+    # flushed CommitLog bytes further behind the flush than this leave the page cache
+    # (mmap store; 0: the kernel decides)
+    commit_log_page_cache_window: int = 0
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000

@@ -62,6 +62,7 @@ class CommitLog:
         store_host: bytes,
         huge_folios: bool = False,
         writer_fills: bool = False,
+        page_cache_window: int = 0,
     ) -> None:
         # 2 MiB folios (commitLogHugeFolios) fault in ~2x cheaper a page from memory the
         # kernel has used before, ~4x dearer from memory a VM's balloon gave back to its
@@ -76,6 +77,9 @@ class CommitLog:
             resident_behind=RESIDENT_BEHIND,
             writer_fills=writer_fills,
         )
+        # flushed bytes further behind the flush than this leave the page cache (0: the
+        # kernel decides, as for Java's broker): commitLogPageCacheWindow
+        self.page_cache_window = page_cache_window
         self.store_host = store_host
         self.store_v6 = host_is_v6(store_host)
         self.next_file: MappedFile | None = None  # made ahead of need, off the hot path
@@ -308,8 +312,10 @@ class CommitLog:
 
     def sync(self, upto: int) -> None:
         """Blocking: fdatasync every file holding bytes below ``upto`` not yet flushed; then
-        let go of the pages more than RESIDENT_BEHIND behind it."""
+        let go of the pages more than RESIDENT_BEHIND behind it, and with a page cache
+        window drop the page cache further behind it than that."""
         keep_from = upto - self.files.resident_behind
+        cached_from = upto - self.page_cache_window if self.page_cache_window else -1
         for mapped in list(self.files.files):
             if mapped.start >= upto:
                 break
@@ -317,6 +323,8 @@ class CommitLog:
                 mapped.sync()
             if mapped.start < keep_from:
                 mapped.release_before(keep_from - mapped.start)
+            if mapped.start < cached_from:
+                mapped.drop_cached_before(cached_from - mapped.start)
 
     def close(self) -> None:
         self.files.close()

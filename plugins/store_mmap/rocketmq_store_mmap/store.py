@@ -159,6 +159,7 @@ class MmapStore(ImmediateGet):
             # would write them back before it reaches them, or 2 MiB folios are wanted
             # (a written page goes into the page cache as a folio of the write's size)
             writer_fills=not config.commit_log_huge_folios and not self.policy.waits,
+            page_cache_window=config.commit_log_page_cache_window,
         )
         self.commit_log_file_size = config.commit_log_file_size
         # a slave's: writes its master's CommitLog bytes (made at the first of them)

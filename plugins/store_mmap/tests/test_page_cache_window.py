@@ -1,0 +1,129 @@
+"""commitLogPageCacheWindow: the page cache of flushed CommitLog bytes further behind the
+flush than the window is dropped (the kernel's own residency, read with mincore); what
+is dropped reads back whole from disk; without a window the kernel keeps it all."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from rocketmq_store_mmap.mapped_file import DROP_STEP
+
+from rocketmq_core.broker.config import BrokerConfig
+from rocketmq_core.store.api import MessageToStore, StoreConfig
+from rocketmq_core.store.loader import create_store
+from tests.missing import missing
+
+MIB = 1 << 20
+PAGE = mmap.PAGESIZE
+FILE_SIZE = 16 * MIB
+WINDOW = 8 * MIB
+BODY_SIZE = 100_000
+
+
+def resident(path: Path) -> list[bool]:
+    """Whether each page of ``path`` is in the page cache (mincore of a mapping made
+    for the asking: mapping a file faults nothing in)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    size = path.stat().st_size
+    pages = -(-size // PAGE)
+    vector = (ctypes.c_ubyte * pages)()
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), size, access=mmap.ACCESS_COPY) as m:
+        anchor = ctypes.c_char.from_buffer(m)
+        try:
+            address = ctypes.c_void_p(ctypes.addressof(anchor))
+            if libc.mincore(address, ctypes.c_size_t(size), vector) != 0:
+                raise OSError(ctypes.get_errno(), "mincore failed")
+        finally:
+            del anchor
+    return [bool(flag & 1) for flag in vector]
+
+
+def body(number: int) -> bytes:
+    return bytes([number % 251 + 1]) * BODY_SIZE
+
+
+async def fill_and_flush(tmp_path: Path, window: int, count: int):
+    """A store with ``count`` messages written and flushed; returns it open and the
+    CommitLog's flushed end."""
+    store = create_store(
+        "mmap",
+        StoreConfig(
+            root_dir=str(tmp_path),
+            commit_log_file_size=FILE_SIZE,
+            consume_queue_file_size=60_000,
+            max_hash_slot_num=1024,
+            max_index_num=40_000,
+            commit_log_page_cache_window=window,
+        ),
+    )
+    await store.open()
+    for number in range(count):
+        assert store.append(MessageToStore("T", 0, body(number))).ok
+    await store.flush()
+    return store, store.commitlog.files.last.start + store.commitlog.files.last.flushed
+
+
+def test_flushed_pages_further_behind_than_the_window_leave_the_page_cache(tmp_path):
+    if not sys.platform.startswith("linux"):
+        missing("needs Linux's mincore and POSIX_FADV_DONTNEED")
+    count = 450  # ~45 MB: three files
+    dropped_below: list[int] = []
+
+    async def main() -> None:
+        store, flushed = await fill_and_flush(tmp_path, WINDOW, count)
+        try:
+            files = list(store.commitlog.files.files)
+            assert len(files) >= 3
+            drop_to = flushed - WINDOW
+            for mapped in files:
+                pages = resident(mapped.path)
+                written = -(-mapped.wrote // PAGE)
+                cached_from = max(0, drop_to - mapped.start) // PAGE
+                # everything dropped up to where the window begins (a step at most short
+                # of it), nothing of what the window holds
+                assert not any(pages[: max(0, cached_from - DROP_STEP // PAGE)]), mapped.path
+                assert all(pages[cached_from:written]), mapped.path
+                dropped_below.append(mapped.start + mapped.dropped)
+            # every message reads back whole, the dropped ones from disk
+            for number in range(count):
+                found = store.get_now("T", 0, number, 1, None)
+                assert body(number) in bytes(found.records[0]), number
+        finally:
+            await store.close()
+
+    anyio.run(main)
+    assert dropped_below[0] >= FILE_SIZE - DROP_STEP  # the first file went whole
+
+
+def test_without_a_window_the_kernel_keeps_the_page_cache(tmp_path):
+    if not sys.platform.startswith("linux"):
+        missing("needs Linux's mincore")
+
+    async def main() -> None:
+        store, _ = await fill_and_flush(tmp_path, 0, 350)
+        try:
+            for mapped in store.commitlog.files.files:
+                written = -(-mapped.wrote // PAGE)
+                assert all(resident(mapped.path)[:written]), mapped.path
+                assert mapped.dropped == 0
+        finally:
+            await store.close()
+
+    anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    ("line", "window"), [("", 0), ("commitLogPageCacheWindow=268435456", 256 * MIB)]
+)
+def test_the_window_is_a_broker_conf_key(tmp_path, line, window):
+    path = tmp_path / "broker.conf"
+    path.write_text(f"storePathRootDir={tmp_path}/store\n{line}\n")
+    config = BrokerConfig.load(path)
+    config.validate()
+    assert config.store_config().commit_log_page_cache_window == window
