@@ -34,7 +34,8 @@ ratio against its target and writes JSON.
     python benchmarks/vs_nats.py --broker-setting commitLogPageCacheWindow=268435456
 
 ``--broker-setting KEY=VALUE`` (repeatable) adds a line to the broker's broker.conf; the
-first line printed names them, and the JSON keeps them.
+first line printed names them, and the JSON keeps them (by default in
+``vs_nats_settings.json``: such a run is no baseline for ``--ours-only``).
 
 The peers come from benchmarks/peers/install.sh (Debian's nats-server, golang-go and
 golang-github-nats-io-go-nats-dev; PyPI's nats-py); a missing one is named in one line
@@ -530,7 +531,11 @@ def main() -> int:
         metavar="KEY=VALUE",
         help="a broker.conf line for our broker (repeatable)",
     )
-    parser.add_argument("--output", help=f"default {LAST_FULL_RUN} (vs_nats_ours.json alone)")
+    parser.add_argument(
+        "--output",
+        help=f"default {LAST_FULL_RUN} (vs_nats_ours.json alone, vs_nats_settings.json with"
+        " --broker-setting)",
+    )
     args = parser.parse_args()
     wanted = [name.strip() for name in args.rows.split(",") if name.strip()]
     unknown = sorted(set(wanted) - set(ROWS))
@@ -546,8 +551,14 @@ def main() -> int:
     if missing:
         print(f"vs_nats: {missing}: run `bash {INSTALL}` (as root) first", file=sys.stderr)
         return 2
+    # a run with settings of its own is no baseline for --ours-only (NATS's figures move
+    # with what our broker does to the machine's memory)
     output = args.output or (
-        "benchmarks/results/vs_nats_ours.json" if args.ours_only else LAST_FULL_RUN
+        "benchmarks/results/vs_nats_ours.json"
+        if args.ours_only
+        else "benchmarks/results/vs_nats_settings.json"
+        if settings
+        else LAST_FULL_RUN
     )
     server_core = None if args.server_core < 0 else args.server_core
     client_core = None if args.client_core < 0 else args.client_core

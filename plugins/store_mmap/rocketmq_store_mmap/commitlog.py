@@ -315,15 +315,19 @@ class CommitLog:
         let go of the pages more than RESIDENT_BEHIND behind it, and with a page cache
         window drop the page cache further behind it than that."""
         keep_from = upto - self.files.resident_behind
-        cached_from = upto - self.page_cache_window if self.page_cache_window else -1
-        for mapped in list(self.files.files):
+        files = list(self.files.files)
+        for mapped in files:
             if mapped.start >= upto:
                 break
             if mapped.flushed < mapped.wrote:
                 mapped.sync()
             if mapped.start < keep_from:
                 mapped.release_before(keep_from - mapped.start)
-            if mapped.start < cached_from:
+        if self.page_cache_window:  # once all is durable: no fdatasync waits for it
+            cached_from = upto - self.page_cache_window
+            for mapped in files:
+                if mapped.start >= cached_from:
+                    break
                 mapped.drop_cached_before(cached_from - mapped.start)
 
     def close(self) -> None:

@@ -354,18 +354,24 @@ class MappedFile:
         on disk and no longer mapped here (POSIX_FADV_DONTNEED; it skips any page still
         dirty or mapped): the next pages written then come from memory just freed
         instead of fresh memory (docs/perf.md, "Page cache"). A read later brings a page
-        back from disk. Blocking; at least DROP_STEP at a time."""
-        end = min(position, self.flushed, self.released) & ~(mmap.PAGESIZE - 1)
+        back from disk. Blocking; at least DROP_STEP at a time, ending on a 2 MiB boundary
+        (the kernel keeps a large folio the range ends inside) or at the file's end. A
+        failure is logged and this file is dropped no more."""
+        end = min(position, self.flushed, self.released)
+        end = end if end == self.size else end & ~(HUGE_FOLIO - 1)
         if end - self.dropped < DROP_STEP and not (end == self.size > self.dropped):
             return
         try:
             fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, self.dropped, end - self.dropped, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return  # deleted by retention meanwhile
-        try:
-            os.posix_fadvise(fd, self.dropped, end - self.dropped, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        except OSError as exc:
+            log.warning("cannot drop the page cache of %s (%s): it stays cached", self.path, exc)
+            end = self.size
         self.dropped = end
 
     def pre_touch(self, length: int) -> None:

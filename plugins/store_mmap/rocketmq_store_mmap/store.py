@@ -159,7 +159,7 @@ class MmapStore(ImmediateGet):
             # would write them back before it reaches them, or 2 MiB folios are wanted
             # (a written page goes into the page cache as a folio of the write's size)
             writer_fills=not config.commit_log_huge_folios and not self.policy.waits,
-            page_cache_window=config.commit_log_page_cache_window,
+            page_cache_window=self._page_cache_window(config),
         )
         self.commit_log_file_size = config.commit_log_file_size
         # a slave's: writes its master's CommitLog bytes (made at the first of them)
@@ -205,6 +205,20 @@ class MmapStore(ImmediateGet):
         self.replayed = 0
 
     # --- lifecycle -------------------------------------------------------------------------
+
+    def _page_cache_window(self, config: StoreConfig) -> int:
+        """commitLogPageCacheWindow, with async flush where the kernel takes the advice."""
+        window = config.commit_log_page_cache_window
+        if window and self.policy.waits:
+            log.warning(
+                "commitLogPageCacheWindow is ignored with SYNC_FLUSH: its drops would delay"
+                " the group commits"
+            )
+            return 0
+        if window and not hasattr(os, "posix_fadvise"):
+            log.warning("commitLogPageCacheWindow is ignored: this system has no posix_fadvise")
+            return 0
+        return window
 
     async def open(self) -> None:
         try:
