@@ -28,9 +28,13 @@ class LatencyFaultTolerance:
         else:
             self._available_at.pop(broker_name, None)
 
-    def keeps_any_away(self) -> bool:
-        """Whether a broker was kept away (its time may have run out since)."""
-        return bool(self._available_at)
+    def keeps_any_away(self, now: float) -> bool:
+        """Whether a broker is kept away at ``now``. Once every one's time has run out the
+        table forgets them: a broker that left the route gets no quick send to clear it."""
+        available_at = self._available_at
+        if available_at and max(available_at.values()) <= now:
+            available_at.clear()
+        return bool(available_at)
 
     def available(self, broker_name: str, now: float) -> bool:
         return self._available_at.get(broker_name, 0.0) <= now

@@ -308,9 +308,9 @@ class Producer(PartsLifetime):
     def _pick_queue(self, info: PublishInfo, last_broker: str | None) -> MessageQueue:
         queues = info.queues
         start = next(self._rotation)
-        if last_broker is None and (self.faults is None or not self.faults.keeps_any_away()):
-            return queues[start % len(queues)]  # the usual send: the next queue in turn
         now = time.monotonic()
+        if last_broker is None and (self.faults is None or not self.faults.keeps_any_away(now)):
+            return queues[start % len(queues)]  # the usual send: the next queue in turn
         for step in range(len(queues)):
             queue = queues[(start + step) % len(queues)]
             if queue.broker_name == last_broker and len(queues) > 1:

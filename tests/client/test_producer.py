@@ -6,6 +6,7 @@ import zlib
 
 import pytest
 
+from rocketmq_core.client.fault import LatencyFaultTolerance
 from rocketmq_core.client.message import Message, SendStatus
 from rocketmq_core.client.producer import MQClientError, Producer, PublishInfo
 from rocketmq_core.client.selectors import RoundRobin, select_by_hash, select_by_key
@@ -210,3 +211,14 @@ def test_queue_choice_avoids_a_broker_that_just_failed():
     producer.faults.record("b", 0.0, now=1e12, failed=True)
     picks = {producer._pick_queue(info, None).broker_name for _ in range(6)}
     assert picks == {"a"}
+
+
+def test_brokers_whose_time_away_ran_out_are_forgotten():
+    """A broker kept away that then left the route gets no quick send to clear it."""
+    faults = LatencyFaultTolerance()
+    faults.record("a", 0.0, now=100.0, failed=True)  # a failure: 180 s away
+    faults.record("b", 0.6, now=100.0)  # a slow send: 30 s away
+    assert faults.keeps_any_away(131.0)  # "a" still is
+    assert faults.available("b", 131.0) and not faults.available("a", 131.0)
+    assert not faults.keeps_any_away(281.0)
+    assert not faults.keeps_any_away(100.0)  # forgotten, not merely out of time
