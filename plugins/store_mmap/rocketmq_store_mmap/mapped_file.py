@@ -15,6 +15,7 @@ import mmap
 import os
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rocketmq_core.errors import ConfigError, StoreError
@@ -280,11 +281,8 @@ class MappedFile:
         read from the file (no mapping made for a single look)."""
         if self.buffer is not None:
             return bytes(self.buffer[position : position + length])
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
+        with self._opened(os.O_RDONLY) as fd:
             return os.pread(fd, length, position)
-        finally:
-            os.close(fd)
 
     def chunks(self, length: int) -> Iterator[bytes]:
         """The file's bytes from the start, ``length`` at a time, read without mapping
@@ -293,12 +291,9 @@ class MappedFile:
             for position in range(0, self.size, length):
                 yield bytes(self.buffer[position : position + length])
             return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
+        with self._opened(os.O_RDONLY) as fd:
             for position in range(0, self.size, length):
                 yield os.pread(fd, min(length, self.size - position), position)
-        finally:
-            os.close(fd)
 
     @property
     def end(self) -> int:
@@ -312,13 +307,10 @@ class MappedFile:
         """Make written bytes durable. fdatasync, not msync: msync holds the GIL."""
         target = self.wrote  # the writer may go on while this runs in a worker thread
         try:
-            fd = os.open(self.path, os.O_RDWR)
+            with self._opened(os.O_RDWR) as fd:
+                os.fdatasync(fd)
         except FileNotFoundError:
             return  # deleted by retention meanwhile: nothing left to make durable
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
         self.flushed = max(self.flushed, target)
 
     def release_before(self, position: int, *, wait: bool = True) -> None:
@@ -362,11 +354,8 @@ class MappedFile:
         if end - self.dropped < DROP_STEP and not (end == self.size > self.dropped):
             return
         try:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
+            with self._opened(os.O_RDONLY) as fd:
                 os.posix_fadvise(fd, self.dropped, end - self.dropped, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
         except FileNotFoundError:
             return  # deleted by retention meanwhile
         except OSError as exc:
@@ -415,11 +404,8 @@ class MappedFile:
             return
         self.touched = end  # claimed first, as pre_touch does
         try:
-            fd = os.open(self.path, os.O_WRONLY)
-            try:
+            with self._opened(os.O_WRONLY) as fd:
                 _write_zeros(fd, start, end)
-            finally:
-                os.close(fd)
         except OSError as exc:  # faults fill the pages, this step and from now on
             self.writer_fills = False
             log.warning(
@@ -477,8 +463,7 @@ class MappedFile:
         and a clean restart writes nothing. Through the file, not the mapping, so
         untouched pages stay out of our memory.
         """
-        fd = os.open(self.path, os.O_RDWR)
-        try:
+        with self._opened(os.O_RDWR) as fd:
             for data_start, data_end in _data_regions(fd, position, self.size):
                 at = data_start
                 while at < data_end:
@@ -486,6 +471,14 @@ class MappedFile:
                     if os.pread(fd, length, at) != _ZEROS[:length]:
                         _write_zeros(fd, at, at + length)
                     at += length
+
+    @contextmanager
+    def _opened(self, flags: int) -> Iterator[int]:
+        """A descriptor of the file for one call: the mapping needs none, and a broker
+        with thousands of queue files keeps none open."""
+        fd = os.open(self.path, flags)
+        try:
+            yield fd
         finally:
             os.close(fd)
 

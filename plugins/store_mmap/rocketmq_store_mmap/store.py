@@ -204,8 +204,6 @@ class MmapStore(ImmediateGet):
         self.recovered_after_crash = False
         self.replayed = 0
 
-    # --- lifecycle -------------------------------------------------------------------------
-
     def _page_cache_window(self, config: StoreConfig) -> int:
         """commitLogPageCacheWindow, with async flush where the kernel takes the advice."""
         window = config.commit_log_page_cache_window
@@ -219,6 +217,8 @@ class MmapStore(ImmediateGet):
             log.warning("commitLogPageCacheWindow is ignored: this system has no posix_fadvise")
             return 0
         return window
+
+    # --- lifecycle -------------------------------------------------------------------------
 
     async def open(self) -> None:
         try:

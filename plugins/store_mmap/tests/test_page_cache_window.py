@@ -14,9 +14,10 @@ from pathlib import Path
 import anyio
 import pytest
 from rocketmq_store_mmap.mapped_file import DROP_STEP, HUGE_FOLIO
+from test_writer_fill import small_store
 
 from rocketmq_core.broker.config import BrokerConfig
-from rocketmq_core.store.api import MessageToStore, StoreConfig
+from rocketmq_core.store.api import MessageToStore
 from rocketmq_core.store.loader import create_store
 from tests.missing import missing
 
@@ -72,14 +73,7 @@ async def fill_and_flush(tmp_path: Path, window: int, count: int):
     CommitLog's flushed end."""
     store = create_store(
         "mmap",
-        StoreConfig(
-            root_dir=str(tmp_path),
-            commit_log_file_size=FILE_SIZE,
-            consume_queue_file_size=60_000,
-            max_hash_slot_num=1024,
-            max_index_num=40_000,
-            commit_log_page_cache_window=window,
-        ),
+        small_store(tmp_path, commit_log_file_size=FILE_SIZE, commit_log_page_cache_window=window),
     )
     await store.open()
     for number in range(count):
@@ -128,14 +122,8 @@ def test_flushed_pages_further_behind_than_the_window_leave_the_page_cache(tmp_p
 @pytest.mark.parametrize("flush", ["sync", "async"])
 def test_a_sync_flush_store_keeps_its_page_cache(tmp_path, caplog, flush):
     """SYNC_FLUSH: the drops would delay the group commits the puts wait for."""
-    config = StoreConfig(
-        root_dir=str(tmp_path),
-        flush=flush,
-        commit_log_file_size=FILE_SIZE,
-        consume_queue_file_size=60_000,
-        max_hash_slot_num=1024,
-        max_index_num=40_000,
-        commit_log_page_cache_window=WINDOW,
+    config = small_store(
+        tmp_path, flush=flush, commit_log_file_size=FILE_SIZE, commit_log_page_cache_window=WINDOW
     )
     store = create_store("mmap", config)
     assert store.commitlog.page_cache_window == (0 if flush == "sync" else WINDOW)
