@@ -45,6 +45,8 @@ class Flusher:
         self._sync = sync
         self._clock = clock
         self._last_flush = clock()
+        # the lowest cut (``note_cut``) while the running flush runs: it proves no more
+        self._cut_below = flushed
         # (end, deadline, told) of each waiting put, in arrival order: both ascend, so a
         # flush takes its covered puts off the front, and the front has the next deadline;
         # ``told(None)`` once durable, ``told(why)`` when not (no timer or task per put)
@@ -84,6 +86,7 @@ class Flusher:
         async with self._flush_lock():
             target = self._written()
             if target > self.flushed:
+                self._cut_below = target
                 # a flush no put waits for (async) yields the core to the loop's requests
                 run = anyio.to_thread.run_sync if self.policy.waits else run_in_background
                 try:
@@ -95,6 +98,7 @@ class Flusher:
                     await anyio.sleep(0.1)
                     return
                 self.failure = None
+                target = min(target, self._cut_below)  # a cut meanwhile: what it kept
                 self.flushed = target
                 self.flushes += 1
                 watching = self._watching
@@ -102,6 +106,14 @@ class Flusher:
                     _end, _deadline, told = watching.popleft()
                     _tell(told, None)
             self._last_flush = self._clock()
+
+    def note_cut(self, end: int) -> None:
+        """The log was cut back to ``end`` (a slave refusing a replicated record: the
+        master sends the rest again). Nothing from ``end`` on is durable any more, even
+        where a flush running now reaches past it: the bytes written there again are
+        the next flush's."""
+        self.flushed = min(self.flushed, end)
+        self._cut_below = min(self._cut_below, end)
 
     @asynccontextmanager
     async def paused(self) -> AsyncIterator[None]:

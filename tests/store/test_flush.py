@@ -423,3 +423,46 @@ async def test_no_flush_runs_while_the_flusher_is_paused():
         log.gate.set()
     assert seen == [[10], [10]]
     assert log.calls == [10, 20] and flusher.flushed == 20
+
+
+async def test_a_cut_while_a_flush_runs_leaves_the_bytes_past_it_to_the_next_flush():
+    """A slave refusing a replicated record cuts its log back while a flush of bytes past
+    the cut runs: the flush proves them durable no more (they are written again), so the
+    next flush syncs what is written there again, and the puts waiting past the cut wait
+    for it."""
+    log = FakeLog()
+    log.gate.clear()
+    log.written = 100
+    flusher = log.flusher(SyncFlush(timeout=5.0, idle_interval=60.0))
+    told: list[tuple[int, PutStatus]] = []
+
+    def settled(result: PutResult) -> None:
+        told.append((result.flush_to, result.status))
+
+    assert not flusher.when_settled(put_result(40), settled)
+    assert not flusher.when_settled(put_result(90), settled)
+    async with anyio.create_task_group() as task_group:
+        task_group.start_soon(flusher.flush)
+        await anyio.to_thread.run_sync(log.entered.wait, 5)
+        log.written = 60
+        flusher.note_cut(60)
+        log.gate.set()
+    assert flusher.flushed == 60
+    assert told == [(40, PutStatus.PUT_OK)]
+    log.written = 100  # the master sent the cut bytes again
+    await flusher.flush()
+    assert told == [(40, PutStatus.PUT_OK), (90, PutStatus.PUT_OK)]
+    assert log.calls == [100, 100] and flusher.flushed == 100
+
+
+async def test_a_cut_below_what_was_flushed_makes_those_bytes_the_next_flushs():
+    log = FakeLog()
+    flusher = log.flusher(ASYNC)
+    log.written = 100
+    await flusher.flush()
+    log.written = 30
+    flusher.note_cut(30)
+    assert flusher.flushed == 30
+    log.written = 80
+    await flusher.flush()
+    assert log.calls == [100, 80] and flusher.flushed == 80

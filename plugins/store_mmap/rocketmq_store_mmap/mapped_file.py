@@ -117,6 +117,7 @@ class MappedFile:
         "allocated",
         "budget",
         "buffer",
+        "cuts",
         "dropped",
         "flushed",
         "holds_descriptor",
@@ -162,6 +163,9 @@ class MappedFile:
         self.address = 0
         self.wrote = 0
         self.flushed = 0
+        # truncations so far: a sync that began before one proves nothing past the cut,
+        # whose bytes may be written again while it runs (a slave refusing a record)
+        self.cuts = 0
         self.touched = 0
         self.released = 0  # bytes from the start whose pages this process let go of
         self.dropped = 0  # bytes from the start whose page cache was dropped (drop_cached_before)
@@ -305,13 +309,21 @@ class MappedFile:
 
     def sync(self) -> None:
         """Make written bytes durable. fdatasync, not msync: msync holds the GIL."""
-        target = self.wrote  # the writer may go on while this runs in a worker thread
+        # the writer may go on while this runs in a worker thread
+        target, cuts = self.wrote, self.cuts
         try:
             with self._opened(os.O_RDWR) as fd:
                 os.fdatasync(fd)
         except FileNotFoundError:
             return  # deleted by retention meanwhile: nothing left to make durable
-        self.flushed = max(self.flushed, target)
+        self.synced(target, cuts)
+
+    def synced(self, target: int, cuts: int) -> None:
+        """Bytes below ``target`` (``wrote`` as the sync began, when ``cuts`` was
+        ``self.cuts``) are durable, unless the file was cut meanwhile: then its own
+        ``flushed`` already says what the cut kept."""
+        if self.cuts == cuts:
+            self.flushed = max(self.flushed, target)
 
     def release_before(self, position: int, *, wait: bool = True) -> None:
         """Let go of this process's mapping of the written pages before ``position``
@@ -503,10 +515,10 @@ def sync_files(files: list[MappedFile], directory: Path) -> None:
             mapped.sync()
         return
     # the writer may go on meanwhile: only what was written before the call is durable
-    targets = [mapped.wrote for mapped in files]
+    targets = [(mapped.wrote, mapped.cuts) for mapped in files]
     sync_file_system(directory)
-    for mapped, target in zip(files, targets, strict=True):
-        mapped.flushed = max(mapped.flushed, target)
+    for mapped, (target, cuts) in zip(files, targets, strict=True):
+        mapped.synced(target, cuts)
 
 
 def sync_file_system(directory: Path) -> None:
@@ -675,7 +687,11 @@ class MappedFileQueue:
         self.files = kept
         if kept:
             last = kept[-1]
-            last.wrote = last.flushed = max(0, min(last.size, offset - last.start))
+            last.wrote = max(0, min(last.size, offset - last.start))
+            # what was durable stays so below the cut; a file just loaded counts as
+            # durable (``flushed`` = its size), as recovery trusts what it reads
+            last.flushed = min(last.flushed, last.wrote)
+            last.cuts += 1
             with last.lock:  # not while a worker thread is letting go of pages
                 # pages written again from here on may be let go of again
                 last.released = min(last.released, last.wrote & ~(mmap.PAGESIZE - 1))

@@ -10,6 +10,7 @@ reading a torn record as a whole one. Records are checked before anything is wri
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import NoReturn
@@ -52,8 +53,11 @@ class ReplicaWriter:
         dispatch: Callable[[DispatchRequest], None],
         read: RecordReader = read_request,
         dispatch_run: RunDispatcher | None = None,
+        cut: Callable[[int], None] | None = None,
     ) -> None:
         self.commitlog = commitlog
+        # ends the log at an offset: the store's, which tells its flusher too
+        self.cut = cut or functools.partial(commitlog.truncate_after, zero=True)
         self.dispatch = dispatch
         self.read = read
         self.dispatch_run = dispatch_run
@@ -189,7 +193,7 @@ class ReplicaWriter:
     def _refuse_from(self, position: int, exc: Exception) -> NoReturn:
         """The record at ``position`` could not be dispatched: the log keeps the whole
         records before it (the master sends the rest again)."""
-        self.commitlog.truncate_after(position, zero=True)
+        self.cut(position)
         self.pending, self.hidden = None, b""
         raise ReplicationError(
             f"the replicated record at CommitLog offset {position} cannot be stored: {exc};"

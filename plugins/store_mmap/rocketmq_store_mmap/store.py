@@ -407,8 +407,8 @@ class MmapStore(ImmediateGet):
         """Everything on disk, then what a clean stop leaves: the checkpoint at the
         CommitLog's end, the queue-ends summary, no abort file."""
         end = self._whole_records_end()
-        if end < self.commitlog.max_offset:  # a replicated record still incomplete: cut,
-            self.commitlog.truncate_after(end, zero=True)  # the master sends it again
+        if end < self.commitlog.max_offset:  # a replicated record still incomplete
+            self._cut_commit_log(end)
         self.commitlog.sync(end)
         self._sync_queue_files()
         self.index.sync()
@@ -1135,8 +1135,16 @@ class MmapStore(ImmediateGet):
                 self._dispatch_replicated,
                 read,
                 self._dispatch_replicated_run if compiled else None,
+                self._cut_commit_log,
             )
         self._replica.append(offset, data)
+
+    def _cut_commit_log(self, end: int) -> None:
+        """The CommitLog ends at ``end`` from now on: a slave's record refused or left
+        incomplete, which the master sends again."""
+        self.commitlog.truncate_after(end, zero=True)
+        if self._flusher is not None:  # a flush running now proves nothing past ``end``
+            self._flusher.note_cut(end)
 
     def _dispatch_replicated_run(
         self, mapped: MappedFile, offsets: list[int], start: int, progress: list[int]

@@ -9,10 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import anyio
 import pytest
 
+from rocketmq_core.errors import StoreError
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
 from rocketmq_core.protocol.ha import DEFAULT_TRANSFER_BATCH, encode_transfer_header
 from rocketmq_core.protocol.message import BLANK_SIZE, decode_record, encode_properties
@@ -238,6 +241,98 @@ async def test_bytes_that_do_not_fit_are_refused_and_nothing_is_kept(tmp_path: P
     finally:
         await slave.close()
         await master.close()
+
+
+class RefuseOnce:
+    """A dispatcher that refuses the record at one CommitLog offset, once."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset: int | None = offset
+
+    def __call__(self, request) -> None:
+        if request.commit_log_offset == self.offset:
+            self.offset = None
+            raise StoreError("refused by the test")
+
+
+@pytest.mark.anyio
+async def test_bytes_sent_again_after_a_cut_during_a_flush_are_flushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush begins with a slave's last record still incomplete; before it ends, the
+    rest of the record arrives, a dispatcher refuses it, and the log is cut at its start.
+    The flush proves nothing past the cut: when the master sends those bytes again,
+    the next flush syncs them (it took the old end for flushed and synced nothing)."""
+    master = await opened(tmp_path / "master")
+    slave = await opened(tmp_path / "slave")
+    entered, gate = threading.Event(), threading.Event()
+    synced: list[str] = []
+    fdatasync = os.fdatasync
+
+    slave_log = str(tmp_path / "slave" / "commitlog")
+
+    def held_fdatasync(fd: int) -> None:  # the slave CommitLog's, held until the test says
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.startswith(slave_log):
+            entered.set()
+            assert gate.wait(10), "the test never let the flush go on"
+            synced.append(path)
+        fdatasync(fd)
+
+    try:
+        offsets = await fill_master(master, rounds=1)
+        refused = offsets[40]
+        slave.add_dispatcher(RefuseOnce(refused))
+        old_end = replicate(master, slave, 0, refused + 30)  # its record incomplete
+        flusher = slave._flusher
+        monkeypatch.setattr(os, "fdatasync", held_fdatasync)
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(flusher.flush)
+            await anyio.to_thread.run_sync(entered.wait, 5)
+            with pytest.raises(ReplicationError, match=f"now ends at {refused}"):
+                replicate(master, slave, old_end, offsets[41])
+            gate.set()
+        assert slave.max_commit_log_offset == refused
+        last = slave.commitlog.files.last
+        assert flusher.flushed == refused and last.start + last.flushed <= refused
+        synced.clear()
+        replicate(master, slave, refused, old_end)  # sent again, up to the old end
+        await flusher.flush()
+        assert synced, "the bytes sent again were not synced"
+        assert (flusher.flushed, last.start + last.flushed) == (old_end, old_end)
+        replicate(master, slave, old_end)
+        await assert_replica(master, slave)
+    finally:
+        gate.set()
+        await slave.close()
+        await master.close()
+
+
+@pytest.mark.anyio
+async def test_a_clean_stop_with_an_incomplete_record_syncs_what_it_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slave stopped with its last record incomplete cuts it off and syncs the whole
+    records before it (the cut counted them flushed, and the stop synced none)."""
+    master = await opened(tmp_path / "master")
+    slave = await opened(tmp_path / "slave")
+    synced: list[str] = []
+    fdatasync = os.fdatasync
+
+    def counted_fdatasync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        fdatasync(fd)
+
+    try:
+        offsets = await fill_master(master, rounds=1)
+        replicate(master, slave, 0, offsets[30] + 30)
+        assert slave._flusher.flushed == 0  # the 0.5 s flush has not run yet
+        monkeypatch.setattr(os, "fdatasync", counted_fdatasync)
+    finally:
+        await slave.close()
+        await master.close()
+    slave_log = str(tmp_path / "slave" / "commitlog")
+    assert any(path.startswith(slave_log) for path in synced), synced
 
 
 def _first_blank(offsets: list[int]) -> int:
