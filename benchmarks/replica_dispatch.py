@@ -90,7 +90,9 @@ async def appended_per_second(root: Path, reads: list[tuple[int, bytes]], read, 
     slave = create_store("mmap", config(root))
     await slave.open()
     try:
-        writer = ReplicaWriter(slave.commitlog, slave._dispatch_replicated, read)
+        writer = ReplicaWriter(
+            slave.commitlog, slave._dispatch_replicated, read, cut=slave._cut_commit_log
+        )
         half = len(reads) // 2
         for offset, data in reads[:half]:
             writer.append(offset, data)

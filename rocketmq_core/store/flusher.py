@@ -111,7 +111,8 @@ class Flusher:
         """The log was cut back to ``end`` (a slave refusing a replicated record: the
         master sends the rest again). Nothing from ``end`` on is durable any more, even
         where a flush running now reaches past it: the bytes written there again are
-        the next flush's."""
+        the next flush's. Only a store no put waits on is cut (a slave): a put waiting
+        past ``end`` would be told only once the log is that long again."""
         self.flushed = min(self.flushed, end)
         self._cut_below = min(self._cut_below, end)
 

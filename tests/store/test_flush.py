@@ -443,7 +443,7 @@ async def test_a_cut_while_a_flush_runs_leaves_the_bytes_past_it_to_the_next_flu
     assert not flusher.when_settled(put_result(90), settled)
     async with anyio.create_task_group() as task_group:
         task_group.start_soon(flusher.flush)
-        await anyio.to_thread.run_sync(log.entered.wait, 5)
+        assert await anyio.to_thread.run_sync(log.entered.wait, 5)
         log.written = 60
         flusher.note_cut(60)
         log.gate.set()
@@ -455,7 +455,7 @@ async def test_a_cut_while_a_flush_runs_leaves_the_bytes_past_it_to_the_next_flu
     assert log.calls == [100, 100] and flusher.flushed == 100
 
 
-async def test_a_cut_below_what_was_flushed_makes_those_bytes_the_next_flushs():
+async def test_bytes_flushed_then_cut_off_are_flushed_again_once_written_again():
     log = FakeLog()
     flusher = log.flusher(ASYNC)
     log.written = 100

@@ -309,21 +309,28 @@ class MappedFile:
 
     def sync(self) -> None:
         """Make written bytes durable. fdatasync, not msync: msync holds the GIL."""
-        # the writer may go on while this runs in a worker thread
-        target, cuts = self.wrote, self.cuts
+        target = self.sync_target()  # the writer may go on while this runs in a worker thread
         try:
             with self._opened(os.O_RDWR) as fd:
                 os.fdatasync(fd)
         except FileNotFoundError:
             return  # deleted by retention meanwhile: nothing left to make durable
-        self.synced(target, cuts)
+        self.synced(target)
 
-    def synced(self, target: int, cuts: int) -> None:
-        """Bytes below ``target`` (``wrote`` as the sync began, when ``cuts`` was
-        ``self.cuts``) are durable, unless the file was cut meanwhile: then its own
-        ``flushed`` already says what the cut kept."""
-        if self.cuts == cuts:
-            self.flushed = max(self.flushed, target)
+    def sync_target(self) -> tuple[int, int]:
+        """What a sync beginning now will have made durable: ``wrote``, and the count
+        of cuts it is valid for (``synced``)."""
+        with self.lock:  # both of one moment: a cut changes both (truncate_after)
+            return self.wrote, self.cuts
+
+    def synced(self, target: tuple[int, int]) -> None:
+        """The sync that began at ``target`` (``sync_target``) ended: the bytes below it
+        are durable, unless the file was cut meanwhile; then ``flushed`` already says
+        what the cut kept."""
+        written, cuts = target
+        with self.lock:  # a cut between the check and the store would be undone
+            if self.cuts == cuts:
+                self.flushed = max(self.flushed, written)
 
     def release_before(self, position: int, *, wait: bool = True) -> None:
         """Let go of this process's mapping of the written pages before ``position``
@@ -515,10 +522,10 @@ def sync_files(files: list[MappedFile], directory: Path) -> None:
             mapped.sync()
         return
     # the writer may go on meanwhile: only what was written before the call is durable
-    targets = [(mapped.wrote, mapped.cuts) for mapped in files]
+    targets = [mapped.sync_target() for mapped in files]
     sync_file_system(directory)
-    for mapped, (target, cuts) in zip(files, targets, strict=True):
-        mapped.synced(target, cuts)
+    for mapped, target in zip(files, targets, strict=True):
+        mapped.synced(target)
 
 
 def sync_file_system(directory: Path) -> None:
@@ -687,12 +694,13 @@ class MappedFileQueue:
         self.files = kept
         if kept:
             last = kept[-1]
-            last.wrote = max(0, min(last.size, offset - last.start))
-            # what was durable stays so below the cut; a file just loaded counts as
-            # durable (``flushed`` = its size), as recovery trusts what it reads
-            last.flushed = min(last.flushed, last.wrote)
-            last.cuts += 1
-            with last.lock:  # not while a worker thread is letting go of pages
+            # under the lock: not while a worker thread lets go of pages or ends a sync
+            with last.lock:
+                last.wrote = max(0, min(last.size, offset - last.start))
+                # durable below the cut stays so; a file just loaded counts as durable
+                # (``flushed`` = its size), as recovery trusts what it reads
+                last.flushed = min(last.flushed, last.wrote)
+                last.cuts += 1
                 # pages written again from here on may be let go of again
                 last.released = min(last.released, last.wrote & ~(mmap.PAGESIZE - 1))
             last.dropped = min(last.dropped, last.wrote & ~(mmap.PAGESIZE - 1))

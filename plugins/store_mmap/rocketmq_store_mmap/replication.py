@@ -10,7 +10,6 @@ reading a torn record as a whole one. Records are checked before anything is wri
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable
 from typing import NoReturn
@@ -53,11 +52,11 @@ class ReplicaWriter:
         dispatch: Callable[[DispatchRequest], None],
         read: RecordReader = read_request,
         dispatch_run: RunDispatcher | None = None,
-        cut: Callable[[int], None] | None = None,
+        *,
+        cut: Callable[[int], None],
     ) -> None:
         self.commitlog = commitlog
-        # ends the log at an offset: the store's, which tells its flusher too
-        self.cut = cut or functools.partial(commitlog.truncate_after, zero=True)
+        self.cut = cut  # ends the log at an offset: the store's, which tells its flusher too
         self.dispatch = dispatch
         self.read = read
         self.dispatch_run = dispatch_run

@@ -1135,7 +1135,7 @@ class MmapStore(ImmediateGet):
                 self._dispatch_replicated,
                 read,
                 self._dispatch_replicated_run if compiled else None,
-                self._cut_commit_log,
+                cut=self._cut_commit_log,
             )
         self._replica.append(offset, data)
 

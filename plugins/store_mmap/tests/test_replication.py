@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -288,10 +289,12 @@ async def test_bytes_sent_again_after_a_cut_during_a_flush_are_flushed(
         monkeypatch.setattr(os, "fdatasync", held_fdatasync)
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(flusher.flush)
-            await anyio.to_thread.run_sync(entered.wait, 5)
-            with pytest.raises(ReplicationError, match=f"now ends at {refused}"):
-                replicate(master, slave, old_end, offsets[41])
-            gate.set()
+            try:
+                assert await anyio.to_thread.run_sync(entered.wait, 5), "no flush began"
+                with pytest.raises(ReplicationError, match=f"now ends at {refused}"):
+                    replicate(master, slave, old_end, offsets[41])
+            finally:
+                gate.set()
         assert slave.max_commit_log_offset == refused
         last = slave.commitlog.files.last
         assert flusher.flushed == refused and last.start + last.flushed <= refused
@@ -315,7 +318,11 @@ async def test_a_clean_stop_with_an_incomplete_record_syncs_what_it_keeps(
     """A slave stopped with its last record incomplete cuts it off and syncs the whole
     records before it (the cut counted them flushed, and the stop synced none)."""
     master = await opened(tmp_path / "master")
-    slave = await opened(tmp_path / "slave")
+    # no flush on its own before the stop, however long the test takes
+    slave = create_store(
+        "mmap", replace(store_config(tmp_path / "slave"), flush_thorough_interval=3600.0)
+    )
+    await slave.open()
     synced: list[str] = []
     fdatasync = os.fdatasync
 
@@ -326,7 +333,7 @@ async def test_a_clean_stop_with_an_incomplete_record_syncs_what_it_keeps(
     try:
         offsets = await fill_master(master, rounds=1)
         replicate(master, slave, 0, offsets[30] + 30)
-        assert slave._flusher.flushed == 0  # the 0.5 s flush has not run yet
+        assert slave._flusher.flushed == 0
         monkeypatch.setattr(os, "fdatasync", counted_fdatasync)
     finally:
         await slave.close()
