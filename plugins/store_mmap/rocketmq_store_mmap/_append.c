@@ -628,8 +628,25 @@ static int run_prepare(Run *run, PyObject *queue, PyObject *list, PyObject *sing
     return 1;
 }
 
+/* Ask for the index slots the run's keys land in before writing its records: each is a
+ * random 4-byte slot of a table of megabytes, most often a cache and TLB miss, which the
+ * CPU then takes on all at once, under the records' copying, instead of one by one. */
+static void prefetch_slots(Run *run) {
+    if (!run->index.buffer || run->count < 2) return; /* one record: nothing to overlap */
+    for (Py_ssize_t i = 0; i < run->count; i++) {
+        const Message *message = &run->taken[i];
+        if (!message->uniq && !message->keys) continue;
+        Py_ssize_t keys = key_hashes(message, run->topic_crc, run->hashes);
+        for (Py_ssize_t k = 0; k < keys; k++)
+            __builtin_prefetch(run->index.buffer + INDEX_HEADER +
+                                   (int64_t)run->hashes[k] % run->index.slot_num * INDEX_SLOT,
+                               1);
+    }
+}
+
 /* records, consume-queue entries and index entries of a prepared run */
 static void run_write(Run *run) {
+    prefetch_slots(run);
     const uint8_t *topic_bytes = (const uint8_t *)PyBytes_AS_STRING(run->encoded_topic);
     Py_ssize_t topic_length = PyBytes_GET_SIZE(run->encoded_topic);
     const uint8_t *host = (const uint8_t *)PyBytes_AS_STRING(run->store_host);
