@@ -199,3 +199,18 @@ def test_the_exactly_once_sink_survives_a_failed_task(spark, cluster, new_topic,
     # check-back rounds run meanwhile: the dead attempt's halves are rolled back
     received = everything_in(cluster, target, settle=3.0, expect=len(bodies))
     assert sorted(m.body for m in received) == sorted(bodies)
+
+
+def test_a_worker_refuses_plain_and_transactional_producers_in_one_group(cluster):
+    """The clash that lost a row here: a check-back for the exactly-once sink's half went
+    to the at-least-once sink's producer of the same group, which cannot answer."""
+    from rocketmq_spark import runtime
+    from rocketmq_spark.options import connection_of
+
+    connection = connection_of({"nameServer": cluster.namesrv_address})
+    runtime.producer(connection, "PG_spark_clash", 3.0)
+    with pytest.raises(runtime.ProducerGroupClash, match="'PG_spark_clash' sends both"):
+        runtime.transaction_producer(connection, "PG_spark_clash", 3.0, lambda _: None)
+    runtime.transaction_producer(connection, "PG_spark_clash_txn", 3.0, lambda _: None)
+    with pytest.raises(runtime.ProducerGroupClash, match="different producerGroup options"):
+        runtime.producer(connection, "PG_spark_clash_txn", 3.0)
