@@ -7,6 +7,7 @@ group's members when its membership or subscriptions change (clustering groups o
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -133,6 +134,7 @@ class ProducerManager:
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[Channel, ClientChannel]] = {}
+        self._asked = itertools.count()  # which member ``any_channel`` gives next
 
     def register(
         self,
@@ -172,8 +174,11 @@ class ProducerManager:
         return self.groups.get(group_name)
 
     def any_channel(self, group_name: str) -> Channel | None:
-        """The most recently heard-from connection of a group, if any."""
+        """A connection of the group, if any: each call the next member in turn (as
+        Java's broker), so that a check-back a member cannot answer (a producer that sends
+        no transactions) goes to another one next round."""
         channels = self.groups.get(group_name)
         if not channels:
             return None
-        return max(channels.items(), key=lambda item: item[1].last_update)[0]
+        members = list(channels)
+        return members[next(self._asked) % len(members)]

@@ -263,7 +263,7 @@ class Producer(PartsLifetime):
         self, broker_address: str, header: CheckTransactionStateRequestHeader, message: Any
     ) -> None:
         """CHECK_TRANSACTION_STATE for this group: only a TransactionProducer can answer
-        (the broker asks another producer of the group next time)."""
+        (the broker asks the group's producers in turn: another one next round)."""
         log.warning(
             "broker %s asked producer group %r about transaction %s, but this producer"
             " sends no transactions; use a TransactionProducer with a checker",

@@ -105,18 +105,11 @@ class SourceOptions:
         return re.fullmatch(self.subscribe_pattern, topic) is not None
 
 
-# The producer groups a sink sends as, unless told (option producerGroup). A broker asks
-# any producer of a half's group about it: the transactional sink's own group, so that
-# its check-backs never reach a plain producer, which cannot answer them.
-PLAIN_SINK_GROUP = "spark_rocketmq_writer"
-TRANSACTIONAL_SINK_GROUP = "spark_rocketmq_transactional_writer"
-
-
 @dataclass(frozen=True)
 class SinkOptions:
     connection: Connection
     topic: str | None = None
-    producer_group: str = PLAIN_SINK_GROUP
+    producer_group: str = "spark_rocketmq_writer"
     transactional: bool = False
     transactional_id: str | None = None
     send_timeout_ms: int = 3000
@@ -377,8 +370,7 @@ def sink_options(options: Mapping[str, str], *, streaming: bool) -> SinkOptions:
             "a transactional write needs option transactionalId (or, when streaming, a "
             "checkpointLocation): a stable name that the batch ids it commits belong to"
         )
-    default_group = TRANSACTIONAL_SINK_GROUP if transactional else PLAIN_SINK_GROUP
-    group = _text(options, "producerGroup") or default_group
+    group = _text(options, "producerGroup") or "spark_rocketmq_writer"
     return SinkOptions(
         connection=connection_of(options),
         topic=_text(options, "topic"),

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from rocketmq_core.client import sync
-from rocketmq_core.errors import RocketMQError
 
 from .options import Connection
 
@@ -23,22 +22,12 @@ _lock = threading.Lock()
 _pid = os.getpid()
 
 
-def _cached(key: tuple[Any, ...], make: Any, *, not_with: tuple[Any, ...] = ()) -> Any:
-    """The client of ``key``, made and started on first use; ``not_with``: the start of
-    the keys of clients that must not live beside it."""
+def _cached(key: tuple[Any, ...], make: Any) -> Any:
     global _pid
     with _lock:
         if _pid != os.getpid():  # a forked worker must not use its parent's loop thread
             _clients.clear()
             _pid = os.getpid()
-        if not_with and any(known[: len(not_with)] == not_with for known in _clients):
-            group = not_with[2]
-            raise ProducerGroupClash(
-                f"producer group {group!r} sends both plain and transactional messages in"
-                " this worker: a broker asks any producer of a half's group about it, and a"
-                " plain one cannot answer; give the exactly-once and the at-least-once sinks"
-                " different producerGroup options (their defaults differ)"
-            )
         client = _clients.get(key)
         if client is None:
             client = make()
@@ -58,23 +47,13 @@ def admin(connection: Connection) -> sync.Admin:
     return _cached(("admin", connection), lambda: sync.Admin(config=connection.client_config()))
 
 
-class ProducerGroupClash(RocketMQError, ValueError):
-    """One producer group used by a plain and a transactional sink in one worker."""
-
-
-def producer(connection: Connection, group: str, send_timeout: float) -> sync.Producer:
-    return _cached(
-        ("producer", connection, group, send_timeout),
-        lambda: sync.Producer(group, config=connection.client_config(), send_timeout=send_timeout),
-        not_with=("transaction", connection, group),
-    )
-
-
 def transaction_producer(
     connection: Connection, group: str, send_timeout: float, checker: Any
 ) -> Any:
     """A TransactionProducer whose checker answers the broker's check-backs for as long
-    as this worker lives: that is how halves a lost task left behind get resolved."""
+    as this worker lives: that is how halves a lost task left behind get resolved. Plain
+    writes send through it too: a broker asks any producer of a half's group about it,
+    and a plain producer could not answer."""
     return _cached(
         ("transaction", connection, group, send_timeout),
         lambda: sync.TransactionProducer(
@@ -84,7 +63,6 @@ def transaction_producer(
             executor=_undecided,
             checker=checker,
         ),
-        not_with=("producer", connection, group),
     )
 
 

@@ -117,10 +117,10 @@ def write_rows(settings: SinkOptions, batches: Iterable[Any], epoch: str | None)
     context = TaskContext.get()
     partition = context.partitionId() if context else 0
     attempt = context.taskAttemptId() if context else 0
+    # every producer of the group may be asked about an exactly-once sink's halves, so
+    # even plain writes send through one that answers from the ledger
+    producer = _transaction_producer(settings)
     if not settings.transactional:
-        producer = runtime.producer(
-            settings.connection, settings.producer_group, settings.send_timeout_ms / 1000
-        )
         count = 0
         for batch in batches:
             messages = messages_of(batch, settings.topic)
@@ -137,7 +137,6 @@ def write_rows(settings: SinkOptions, batches: Iterable[Any], epoch: str | None)
     sink = ledger.sink_key(settings.transactional_id)
     if _recorded(settings.connection, sink, epoch) is not None:
         return Sent(partition, attempt, 0, skipped=True)  # committed before a driver crash
-    producer = _transaction_producer(settings)
     tag = ledger.HalfTag(sink, epoch, partition, attempt).encode()
     sent = Sent(partition, attempt, 0)
     for batch in batches:

@@ -130,22 +130,6 @@ def test_a_streaming_sink_is_transactional_by_its_checkpoint_unless_told_otherwi
         sink_options(spark_options(nameServer="h:9876", transactional="true"), streaming=False)
 
 
-def test_the_exactly_once_sink_sends_as_a_producer_group_of_its_own():
-    """A broker asks any producer of a half's group about it: a plain sink's producers in
-    the transactional sink's group would be asked, and could not answer."""
-    streaming = sink_options(
-        spark_options(nameServer="h:9876", checkpointLocation="/ck/q1"), streaming=True
-    )
-    plain = sink_options(spark_options(nameServer="h:9876"), streaming=False)
-    assert streaming.producer_group == "spark_rocketmq_transactional_writer"
-    assert plain.producer_group == "spark_rocketmq_writer"
-    told = sink_options(
-        spark_options(nameServer="h:9876", checkpointLocation="/ck", producerGroup="PG_mine"),
-        streaming=True,
-    )
-    assert told.producer_group == "PG_mine"
-
-
 # --- planning ---------------------------------------------------------------------------------
 
 

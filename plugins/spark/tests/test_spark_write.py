@@ -201,16 +201,35 @@ def test_the_exactly_once_sink_survives_a_failed_task(spark, cluster, new_topic,
     assert sorted(m.body for m in received) == sorted(bodies)
 
 
-def test_a_worker_refuses_plain_and_transactional_producers_in_one_group(cluster):
-    """The clash that lost a row here: a check-back for the exactly-once sink's half went
-    to the at-least-once sink's producer of the same group, which cannot answer."""
-    from rocketmq_spark import runtime
-    from rocketmq_spark.options import connection_of
+def test_a_half_left_behind_is_decided_by_a_plain_writes_producer_of_its_group(cluster, new_topic):
+    """A broker asks the producers of a half's group about it, in turn. A task died and
+    left a half of a recorded epoch behind; the only producer of that group still here is
+    the one a plain (at-least-once) write made. It answers from the ledger, so the row
+    shows (a plain producer could not answer: the half was discarded after its checks)."""
+    import pyarrow as pa
+    from rocketmq_spark import ledger
+    from rocketmq_spark.options import sink_options
+    from rocketmq_spark.writer import write_rows
 
-    connection = connection_of({"nameServer": cluster.namesrv_address})
-    runtime.producer(connection, "PG_spark_clash", 3.0)
-    with pytest.raises(runtime.ProducerGroupClash, match="'PG_spark_clash' sends both"):
-        runtime.transaction_producer(connection, "PG_spark_clash", 3.0, lambda _: None)
-    runtime.transaction_producer(connection, "PG_spark_clash_txn", 3.0, lambda _: None)
-    with pytest.raises(runtime.ProducerGroupClash, match="different producerGroup options"):
-        runtime.producer(connection, "PG_spark_clash_txn", 3.0)
+    from rocketmq_core.client.sync import TransactionProducer
+    from rocketmq_core.client.transaction import LocalTransactionState
+
+    topic, group = new_topic(), "PG_spark_left_behind"
+    sink = ledger.sink_key("left-behind")
+    with Admin(cluster.namesrv_address) as admin:
+        admin.put_kv(ledger.NAMESPACE, ledger.epoch_key(sink, "7"), ledger.encode_record({0: 42}))
+    undecided = lambda *_: LocalTransactionState.UNKNOWN  # noqa: E731
+    with TransactionProducer(
+        group, cluster.namesrv_address, executor=undecided, checker=undecided
+    ) as dead_task:
+        half = Message(topic, b"left behind")
+        half.properties[ledger.TXN_PROPERTY] = ledger.HalfTag(sink, "7", 0, 42).encode()
+        dead_task.send_in_transaction(half)
+    settings = sink_options(
+        {"nameServer": cluster.namesrv_address, "topic": topic, "producerGroup": group},
+        streaming=False,
+    )
+    plain = pa.RecordBatch.from_pydict({"body": [b"plain write"]})
+    assert write_rows(settings, [plain], None).count == 1
+    received = everything_in(cluster, topic, expect=2)
+    assert sorted(m.body for m in received) == [b"left behind", b"plain write"]
