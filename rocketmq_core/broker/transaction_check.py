@@ -40,12 +40,14 @@ from ..store.api import MessageToStore, PutResult
 from .transactions import (
     CHECK_IMMUNITY,
     CHECK_TIMES,
+    FIRST_HALF,
     HALF_QUEUE,
     PGROUP,
     REAL_QID,
     REAL_TOPIC,
     UNIQ_KEY,
     Decisions,
+    first_half,
     now_ms,
 )
 
@@ -142,8 +144,10 @@ class TransactionCheckService:
         return True
 
     def _append_copy(self, half: StoredMessage, checks: int) -> StoredMessage | None:
-        """The half appended again, counting one more check; None if the store refused."""
-        properties = {**half.properties, CHECK_TIMES: str(checks)}
+        """The half appended again, counting one more check and naming the transaction's
+        first half; None if the store refused."""
+        first = first_half(half)
+        properties = {**half.properties, CHECK_TIMES: str(checks), FIRST_HALF: str(first)}
         put = self._append(MessageToStore.again(half, TRANS_HALF_TOPIC, HALF_QUEUE, properties))
         if not put.status.stored:
             log.warning(
@@ -153,6 +157,7 @@ class TransactionCheckService:
                 put.remark,
             )
             return None
+        self.decisions.replaced(first, put.queue_offset)
         return dataclasses.replace(
             half,
             queue_offset=put.queue_offset,

@@ -54,6 +54,8 @@ UNIQ_KEY = "UNIQ_KEY"
 TRANSACTION_ID = "__transactionId__"
 CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+# on a check-back's copy: the queue offset of the transaction's first half (Java's name)
+FIRST_HALF = "TRAN_PREPARED_QUEUE_OFFSET"
 # what a half carries that its committed message must not
 HALF_ONLY = (
     TRAN_MSG,
@@ -61,7 +63,7 @@ HALF_ONLY = (
     REAL_QID,
     TRANSACTION_ID,
     CHECK_TIMES,
-    "TRAN_PREPARED_QUEUE_OFFSET",
+    FIRST_HALF,
 )
 
 
@@ -97,6 +99,7 @@ class HalfMessageHook:
         parsed = parse_properties(properties.decode())
         if UNIQ_KEY in parsed:
             parsed[TRANSACTION_ID] = parsed[UNIQ_KEY]
+        parsed.pop(FIRST_HALF, None)  # the check-back's to set on its copies, no one else's
         return message.parked(
             TRANS_HALF_TOPIC,
             HALF_QUEUE,
@@ -131,6 +134,10 @@ class Decisions:
         self.half_offset = 0
         self.op_offset = 0
         self._decided: set[int] = set()
+        # a transaction's first half -> the copy the check-back replaced it with last, for
+        # an END that comes after its half was copied (in memory: after a restart such an
+        # END is ignored, and the copy's check-back decides)
+        self._copies: dict[int, int] = {}
 
     def load(self) -> None:
         """Take up the offsets where they were persisted (or where the queues now start)."""
@@ -155,6 +162,22 @@ class Decisions:
     def release(self, half_offset: int) -> None:
         """The decision could not be stored: the half waits for one again."""
         self._decided.discard(half_offset)
+
+    def replaced(self, first: int, copy: int) -> None:
+        """The check-back appended ``copy`` for the transaction whose first half is at
+        ``first``: the transaction is that copy's to decide now."""
+        self._copies[first] = copy
+
+    def undecided_copy(self, half: StoredMessage) -> int | None:
+        """Where the copy that replaced ``half`` waits undecided, if the check-back passed
+        ``half`` for one (an END later than transactionTimeOut): that copy is what such
+        an END decides. None when ``half`` is no such half."""
+        if half.queue_offset >= self.half_offset or half.queue_offset in self._decided:
+            return None  # not passed yet, or decided
+        copy = self._copies.get(first_half(half))
+        if copy is None or copy == half.queue_offset or self.settled(copy):
+            return None
+        return copy
 
     def pass_half(self, half_offset: int) -> None:
         """The check-back is done with every half up to ``half_offset``."""
@@ -187,6 +210,16 @@ class Decisions:
             self.op_offset = queue_offset + 1
         self.broker.offsets.commit(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE, self.op_offset)
         self._decided = {half for half in self._decided if half >= self.half_offset}
+        self._copies = {
+            first: copy for first, copy in self._copies.items() if copy >= self.half_offset
+        }
+
+
+def first_half(half: StoredMessage) -> int:
+    """The queue offset of the first half of ``half``'s transaction: its own, unless it is
+    a check-back's copy."""
+    text = half.properties.get(FIRST_HALF, "")
+    return int(text) if text.isdigit() and int(text) < half.queue_offset else half.queue_offset
 
 
 def _op_halves(record: bytes | memoryview, queue_offset: int) -> list[int]:
@@ -216,8 +249,10 @@ async def end_transaction(
     broker: Broker, ctx: RequestContext, request: RemotingCommand
 ) -> RemotingCommand | None:
     """Commit or roll back a half message. A second decision is answered SUCCESS and
-    ignored, and so is one for a half the check-back already replaced by a copy (an
-    executor slower than transactionTimeOut): the copy's check-back decides, once."""
+    ignored. One for a half the check-back already replaced by a copy (an executor
+    slower than transactionTimeOut) decides that copy, if it waits undecided: the
+    transaction is decided once, and does not wait on a check-back its producer group
+    may no longer be there to answer."""
     broker.check_ready()
     header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields or {})
     if broker.config.broker_role == "SLAVE":
@@ -235,6 +270,9 @@ async def end_transaction(
         )
     half = await _half_message(broker, header)
     decisions = decisions_of(broker)
+    copy = decisions.undecided_copy(half)
+    if copy is not None:
+        half = await _copy_of(broker, half, copy)
     if not decisions.claim(half.queue_offset):
         log.info(
             "transaction %s (half %d) is decided already; %s ignored",
@@ -286,6 +324,20 @@ async def _half_message(broker: Broker, header: EndTransactionRequestHeader) -> 
             f"The commit log offset wrong: the half message is at {half.commit_log_offset}",
         )
     return half
+
+
+async def _copy_of(broker: Broker, half: StoredMessage, copy: int) -> StoredMessage:
+    """The check-back's copy of ``half`` at queue offset ``copy``; ``half`` itself if the
+    copy cannot be read (the END is then ignored as a second decision)."""
+    result = await broker.store.get(TRANS_HALF_TOPIC, HALF_QUEUE, copy, 1)
+    try:
+        found = decode_record(result.records[0]) if result.records else None
+    except RecordError:
+        found = None
+    if found is None or found.properties.get(UNIQ_KEY) != half.properties.get(UNIQ_KEY):
+        log.warning("the copy %d of half message %d is gone", copy, half.queue_offset)
+        return half
+    return found
 
 
 async def _put(broker: Broker, message: MessageToStore, what: str) -> None:

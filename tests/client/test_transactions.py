@@ -178,6 +178,38 @@ async def test_a_commit_delivers_the_message_a_rollback_never_and_a_half_is_unse
 
 
 @checking
+@pytest.mark.parametrize("decision", [COMMIT, ROLLBACK], ids=["commit", "rollback"])
+async def test_a_decision_later_than_the_check_back_decides_its_copy_once(cluster, name, decision):
+    """An executor slower than transactionTimeOut: the check-back has replaced the half by
+    a copy, and its checks heard nothing, when the decision comes. The decision is the
+    copy's: the transaction ends once, and no check-back asks about it again (it waited
+    on an answer the producer group might no longer be there to give)."""
+    checker, asked = answer(UNKNOWN)
+
+    async def executor(message: Message, arg: object) -> LocalTransactionState:
+        await eventually(lambda: len(asked) >= 2)  # copied, and copied again
+        return decision
+
+    async with (
+        consuming(cluster, name("CG")) as received,
+        TransactionProducer(
+            name("PG"), cluster.namesrv_address, executor=executor, checker=checker
+        ) as producer,
+    ):
+        result = await producer.send_in_transaction(Message(TOPIC, b"late", keys="o-9"))
+        assert result.local_state is decision
+        if decision is COMMIT:
+            await eventually(lambda: len(received) == 1)
+        await anyio.sleep(0.3)  # the oneway END lands
+        await check_rounds(cluster, 1)
+        asked_before = len(asked)
+        await check_rounds(cluster, 3)
+        await anyio.sleep(0.5)  # a round of the broker's own, and a delivery, if any
+        assert len(asked) == asked_before  # decided: asked no more
+    assert [m.body for m in received] == ([b"late"] if decision is COMMIT else [])
+
+
+@checking
 @pytest.mark.parametrize(
     ("local", "checked"), [("unknown", COMMIT), ("raises", ROLLBACK)], ids=["commit", "rollback"]
 )

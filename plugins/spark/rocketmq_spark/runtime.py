@@ -36,6 +36,16 @@ def _cached(key: tuple[Any, ...], make: Any) -> Any:
         return client
 
 
+def shutdown_all() -> None:
+    """Shut down every client this process keeps (an embedding process, a test module
+    done with Spark); the next use starts new ones."""
+    with _lock:
+        clients = list(_clients.values())
+        _clients.clear()
+    for client in clients:
+        client.shutdown()
+
+
 def pull_consumer(connection: Connection, group: str) -> sync.PullConsumer:
     return _cached(
         ("pull", connection, group),

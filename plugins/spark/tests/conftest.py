@@ -104,3 +104,14 @@ def new_topic(cluster):
         return name
 
     return make
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_clients_left_behind():
+    """The clients the driver's side keeps (this process's: commits, planning) are shut
+    down with each module, so that their loop thread and sockets do not outlive Spark's
+    tests in this worker, where other tests count threads and descriptors."""
+    yield
+    from rocketmq_spark import runtime
+
+    runtime.shutdown_all()
