@@ -83,6 +83,20 @@ async def consuming(cluster: EmbeddedCluster, group: str) -> AsyncIterator[list[
         yield received
 
 
+@asynccontextmanager
+async def consumer_and_producer(
+    cluster: EmbeddedCluster, name, executor, checker
+) -> AsyncIterator[tuple[list[ReceivedMessage], TransactionProducer]]:
+    """What a consumer of TOPIC receives, and a TransactionProducer of the test's group."""
+    async with (
+        consuming(cluster, name("CG")) as received,
+        TransactionProducer(
+            name("PG"), cluster.namesrv_address, executor=executor, checker=checker
+        ) as producer,
+    ):
+        yield received, producer
+
+
 async def held_queues(cluster: EmbeddedCluster) -> list[set[int]]:
     return list(cluster.broker.pulls.held_queues(TOPIC).values())
 
@@ -190,12 +204,7 @@ async def test_a_decision_later_than_the_check_back_decides_its_copy_once(cluste
         await eventually(lambda: len(asked) >= 2)  # copied, and copied again
         return decision
 
-    async with (
-        consuming(cluster, name("CG")) as received,
-        TransactionProducer(
-            name("PG"), cluster.namesrv_address, executor=executor, checker=checker
-        ) as producer,
-    ):
+    async with consumer_and_producer(cluster, name, executor, checker) as (received, producer):
         result = await producer.send_in_transaction(Message(TOPIC, b"late", keys="o-9"))
         assert result.local_state is decision
         if decision is COMMIT:
@@ -220,12 +229,7 @@ async def test_an_undecided_transaction_is_checked_back(cluster, name, local, ch
         return UNKNOWN
 
     checker, asked = answer(checked)
-    async with (
-        consuming(cluster, name("CG")) as received,
-        TransactionProducer(
-            name("PG"), cluster.namesrv_address, executor=executor, checker=checker
-        ) as producer,
-    ):
+    async with consumer_and_producer(cluster, name, executor, checker) as (received, producer):
         result = await producer.send_in_transaction(Message(TOPIC, b"order", keys="o-1"))
         assert result.local_state is UNKNOWN
         await eventually(lambda: asked)
