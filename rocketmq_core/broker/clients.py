@@ -7,7 +7,6 @@ group's members when its membership or subscriptions change (clustering groups o
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
@@ -134,7 +133,6 @@ class ProducerManager:
 
     def __init__(self) -> None:
         self.groups: dict[str, dict[Channel, ClientChannel]] = {}
-        self._asked = itertools.count()  # which member ``any_channel`` gives next
 
     def register(
         self,
@@ -173,12 +171,13 @@ class ProducerManager:
         """The group's connections (GET_PRODUCER_CONNECTION_LIST), None if it has none."""
         return self.groups.get(group_name)
 
-    def any_channel(self, group_name: str) -> Channel | None:
-        """A connection of the group, if any: each call the next member in turn (as
-        Java's broker), so that a check-back a member cannot answer (a producer that sends
-        no transactions) goes to another one next round."""
+    def any_channel(self, group_name: str, turn: int = 0) -> Channel | None:
+        """A connection of the group, if any: the member whose ``turn`` it is, in the
+        order they joined. A check-back passes its check count, so each round asks a
+        transaction's group the next member: one that cannot answer (a producer that
+        sends no transactions) is not asked every time."""
         channels = self.groups.get(group_name)
         if not channels:
             return None
         members = list(channels)
-        return members[next(self._asked) % len(members)]
+        return members[turn % len(members)]

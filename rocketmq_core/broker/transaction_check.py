@@ -179,7 +179,9 @@ class TransactionCheckService:
         """CHECK_TRANSACTION_STATE for ``copy`` to a producer of its group, if one is here."""
         properties = copy.properties
         group = properties.get(PGROUP, "")
-        channel = self.broker.producers.any_channel(group)
+        # each check of this transaction asks the group's next producer
+        turn = int(properties.get(CHECK_TIMES, "0") or 0)
+        channel = self.broker.producers.any_channel(group, turn)
         uniq = properties.get(UNIQ_KEY)
         if channel is None:
             log.debug("no producer of group %r is connected to check transaction %s", group, uniq)

@@ -136,7 +136,7 @@ class Decisions:
         self._decided: set[int] = set()
         # a transaction's first half -> the copy the check-back replaced it with last, for
         # an END that comes after its half was copied (in memory: after a restart such an
-        # END is ignored, and the copy's check-back decides)
+        # END is ignored until the check-back copies the transaction again)
         self._copies: dict[int, int] = {}
 
     def load(self) -> None:
@@ -219,7 +219,9 @@ def first_half(half: StoredMessage) -> int:
     """The queue offset of the first half of ``half``'s transaction: its own, unless it is
     a check-back's copy."""
     text = half.properties.get(FIRST_HALF, "")
-    return int(text) if text.isdigit() and int(text) < half.queue_offset else half.queue_offset
+    if text.isascii() and text.isdigit() and int(text) < half.queue_offset:
+        return int(text)
+    return half.queue_offset
 
 
 def _op_halves(record: bytes | memoryview, queue_offset: int) -> list[int]:
@@ -270,8 +272,11 @@ async def end_transaction(
         )
     half = await _half_message(broker, header)
     decisions = decisions_of(broker)
-    copy = decisions.undecided_copy(half)
-    if copy is not None:
+    # a check-back round may copy the copy while it is read: follow it, a few times
+    for _ in range(3):
+        copy = decisions.undecided_copy(half)
+        if copy is None:
+            break
         half = await _copy_of(broker, half, copy)
     if not decisions.claim(half.queue_offset):
         log.info(
@@ -331,13 +336,21 @@ async def _copy_of(broker: Broker, half: StoredMessage, copy: int) -> StoredMess
     copy cannot be read (the END is then ignored as a second decision)."""
     result = await broker.store.get(TRANS_HALF_TOPIC, HALF_QUEUE, copy, 1)
     try:
-        found = decode_record(result.records[0]) if result.records else None
+        found = decode_record(result.records[0]) if result.queue_offsets[:1] == [copy] else None
     except RecordError:
         found = None
-    if found is None or found.properties.get(UNIQ_KEY) != half.properties.get(UNIQ_KEY):
+    same = found is not None and (
+        first_half(found) == first_half(half)
+        and all(found.properties.get(name) == half.properties.get(name) for name in _SAME)
+    )
+    if found is None or not same:
         log.warning("the copy %d of half message %d is gone", copy, half.queue_offset)
         return half
     return found
+
+
+# what a check-back's copy has as its first half has
+_SAME = (UNIQ_KEY, PGROUP, REAL_TOPIC)
 
 
 async def _put(broker: Broker, message: MessageToStore, what: str) -> None:

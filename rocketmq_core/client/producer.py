@@ -263,7 +263,7 @@ class Producer(PartsLifetime):
         self, broker_address: str, header: CheckTransactionStateRequestHeader, message: Any
     ) -> None:
         """CHECK_TRANSACTION_STATE for this group: only a TransactionProducer can answer
-        (the broker asks the group's producers in turn: another one next round)."""
+        (the broker asks a transaction's group the next producer at its next check)."""
         log.warning(
             "broker %s asked producer group %r about transaction %s, but this producer"
             " sends no transactions; use a TransactionProducer with a checker",

@@ -193,15 +193,23 @@ async def test_a_commit_delivers_the_message_a_rollback_never_and_a_half_is_unse
 
 @checking
 @pytest.mark.parametrize("decision", [COMMIT, ROLLBACK], ids=["commit", "rollback"])
-async def test_a_decision_later_than_the_check_back_decides_its_copy_once(cluster, name, decision):
+@pytest.mark.parametrize("checker_decides", [False, True], ids=["unanswered", "answered"])
+async def test_a_decision_later_than_the_check_back_decides_its_copy_once(
+    cluster, name, decision, checker_decides
+):
     """An executor slower than transactionTimeOut: the check-back has replaced the half by
     a copy, and its checks heard nothing, when the decision comes. The decision is the
     copy's: the transaction ends once, and no check-back asks about it again (it waited
-    on an answer the producer group might no longer be there to give)."""
-    checker, asked = answer(UNKNOWN)
+    on an answer the producer group might no longer be there to give). Where the checker
+    answers too, at the same moment, the first of the two decides."""
+    asked: list[ReceivedMessage] = []
+
+    def checker(message: ReceivedMessage) -> LocalTransactionState:
+        asked.append(message)
+        return decision if checker_decides and len(asked) >= 3 else UNKNOWN
 
     async def executor(message: Message, arg: object) -> LocalTransactionState:
-        await eventually(lambda: len(asked) >= 2)  # copied, and copied again
+        await eventually(lambda: len(asked) >= 3)  # copied, and copied again
         return decision
 
     async with consumer_and_producer(cluster, name, executor, checker) as (received, producer):
