@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import mmap
 import os
 import resource
@@ -308,7 +309,11 @@ async def test_disk_work_no_put_waits_for_runs_at_the_lowest_priority(
 
 @contextmanager
 def open_files_limit(headroom: int):
-    """RLIMIT_NOFILE lowered to what this process holds now plus ``headroom``."""
+    """RLIMIT_NOFILE lowered to what this process holds now plus ``headroom``. No garbage
+    collection meanwhile: one that found an earlier test's store, left open on purpose,
+    would close its files' descriptors and hand their room to this test."""
+    gc.collect()
+    gc.disable()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     held = len(os.listdir("/proc/self/fd"))
     resource.setrlimit(resource.RLIMIT_NOFILE, (held + headroom, hard))
@@ -316,6 +321,7 @@ def open_files_limit(headroom: int):
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        gc.enable()
 
 
 async def test_a_queue_without_a_descriptor_for_its_file_refuses_the_put_and_writes_nothing(
@@ -329,27 +335,30 @@ async def test_a_queue_without_a_descriptor_for_its_file_refuses_the_put_and_wri
             assert (await store.put(message(queue_id, queue_id))).ok
             stored[queue_id] = 1
         with open_files_limit(headroom=6):
-            refused = []
-            for queue_id in range(3, 40):
+            refused = []  # (result, its queue)
+            # the refusal comes after ~25 rounds here; the bound leaves room for
+            # descriptors the process lets go of meanwhile
+            for queue_id in range(3, 300):
                 end = store.max_commit_log_offset
                 single = await store.put(message(queue_id, queue_id))
-                batch = await store.put_batch([message(100 + queue_id, 40 + queue_id)] * 3)
-                for result, queue, count in ((single, queue_id, 1), (batch, 40 + queue_id, 3)):
+                batch = await store.put_batch([message(queue_id, 1000 + queue_id)] * 3)
+                for result, queue, count in ((single, queue_id, 1), (batch, 1000 + queue_id, 3)):
                     if result.ok:
                         stored[queue] = count
                     else:
-                        refused.append(result)
+                        refused.append((result, queue))
                 if refused:
                     break
             assert refused, "the lowered limit never refused a put"
             assert store.max_commit_log_offset - end < 4 * 1200  # no record of the refused
-        for result in refused:
+        for result, _ in refused:
             assert result.status is PutStatus.CREATE_MAPPED_FILE_FAILED
             assert "ulimit -n" in result.remark
         assert store.queues()["TopicTest"] == sorted(stored)  # no refused queue is listed
         # with descriptors back, the refused queues work
-        assert (await store.put(message(99, 39))).ok
-        stored[39] = 1
+        _, queue = refused[0]
+        assert (await store.put(message(99, queue))).ok
+        stored[queue] = 1
     async with opened(tmp_path, plugin_host) as store:
         assert store.stats()["recovered_after_crash"] is False
         assert store.queues()["TopicTest"] == sorted(stored)
