@@ -114,6 +114,8 @@ class TransactionCheckService:
     def _check_half(self, record: bytes | memoryview, queue_offset: int, now: int) -> bool:
         """Handle one half; False when the round stops before it."""
         config = self.broker.config
+        if self.decisions.storing(queue_offset):
+            return False  # an END's records are being stored: looked at next round
         if self.decisions.settled(queue_offset):
             self.decisions.pass_half(queue_offset)
             return True

@@ -138,6 +138,7 @@ class Decisions:
         # an END that comes after its half was copied (in memory: after a restart such an
         # END is ignored until the check-back copies the transaction again)
         self._copies: dict[int, int] = {}
+        self._storing: set[int] = set()  # claimed halves whose records are being stored
 
     def load(self) -> None:
         """Take up the offsets where they were persisted (or where the queues now start)."""
@@ -153,15 +154,27 @@ class Decisions:
         return half_offset < self.half_offset or half_offset in self._decided
 
     def claim(self, half_offset: int) -> bool:
-        """Mark a half decided; False when it was settled already (a second decision)."""
+        """Mark a half decided; False when it was settled already (a second decision).
+        Until ``stored`` or ``release``, a check-back round stops before it."""
         if self.settled(half_offset):
             return False
         self._decided.add(half_offset)
+        self._storing.add(half_offset)
         return True
+
+    def storing(self, half_offset: int) -> bool:
+        """Claimed, and its decision's records not stored yet: a round that passed it
+        now would leave it settled with nothing stored if the store then failed."""
+        return half_offset in self._storing
+
+    def stored(self, half_offset: int) -> None:
+        """The claimed decision's records are stored (or as many as will be)."""
+        self._storing.discard(half_offset)
 
     def release(self, half_offset: int) -> None:
         """The decision could not be stored: the half waits for one again."""
         self._decided.discard(half_offset)
+        self._storing.discard(half_offset)
 
     def replaced(self, first: int, copy: int) -> None:
         """The check-back appended ``copy`` for the transaction whose first half is at
@@ -286,14 +299,18 @@ async def end_transaction(
             "commit" if decision == TRANSACTION_COMMIT else "rollback",
         )
         return request.response()
-    if decision == TRANSACTION_COMMIT:
-        try:
-            # through the put hooks: a committed message with a delay level is delayed
-            await _put(broker, broker.prepare(committed_message(half)), "the committed message")
-        except Exception:
-            decisions.release(half.queue_offset)
-            raise
-    await _put(broker, op_message(broker, half), "the transaction's op message")
+    try:
+        if decision == TRANSACTION_COMMIT:
+            try:
+                # through the put hooks: a committed message with a delay level is delayed
+                message = broker.prepare(committed_message(half))
+                await _put(broker, message, "the committed message")
+            except Exception:
+                decisions.release(half.queue_offset)
+                raise
+        await _put(broker, op_message(broker, half), "the transaction's op message")
+    finally:
+        decisions.stored(half.queue_offset)
     return request.response()
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from rocketmq_core.broker.transactions import decisions_of
 from rocketmq_core.client import sync
 from rocketmq_core.client.config import ClientConfig
 from rocketmq_core.client.message import Message, ReceivedMessage
@@ -25,6 +26,7 @@ from rocketmq_core.client.transaction import (
     TransactionProducer,
     TransactionSendResult,
 )
+from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
 from rocketmq_core.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
 from rocketmq_core.protocol.headers import EndTransactionRequestHeader
@@ -114,6 +116,11 @@ async def check_rounds(cluster: EmbeddedCluster, count: int = 1) -> None:
     """Run check-back rounds at once, rather than wait for them."""
     for _ in range(count):
         await anyio.to_thread.run_sync(in_broker, cluster, check_now)
+
+
+async def checked_up_to(cluster: EmbeddedCluster) -> int:
+    """The check-back's half offset: every half below it is settled."""
+    return decisions_of(cluster.broker).half_offset
 
 
 async def queue_size(cluster: EmbeddedCluster, topic: str) -> int:
@@ -278,6 +285,41 @@ async def test_end_transaction_must_name_the_half_message_rightly(cluster, name)
         assert received == []
         assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
         await eventually(lambda: len(received) == 1)
+
+
+@checking
+async def test_a_commit_whose_store_fails_while_a_round_runs_is_checked_back_later(
+    cluster, name, monkeypatch
+):
+    """A commit's message is refused by the store after a slow put, while a check-back
+    round runs: the round stops before the half (its decision is being stored), so the
+    failed decision leaves the half to the check-back, whose answer commits it. A round
+    that passed it then would have left it settled with nothing stored."""
+    checker, asked = answer(COMMIT)
+    broker = cluster.broker
+    put, entered, gate = broker.put, threading.Event(), threading.Event()
+
+    async def slow_then_refused(message):  # the committed message's put, held, then failed
+        if message.topic == TOPIC and not asked:
+            entered.set()
+            await anyio.to_thread.run_sync(gate.wait, 10)
+            raise RequestRefused(ResponseCode.SYSTEM_ERROR, "the store failed (the test)")
+        return await put(message)
+
+    async with consumer_and_producer(cluster, name, undecided, checker) as (received, producer):
+        result = await producer.send_in_transaction(Message(TOPIC, b"retried"))
+        monkeypatch.setattr(broker, "put", slow_then_refused)
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(end, producer, cluster, result)
+            assert await anyio.to_thread.run_sync(entered.wait, 10)
+            await anyio.sleep(0.5)  # older than transactionTimeOut (300 ms)
+            await check_rounds(cluster, 1)
+            half_offset = await anyio.to_thread.run_sync(in_broker, cluster, checked_up_to)
+            assert half_offset <= result.queue_offset  # the round stopped before it
+            gate.set()
+        await check_rounds(cluster, 1)
+        await eventually(lambda: len(received) == 1)
+    assert [m.body for m in received] == [b"retried"] and asked
 
 
 @pytest.mark.rocketmq(reject_transaction_message=True)
