@@ -14,6 +14,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+import anyio
+
 from ..errors import RequestRefused
 from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand
@@ -299,18 +301,22 @@ async def end_transaction(
             "commit" if decision == TRANSACTION_COMMIT else "rollback",
         )
         return request.response()
-    try:
-        if decision == TRANSACTION_COMMIT:
-            try:
-                # through the put hooks: a committed message with a delay level is delayed
-                message = broker.prepare(committed_message(half))
-                await _put(broker, message, "the committed message")
-            except Exception:
-                decisions.release(half.queue_offset)
-                raise
-        await _put(broker, op_message(broker, half), "the transaction's op message")
-    finally:
-        decisions.stored(half.queue_offset)
+    # shielded: a producer gone mid-way (its handlers cancelled) must not leave the claim
+    # standing with nothing stored; each put ends by its own timeouts
+    with anyio.CancelScope(shield=True):
+        try:
+            if decision == TRANSACTION_COMMIT:
+                try:
+                    # through the put hooks: a committed message with a delay level is delayed
+                    message = broker.prepare(committed_message(half))
+                    await _put(broker, message, "the committed message")
+                except Exception:
+                    decisions.release(half.queue_offset)
+                    raise
+            decisions.stored(half.queue_offset)  # the claim stands, whatever the op's fate
+            await _put(broker, op_message(broker, half), "the transaction's op message")
+        finally:
+            decisions.stored(half.queue_offset)
     return request.response()
 
 
