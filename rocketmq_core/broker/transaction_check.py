@@ -182,8 +182,7 @@ class TransactionCheckService:
         properties = copy.properties
         group = properties.get(PGROUP, "")
         # each check of this transaction asks the group's next producer
-        turn = int(properties.get(CHECK_TIMES, "0") or 0)
-        channel = self.broker.producers.any_channel(group, turn)
+        channel = self.broker.producers.any_channel(group, _check_times(copy))
         uniq = properties.get(UNIQ_KEY)
         if channel is None:
             log.debug("no producer of group %r is connected to check transaction %s", group, uniq)

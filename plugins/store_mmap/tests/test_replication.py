@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from test_append_kernel import FailingDispatcher
 
 from rocketmq_core.errors import StoreError
 from rocketmq_core.protocol.constants import SCHEDULE_TOPIC
@@ -244,16 +245,28 @@ async def test_bytes_that_do_not_fit_are_refused_and_nothing_is_kept(tmp_path: P
         await master.close()
 
 
-class RefuseOnce:
-    """A dispatcher that refuses the record at one CommitLog offset, once."""
+def commit_log_syncs(
+    monkeypatch: pytest.MonkeyPatch,
+    store_root: Path,
+    entered: threading.Event | None = None,
+    gate: threading.Event | None = None,
+) -> list[str]:
+    """The fdatasyncs of ``store_root``'s CommitLog files from now on, by path; with
+    ``gate``, each one sets ``entered`` and waits for ``gate`` before it runs."""
+    synced: list[str] = []
+    fdatasync, commit_log = os.fdatasync, str(store_root / "commitlog")
 
-    def __init__(self, offset: int) -> None:
-        self.offset: int | None = offset
+    def watched(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.startswith(commit_log):
+            if gate is not None and entered is not None:
+                entered.set()
+                assert gate.wait(10), "the test never let the flush go on"
+            synced.append(path)
+        fdatasync(fd)
 
-    def __call__(self, request) -> None:
-        if request.commit_log_offset == self.offset:
-            self.offset = None
-            raise StoreError("refused by the test")
+    monkeypatch.setattr(os, "fdatasync", watched)
+    return synced
 
 
 @pytest.mark.anyio
@@ -267,26 +280,13 @@ async def test_bytes_sent_again_after_a_cut_during_a_flush_are_flushed(
     master = await opened(tmp_path / "master")
     slave = await opened(tmp_path / "slave")
     entered, gate = threading.Event(), threading.Event()
-    synced: list[str] = []
-    fdatasync = os.fdatasync
-
-    slave_log = str(tmp_path / "slave" / "commitlog")
-
-    def held_fdatasync(fd: int) -> None:  # the slave CommitLog's, held until the test says
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        if path.startswith(slave_log):
-            entered.set()
-            assert gate.wait(10), "the test never let the flush go on"
-            synced.append(path)
-        fdatasync(fd)
-
     try:
         offsets = await fill_master(master, rounds=1)
         refused = offsets[40]
-        slave.add_dispatcher(RefuseOnce(refused))
+        slave.add_dispatcher(FailingDispatcher(refused, StoreError("refused by the test")))
         old_end = replicate(master, slave, 0, refused + 30)  # its record incomplete
         flusher = slave._flusher
-        monkeypatch.setattr(os, "fdatasync", held_fdatasync)
+        synced = commit_log_syncs(monkeypatch, tmp_path / "slave", entered, gate)
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(flusher.flush)
             try:
@@ -323,23 +323,15 @@ async def test_a_clean_stop_with_an_incomplete_record_syncs_what_it_keeps(
         "mmap", replace(store_config(tmp_path / "slave"), flush_thorough_interval=3600.0)
     )
     await slave.open()
-    synced: list[str] = []
-    fdatasync = os.fdatasync
-
-    def counted_fdatasync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        fdatasync(fd)
-
     try:
         offsets = await fill_master(master, rounds=1)
         replicate(master, slave, 0, offsets[30] + 30)
         assert slave._flusher.flushed == 0
-        monkeypatch.setattr(os, "fdatasync", counted_fdatasync)
+        synced = commit_log_syncs(monkeypatch, tmp_path / "slave")
     finally:
         await slave.close()
         await master.close()
-    slave_log = str(tmp_path / "slave" / "commitlog")
-    assert any(path.startswith(slave_log) for path in synced), synced
+    assert synced, "the stop synced nothing of the slave's CommitLog"
 
 
 def _first_blank(offsets: list[int]) -> int:
