@@ -5,9 +5,12 @@ became of its transaction.
 A round reads the op topic to learn what is decided, then walks the half queue from
 group CID_RMQ_SYS_TRANS's offset up to where the queue ended when the round began. A
 decided half is passed over; one checked ``transactionCheckMax`` times (or older than
-``fileReservedTime``) is moved to TRANS_CHECK_MAX_TIME_TOPIC; a young one ends the round.
-Any other is appended again as a copy (one more check counted) and the producer group
-is sent CHECK_TRANSACTION_STATE for the copy; its END_TRANSACTION decides the copy.
+``fileReservedTime``) is moved to TRANS_CHECK_MAX_TIME_TOPIC; one younger than
+``transactionTimeOut`` ends the round. One whose producer asked for a longer immunity
+(CHECK_IMMUNITY_TIME_IN_SECONDS) and is still within it is appended again as a copy, no
+check counted, and the round goes on. Any other is appended again as a copy (one more
+check counted) and the producer group is sent CHECK_TRANSACTION_STATE for the copy; its
+END_TRANSACTION, or a late one for any earlier half of the transaction, decides the copy.
 Everything derives from the store and the persisted offsets, so a restart loses nothing.
 """
 
@@ -42,6 +45,7 @@ from .transactions import (
     CHECK_TIMES,
     FIRST_HALF,
     HALF_QUEUE,
+    HALF_READ_BATCH,
     PGROUP,
     REAL_QID,
     REAL_TOPIC,
@@ -56,7 +60,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rocketmq.broker.transactions")
 
-HALF_READ_BATCH = 32
 HOUR_MS = 3_600_000
 
 
@@ -73,6 +76,7 @@ class TransactionCheckService:
         # the state is the group's offsets, which the broker persists once services stop
         self.decisions.load()
         await self.decisions.read_ops()  # decided before a restart counts before any END
+        await self.decisions.read_copies()
         task_status.started()
         while True:
             await anyio.sleep(self.broker.config.transaction_check_interval / 1000)
@@ -136,13 +140,17 @@ class TransactionCheckService:
         # born time of the first half (copies keep it); the store time if the producer's
         # clock is ahead of ours
         age = now - min(half.born_timestamp, half.store_timestamp)
-        if 0 <= age < _immunity_ms(half, config.transaction_time_out):
-            return False
-        copy = self._append_copy(half, checks + 1)
+        if 0 <= age < config.transaction_time_out:
+            return False  # the halves after it are younger still
+        # one whose producer asked to be left alone longer is appended again, its checks
+        # not counted, so that it does not hold back the checks of the halves after it
+        immune = age < _asked_immunity_ms(half)
+        copy = self._append_copy(half, checks if immune else checks + 1)
         if copy is None:
             return False
         self.decisions.pass_half(queue_offset)
-        self._ask_producer(copy)
+        if not immune:
+            self._ask_producer(copy)
         return True
 
     def _append_copy(self, half: StoredMessage, checks: int) -> StoredMessage | None:
@@ -233,14 +241,14 @@ def _check_times(half: StoredMessage) -> int:
         return 0
 
 
-def _immunity_ms(half: StoredMessage, transaction_time_out: int) -> int:
-    """How long after it was sent a half is left alone: ``transactionTimeOut``, or longer
-    when the producer asked for it (CHECK_IMMUNITY_TIME_IN_SECONDS)."""
+def _asked_immunity_ms(half: StoredMessage) -> int:
+    """How long after it was sent the producer asked for ``half`` to be left unchecked
+    (CHECK_IMMUNITY_TIME_IN_SECONDS); 0 when it did not. ``transactionTimeOut`` applies
+    to every half either way."""
     try:
-        asked = int(half.properties.get(CHECK_IMMUNITY) or 0) * 1000
+        return int(half.properties.get(CHECK_IMMUNITY) or 0) * 1000
     except ValueError:
-        asked = 0
-    return max(transaction_time_out, asked)
+        return 0
 
 
 def encoded_record(message: StoredMessage) -> bytes:

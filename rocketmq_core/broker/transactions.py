@@ -46,6 +46,7 @@ CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # whose offsets on the half and op topics say
 HALF_QUEUE = 0  # every half message waits in queue 0 (and its op in op queue 0)
 OP_TAG = "d"
 OP_READ_BATCH = 32
+HALF_READ_BATCH = 32
 
 # properties (MESSAGE.md §4.1)
 TRAN_MSG = "TRAN_MSG"
@@ -137,8 +138,7 @@ class Decisions:
         self.op_offset = 0
         self._decided: set[int] = set()
         # a transaction's first half -> the copy the check-back replaced it with last, for
-        # an END that comes after its half was copied (in memory: after a restart such an
-        # END is ignored until the check-back copies the transaction again)
+        # an END that comes after its half was copied (``read_copies`` after a restart)
         self._copies: dict[int, int] = {}
         self._storing: set[int] = set()  # claimed halves whose records are being stored
 
@@ -193,6 +193,27 @@ class Decisions:
         if copy is None or copy == half.queue_offset or self.settled(copy):
             return None
         return copy
+
+    async def read_copies(self) -> None:
+        """Learn from the half queue, at and above ``half_offset``, which copy each
+        transaction the check-back copied waits in (the latest), so that after a restart
+        a late END still decides it rather than wait for the next check."""
+        store = self.broker.store
+        offset = self.half_offset
+        end = store.max_offset(TRANS_HALF_TOPIC, HALF_QUEUE)
+        while offset < end:
+            result = await store.get(TRANS_HALF_TOPIC, HALF_QUEUE, offset, HALF_READ_BATCH)
+            for record, queue_offset in zip(result.records, result.queue_offsets, strict=True):
+                try:
+                    half = decode_record(record)
+                except RecordError:
+                    continue  # the check-back says so when it comes to it
+                first = first_half(half)
+                if first != queue_offset:
+                    self._copies[first] = queue_offset
+            if result.next_begin_offset <= offset:
+                break
+            offset = result.next_begin_offset
 
     def pass_half(self, half_offset: int) -> None:
         """The check-back is done with every half up to ``half_offset``."""

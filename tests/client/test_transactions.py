@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from rocketmq_core.broker.transactions import decisions_of
+from rocketmq_core.broker.transactions import CHECK_IMMUNITY, decisions_of
 from rocketmq_core.client import sync
 from rocketmq_core.client.config import ClientConfig
 from rocketmq_core.client.message import Message, ReceivedMessage
@@ -387,6 +387,60 @@ async def test_a_transaction_nobody_decides_is_moved_aside_after_the_last_check(
     assert record.body == b"limbo" and record.properties["UNIQ_KEY"] == result.msg_id
     assert record.properties["REAL_TOPIC"] == TOPIC
     assert [m.properties["TRANSACTION_CHECK_TIMES"] for m in asked] == ["1", "2"]
+
+
+@pytest.mark.rocketmq(transaction_check_max=2, **CHECKING)
+async def test_a_half_asking_for_a_longer_immunity_does_not_hold_back_the_halves_after_it(
+    cluster, name
+):
+    """CHECK_IMMUNITY_TIME_IN_SECONDS: the check-back leaves such a half unasked until
+    then (each round appends it again, no check counted, or transactionCheckMax=2 would
+    discard it), and asks about the halves sent after it meanwhile."""
+    asked: list[tuple[float, ReceivedMessage]] = []
+
+    def checker(message: ReceivedMessage) -> LocalTransactionState:
+        asked.append((time.monotonic(), message))
+        return COMMIT
+
+    async with consumer_and_producer(cluster, name, undecided, checker) as (received, producer):
+        sent_at = time.monotonic()
+        immune = await producer.send_in_transaction(
+            Message(TOPIC, b"immune", properties={CHECK_IMMUNITY: "3"})
+        )
+        later = await producer.send_in_transaction(Message(TOPIC, b"later"))
+        await eventually(lambda: received)
+        assert {message.msg_id for _, message in asked} == {later.msg_id}
+        await eventually(lambda: len(received) == 2)
+        await check_rounds(cluster, 3)
+        await anyio.sleep(0.3)
+    assert [message.body for message in received] == [b"later", b"immune"]
+    [(first_asked, message), *_] = [(at, m) for at, m in asked if m.msg_id == immune.msg_id]
+    assert first_asked - sent_at >= 3
+    assert message.properties["TRANSACTION_CHECK_TIMES"] == "1"
+
+
+@pytest.mark.rocketmq(store="mmap", **CHECKING)
+async def test_a_decision_after_a_restart_decides_the_copy_its_half_waits_in(cluster, name):
+    """The check-back has copied the half (here: an immune one, appended again each
+    round) and the broker restarts: the producer's late decision still ends the
+    transaction, where it was once ignored until the next check asked again."""
+    checker, asked = answer(UNKNOWN)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
+    async with TransactionProducer(
+        name("PG"), config=config, executor=undecided, checker=checker
+    ) as producer:
+        result = await producer.send_in_transaction(
+            Message(TOPIC, b"late", properties={CHECK_IMMUNITY: "60"})
+        )
+        await eventually(lambda: in_broker(cluster, queue_size, TRANS_HALF_TOPIC) >= 3)
+        await anyio.to_thread.run_sync(cluster.restart_broker)
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        async with consuming(cluster, name("CG")) as received:
+            await eventually(lambda: len(received) == 1)
+            await check_rounds(cluster, 3)
+            await anyio.sleep(0.3)
+    assert [message.msg_id for message in received] == [result.msg_id]
+    assert asked == []
 
 
 @pytest.mark.rocketmq(store="mmap", **CHECKING)
