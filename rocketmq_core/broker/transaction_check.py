@@ -135,6 +135,7 @@ class TransactionCheckService:
             or now - half.born_timestamp > config.file_reserved_time * HOUR_MS
         ):
             self._discard(half, checks)
+            self.decisions.gave_up(half)
             self.decisions.pass_half(queue_offset)
             return True
         # born time of the first half (copies keep it); the store time if the producer's

@@ -47,6 +47,7 @@ HALF_QUEUE = 0  # every half message waits in queue 0 (and its op in op queue 0)
 OP_TAG = "d"
 OP_READ_BATCH = 32
 HALF_READ_BATCH = 32
+GIVEN_UP_KEPT = 100_000  # transactions the check-back gave up on that a late END may decide
 
 # properties (MESSAGE.md §4.1)
 TRAN_MSG = "TRAN_MSG"
@@ -141,6 +142,9 @@ class Decisions:
         # an END that comes after its half was copied (``read_copies`` after a restart)
         self._copies: dict[int, int] = {}
         self._storing: set[int] = set()  # claimed halves whose records are being stored
+        # a transaction the check-back gave up on (its first half -> its last half): a late
+        # END still decides it, as Java's broker commits it (in memory: not after a restart)
+        self._given_up: dict[int, int] = {}
 
     def load(self) -> None:
         """Take up the offsets where they were persisted (or where the queues now start)."""
@@ -193,6 +197,19 @@ class Decisions:
         if copy is None or copy == half.queue_offset or self.settled(copy):
             return None
         return copy
+
+    def gave_up(self, half: StoredMessage) -> None:
+        """The check-back moved ``half``, its transaction's last half, aside undecided
+        (``transactionCheckMax`` checks): an END that comes later still decides it."""
+        if len(self._given_up) >= GIVEN_UP_KEPT:
+            del self._given_up[next(iter(self._given_up))]  # the oldest
+        self._given_up[first_half(half)] = half.queue_offset
+
+    def claim_given_up(self, half: StoredMessage) -> int | None:
+        """Where the last half of ``half``'s transaction was when the check-back gave up
+        on it, if no END has decided it since: the caller's END decides it now (once), or
+        hands it back with ``gave_up`` if its records cannot be stored."""
+        return self._given_up.pop(first_half(half), None)
 
     async def read_copies(self) -> None:
         """Learn from the half queue, at and above ``half_offset``, which copy each
@@ -290,7 +307,8 @@ async def end_transaction(
     ignored. One for a half the check-back already replaced by a copy (an executor
     slower than transactionTimeOut) decides that copy, if it waits undecided: the
     transaction is decided once, and does not wait on a check-back its producer group
-    may no longer be there to answer."""
+    may no longer be there to answer. One for a transaction the check-back gave up on
+    (moved to TRANS_CHECK_MAX_TIME_TOPIC) still decides it, once."""
     broker.check_ready()
     header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields or {})
     if broker.config.broker_role == "SLAVE":
@@ -314,14 +332,23 @@ async def end_transaction(
         if copy is None:
             break
         half = await _copy_of(broker, half, copy)
+    given_up = False
     if not decisions.claim(half.queue_offset):
-        log.info(
-            "transaction %s (half %d) is decided already; %s ignored",
+        last = decisions.claim_given_up(half)
+        if last is None:
+            log.info(
+                "transaction %s (half %d) is decided already; %s ignored",
+                header.transaction_id or header.msg_id,
+                half.queue_offset,
+                "commit" if decision == TRANSACTION_COMMIT else "rollback",
+            )
+            return request.response()
+        half, given_up = await _copy_of(broker, half, last), True
+        log.warning(
+            "transaction %s, which the check-back gave up on, is decided late: %s",
             header.transaction_id or header.msg_id,
-            half.queue_offset,
             "commit" if decision == TRANSACTION_COMMIT else "rollback",
         )
-        return request.response()
     # shielded: a producer gone mid-way (its handlers cancelled) must not leave the claim
     # standing with nothing stored; each put ends by its own timeouts
     with anyio.CancelScope(shield=True):
@@ -332,7 +359,10 @@ async def end_transaction(
                     message = broker.prepare(committed_message(half))
                     await _put(broker, message, "the committed message")
                 except Exception:
-                    decisions.release(half.queue_offset)
+                    if given_up:
+                        decisions.gave_up(half)
+                    else:
+                        decisions.release(half.queue_offset)
                     raise
             decisions.stored(half.queue_offset)  # the claim stands, whatever the op's fate
             await _put(broker, op_message(broker, half), "the transaction's op message")

@@ -28,11 +28,16 @@ from rocketmq_core.client.transaction import (
 )
 from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
-from rocketmq_core.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
+from rocketmq_core.protocol.constants import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from rocketmq_core.protocol.headers import EndTransactionRequestHeader
 from rocketmq_core.protocol.message import (
     TRANSACTION_COMMIT,
     TRANSACTION_MASK,
+    TRANSACTION_ROLLBACK,
     decode_offset_msg_id,
     decode_record,
 )
@@ -387,6 +392,33 @@ async def test_a_transaction_nobody_decides_is_moved_aside_after_the_last_check(
     assert record.body == b"limbo" and record.properties["UNIQ_KEY"] == result.msg_id
     assert record.properties["REAL_TOPIC"] == TOPIC
     assert [m.properties["TRANSACTION_CHECK_TIMES"] for m in asked] == ["1", "2"]
+
+
+@pytest.mark.rocketmq(transaction_check_max=2, **CHECKING)
+@pytest.mark.parametrize("decision", [COMMIT, ROLLBACK], ids=["commit", "rollback"])
+async def test_a_decision_after_the_check_back_gave_up_still_decides_once(cluster, name, decision):
+    """A transaction left undecided for transactionCheckMax checks is moved aside; its
+    producer's decision, when it comes at last (a Spark batch longer than the checks),
+    still ends it, as Java's broker commits it, and a second one is ignored."""
+    checker, asked = answer(UNKNOWN)
+    codes = {COMMIT: TRANSACTION_COMMIT, ROLLBACK: TRANSACTION_ROLLBACK}
+    async with consumer_and_producer(cluster, name, undecided, checker) as (received, producer):
+        result = await producer.send_in_transaction(Message(TOPIC, b"patient"))
+        await eventually(lambda: in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1)
+        ops_before = in_broker(cluster, queue_size, TRANS_OP_HALF_TOPIC)
+        other = ROLLBACK if decision is COMMIT else COMMIT
+        for state in (decision, other):
+            assert (await end(producer, cluster, result, codes[state])).code == ResponseCode.SUCCESS
+        # the first decided it (its op record), the second found it decided
+        assert in_broker(cluster, queue_size, TRANS_OP_HALF_TOPIC) == ops_before + 1
+        if decision is COMMIT:
+            await eventually(lambda: received)
+        await check_rounds(cluster, 3)
+        await anyio.sleep(0.3)
+    assert [message.msg_id for message in received] == (
+        [result.msg_id] if decision is COMMIT else []
+    )
+    assert len(asked) == 2
 
 
 @pytest.mark.rocketmq(transaction_check_max=2, **CHECKING)
