@@ -233,3 +233,47 @@ def test_a_half_left_behind_is_decided_by_a_plain_writes_producer_of_its_group(c
     assert write_rows(settings, [plain], None).count == 1
     received = everything_in(cluster, topic, expect=2)
     assert sorted(m.body for m in received) == [b"left behind", b"plain write"]
+
+
+def test_an_exactly_once_batch_longer_than_the_check_backs_still_commits(tmp_path):
+    """A batch write that outlasts the broker's transactionCheckMax check-backs (each
+    answered 'unknown' from the ledger while the batch runs): its halves are moved
+    aside, and the driver's commit still delivers every row, once."""
+    import pyarrow as pa
+    from rocketmq_spark.options import sink_options
+    from rocketmq_spark.writer import commit_epoch, write_rows
+
+    from rocketmq_core.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC
+    from rocketmq_core.testing.cluster import EmbeddedCluster
+
+    with EmbeddedCluster(
+        tmp_path / "rq",
+        transaction_check_interval=200,
+        transaction_time_out=300,
+        transaction_check_max=1,
+    ) as cluster:
+        topic = "SparkLongBatch"
+        cluster.create_topic(topic, queues=4)
+        settings = sink_options(
+            {
+                "nameServer": cluster.namesrv_address,
+                "topic": topic,
+                "transactional": "true",
+                "transactionalId": "long-batch",
+            },
+            streaming=False,
+        )
+        bodies = [f"row {n}".encode() for n in range(20)]
+        sent = write_rows(settings, [pa.RecordBatch.from_pydict({"body": bodies})], "epoch-1")
+        assert sent.count == len(bodies)
+
+        async def moved_aside(cluster: EmbeddedCluster) -> int:
+            return cluster.broker.store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
+
+        deadline = time.monotonic() + 30
+        while cluster.call(moved_aside, cluster) < len(bodies) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cluster.call(moved_aside, cluster) == len(bodies)
+        commit_epoch(settings, [sent], "epoch-1", streamed=False)
+        received = everything_in(cluster, topic, settle=1.0, expect=len(bodies))
+        assert sorted(m.body for m in received) == sorted(bodies)
