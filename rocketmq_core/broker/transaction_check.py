@@ -129,6 +129,9 @@ class TransactionCheckService:
             log.error("half message %d is unreadable (%s); skipped", queue_offset, exc)
             self.decisions.pass_half(queue_offset)
             return True
+        if self.decisions.superseded(half):
+            self.decisions.pass_half(queue_offset)  # a later copy stands for it
+            return True
         checks = _check_times(half)
         if (
             checks >= config.transaction_check_max

@@ -190,13 +190,21 @@ class Decisions:
     def undecided_copy(self, half: StoredMessage) -> int | None:
         """Where the copy that replaced ``half`` waits undecided, if the check-back passed
         ``half`` for one (an END later than transactionTimeOut): that copy is what such
-        an END decides. None when ``half`` is no such half."""
-        if half.queue_offset >= self.half_offset or half.queue_offset in self._decided:
-            return None  # not passed yet, or decided
+        an END decides. None when ``half`` is no such half. The copy map, not the half
+        offset, says so: after a restart the persisted offset may lag the copies."""
+        if half.queue_offset in self._decided:
+            return None
         copy = self._copies.get(first_half(half))
-        if copy is None or copy == half.queue_offset or self.settled(copy):
+        if copy is None or copy <= half.queue_offset or self.settled(copy):
             return None
         return copy
+
+    def superseded(self, half: StoredMessage) -> bool:
+        """A later copy of ``half``'s transaction is known: the check-back passed ``half``
+        before, but the half offset persisted before that round (a crash within the
+        offsets' flush interval, a promoted slave), so the round meets it again."""
+        copy = self._copies.get(first_half(half))
+        return copy is not None and copy > half.queue_offset
 
     def gave_up(self, half: StoredMessage) -> None:
         """The check-back moved ``half``, its transaction's last half, aside undecided

@@ -158,6 +158,12 @@ def test_send_refusals(stub):
     answer = stub.SendMessage(spb.SendMessageRequest(messages=[reserved]), metadata=metadata())
     assert answer.status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
     assert "UNIQ_KEY" in answer.status.message
+    too_patient = message("GrpcSend", b"x")
+    too_patient.system_properties.message_type = pb.TRANSACTION
+    too_patient.system_properties.orphaned_transaction_recovery_duration.seconds = 3601
+    answer = stub.SendMessage(spb.SendMessageRequest(messages=[too_patient]), metadata=metadata())
+    assert answer.status.code == pb.BAD_REQUEST
+    assert "3601 s" in answer.status.message and "3600 s" in answer.status.message
 
 
 def test_receive_ack_and_change_invisible_duration(cluster, stub, proxy):
