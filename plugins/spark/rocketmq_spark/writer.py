@@ -14,6 +14,8 @@ and the check-back answers for halves a lost task or driver left behind.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -196,13 +198,60 @@ def _last_streamed(connection: Connection, sink: str) -> int | None:
     return int(text) if text and text.isdigit() else None
 
 
+class _LedgerReader:
+    """The ledger as check-backs read it. A check-back round asks about every half of a
+    running epoch at once, thousands for a large write: each would cost the name server
+    two KV reads. An epoch's record never changes once written, so it is kept; "not
+    recorded yet" and the last streamed epoch are read again after ``FRESH_S`` (a later
+    round sees a record written meanwhile; until then a half is only asked about again)."""
+
+    FRESH_S = 1.0
+    KEPT = 1024
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._records: dict[tuple[str, str], dict[int, int]] = {}
+        self._unrecorded: dict[tuple[str, str], float] = {}  # -> read again after
+        self._last_streamed: dict[str, tuple[int | None, float]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, sink: str, epoch: str) -> dict[int, int] | None:
+        key = (sink, epoch)
+        # checks are answered in worker threads at once: the first reads, the rest wait
+        with self._lock:
+            record = self._records.get(key)
+            if record is not None or self._unrecorded.get(key, 0.0) > time.monotonic():
+                return record
+            record = _recorded(self.connection, sink, epoch)
+            for table in (self._records, self._unrecorded):
+                if len(table) >= self.KEPT:
+                    table.clear()
+            if record is None:
+                self._unrecorded[key] = time.monotonic() + self.FRESH_S
+            else:
+                self._records[key] = record
+            return record
+
+    def last_streamed(self, sink: str) -> int | None:
+        with self._lock:
+            value, fresh_until = self._last_streamed.get(sink, (None, 0.0))
+            if fresh_until <= time.monotonic():
+                value = _last_streamed(self.connection, sink)
+                self._last_streamed[sink] = (value, time.monotonic() + self.FRESH_S)
+            return value
+
+
 def _checker(connection: Connection) -> Any:
+    reader = _LedgerReader(connection)
+
     def check(message: ReceivedMessage) -> LocalTransactionState:
         tag = ledger.HalfTag.decode(message.properties.get(ledger.TXN_PROPERTY, ""))
         if tag is None:
             return LocalTransactionState.UNKNOWN  # not a Spark sink's half
-        record = _recorded(connection, tag.sink, tag.epoch)
-        return ledger.decide(tag, record, _last_streamed(connection, tag.sink))
+        record = reader.record(tag.sink, tag.epoch)
+        # the last streamed epoch tells only about streamed (numbered) epochs unrecorded
+        streamed = record is None and tag.epoch.isdigit()
+        return ledger.decide(tag, record, reader.last_streamed(tag.sink) if streamed else None)
 
     return check
 

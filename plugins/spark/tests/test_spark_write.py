@@ -277,3 +277,55 @@ def test_an_exactly_once_batch_longer_than_the_check_backs_still_commits(tmp_pat
         commit_epoch(settings, [sent], "epoch-1", streamed=False)
         received = everything_in(cluster, topic, settle=1.0, expect=len(bodies))
         assert sorted(m.body for m in received) == sorted(bodies)
+
+
+def test_a_check_back_round_reads_the_ledger_once_per_epoch_not_once_per_half(tmp_path):
+    """A check-back round asks about each half of a running epoch; the ledger record
+    is read once for all of them (and kept once written), not twice per half."""
+    import pyarrow as pa
+    from rocketmq_spark import ledger
+    from rocketmq_spark.options import sink_options
+    from rocketmq_spark.writer import commit_epoch, write_rows
+
+    from rocketmq_core.testing.cluster import EmbeddedCluster
+
+    with EmbeddedCluster(
+        tmp_path / "rq", transaction_check_interval=200, transaction_time_out=300
+    ) as cluster:
+        topic = "SparkChecked"
+        cluster.create_topic(topic, queues=4)
+        kv = cluster.namesrv.kv
+        reads: list[str] = []
+        read = kv.get
+
+        def counted(namespace: str, key: str) -> str | None:
+            if namespace == ledger.NAMESPACE:
+                reads.append(key)
+            return read(namespace, key)
+
+        kv.get = counted  # the name server's own table, read by its GET_KV_CONFIG
+        settings = sink_options(
+            {
+                "nameServer": cluster.namesrv_address,
+                "topic": topic,
+                "transactional": "true",
+                "transactionalId": "checked",
+            },
+            streaming=False,
+        )
+        bodies = [f"row {n}".encode() for n in range(40)]
+        sent = write_rows(settings, [pa.RecordBatch.from_pydict({"body": bodies})], "epoch-1")
+        reads.clear()  # the write's own look at the ledger
+
+        async def halves(cluster: EmbeddedCluster) -> int:
+            return cluster.broker.store.max_offset(TRANS_HALF_TOPIC, 0)
+
+        deadline = time.monotonic() + 30  # each half checked twice
+        while cluster.call(halves, cluster) < 3 * len(bodies) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cluster.call(halves, cluster) >= 3 * len(bodies)
+        asked_twice = len(reads)
+        commit_epoch(settings, [sent], "epoch-1", streamed=False)
+        received = everything_in(cluster, topic, settle=1.0, expect=len(bodies))
+    assert 1 <= asked_twice <= 8, reads
+    assert sorted(m.body for m in received) == sorted(bodies)
