@@ -210,8 +210,20 @@ class Decisions:
         """The check-back moved ``half``, its transaction's last half, aside undecided
         (``transactionCheckMax`` checks): an END that comes later still decides it."""
         if len(self._given_up) >= GIVEN_UP_KEPT:
-            del self._given_up[next(iter(self._given_up))]  # the oldest
+            oldest = next(iter(self._given_up))
+            log.warning(
+                "more than %d transactions given up on wait for a late END: the one whose"
+                " first half is %d no longer does",
+                GIVEN_UP_KEPT,
+                oldest,
+            )
+            del self._given_up[oldest]
         self._given_up[first_half(half)] = half.queue_offset
+
+    def given_up_at(self, half: StoredMessage) -> int | None:
+        """Where the last half of ``half``'s transaction was when the check-back gave up
+        on it, if no END has decided it since (``claim_given_up`` takes it)."""
+        return self._given_up.get(first_half(half))
 
     def claim_given_up(self, half: StoredMessage) -> int | None:
         """Where the last half of ``half``'s transaction was when the check-back gave up
@@ -341,9 +353,13 @@ async def end_transaction(
             break
         half = await _copy_of(broker, half, copy)
     given_up = False
-    if not decisions.claim(half.queue_offset):
-        last = decisions.claim_given_up(half)
-        if last is None:
+    # a half a later copy stands for (the copy map after a restart whose half offset
+    # lags the copies) is not the END's to claim: that copy is decided or moved aside
+    if decisions.superseded(half) or not decisions.claim(half.queue_offset):
+        last = decisions.given_up_at(half)
+        # read before the claim: no await between the claim and the shielded store
+        found = None if last is None else await _copy_of(broker, half, last)
+        if found is None or decisions.claim_given_up(half) is None:
             log.info(
                 "transaction %s (half %d) is decided already; %s ignored",
                 header.transaction_id or header.msg_id,
@@ -351,7 +367,7 @@ async def end_transaction(
                 "commit" if decision == TRANSACTION_COMMIT else "rollback",
             )
             return request.response()
-        half, given_up = await _copy_of(broker, half, last), True
+        half, given_up = found, True
         log.warning(
             "transaction %s, which the check-back gave up on, is decided late: %s",
             header.transaction_id or header.msg_id,
@@ -415,7 +431,8 @@ async def _half_message(broker: Broker, header: EndTransactionRequestHeader) -> 
 
 async def _copy_of(broker: Broker, half: StoredMessage, copy: int) -> StoredMessage:
     """The check-back's copy of ``half`` at queue offset ``copy``; ``half`` itself if the
-    copy cannot be read (the END is then ignored as a second decision)."""
+    copy cannot be read (the END is then ignored as a second decision, or, for a
+    transaction the check-back gave up on, decides the half it names)."""
     result = await broker.store.get(TRANS_HALF_TOPIC, HALF_QUEUE, copy, 1)
     try:
         found = decode_record(result.records[0]) if result.queue_offsets[:1] == [copy] else None

@@ -514,9 +514,65 @@ async def test_a_half_offset_persisted_before_its_copies_decides_once(cluster, n
     assert [message.msg_id for message in received] == [result.msg_id]
     # one chain of copies: each check counted once more (rounds may ask again before the
     # oneway answer lands); each copy met again would have started a chain of its own
-    checks = [message.properties["TRANSACTION_CHECK_TIMES"] for message in asked]
-    assert checks == [str(n) for n in range(1, len(checks) + 1)]
+    # (the producer answers checks at once: its checker sees them in any order)
+    checks = sorted(int(message.properties["TRANSACTION_CHECK_TIMES"]) for message in asked)
+    assert checks == list(range(1, len(checks) + 1))
     assert bool(checks) is (decided_by == "check-back")
+
+
+@pytest.mark.rocketmq(store="mmap", **MANUAL_ROUNDS)
+async def test_a_second_decision_after_a_restart_whose_half_offset_lags_is_ignored(cluster, name):
+    """Decided at its latest copy before the broker stopped; after a restart whose half
+    offset lags the copies, a second END naming the first half must not commit again."""
+    checker, asked = answer(UNKNOWN)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
+    async with TransactionProducer(
+        name("PG"), config=config, executor=undecided, checker=checker
+    ) as producer:
+        result = await producer.send_in_transaction(
+            Message(TOPIC, b"once", properties={CHECK_IMMUNITY: "60"})
+        )
+        await anyio.sleep(0.4)
+        await check_rounds(cluster, 3)
+        assert in_broker(cluster, queue_size, TRANS_HALF_TOPIC) == 4
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        await anyio.to_thread.run_sync(cluster.stop_broker)
+        rewind_half_offset(cluster, result.queue_offset)
+        await anyio.to_thread.run_sync(cluster.start_broker)
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        async with consuming(cluster, name("CG")) as received:
+            await eventually(lambda: received)
+            await check_rounds(cluster, 3)
+            await anyio.sleep(0.5)
+    assert [message.msg_id for message in received] == [result.msg_id]
+    assert asked == []
+
+
+@pytest.mark.rocketmq(transaction_check_max=2, **CHECKING)
+async def test_a_late_decision_that_fails_to_read_its_half_leaves_it_to_the_next(cluster, name):
+    """The END deciding a transaction the check-back gave up on cannot read the half it
+    decides (the store fails once): nothing is stored, and the next END decides it."""
+    checker, _ = answer(UNKNOWN)
+    async with consumer_and_producer(cluster, name, undecided, checker) as (received, producer):
+        result = await producer.send_in_transaction(Message(TOPIC, b"patient"))
+        await eventually(lambda: in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1)
+
+        async def fail_one_read(cluster: EmbeddedCluster) -> None:
+            store = cluster.broker.store
+
+            async def get(*args, **kwargs):
+                del store.get  # the store's own again
+                raise OSError("injected read failure")
+
+            store.get = get
+
+        in_broker(cluster, fail_one_read)
+        assert (await end(producer, cluster, result)).code == ResponseCode.SYSTEM_ERROR
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        await eventually(lambda: received)
+        await check_rounds(cluster, 2)
+        await anyio.sleep(0.3)
+    assert [message.msg_id for message in received] == [result.msg_id]
 
 
 def rewind_half_offset(cluster: EmbeddedCluster, offset: int) -> None:
