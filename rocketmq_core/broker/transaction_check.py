@@ -52,6 +52,7 @@ from .transactions import (
     UNIQ_KEY,
     Decisions,
     first_half,
+    given_up_record,
     now_ms,
 )
 
@@ -77,6 +78,7 @@ class TransactionCheckService:
         self.decisions.load()
         await self.decisions.read_ops()  # decided before a restart counts before any END
         await self.decisions.read_copies()
+        await self.decisions.read_given_up()
         task_status.started()
         while True:
             await anyio.sleep(self.broker.config.transaction_check_interval / 1000)
@@ -225,9 +227,7 @@ class TransactionCheckService:
     def _discard(self, half: StoredMessage, checks: int) -> None:
         """Move a half nobody decided out of the way, to TRANS_CHECK_MAX_TIME_TOPIC."""
         self.broker.topics.create_if_missing(TRANS_CHECK_MAX_TIME_TOPIC, 1)
-        put = self._append(
-            MessageToStore.again(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, half.properties)
-        )
+        put = self._append(given_up_record(half))
         log.warning(
             "transaction %s of producer group %r undecided after %d checks: moved to %s%s",
             half.properties.get(UNIQ_KEY),

@@ -19,7 +19,11 @@ import anyio
 from ..errors import RequestRefused
 from ..protocol.codes import ResponseCode
 from ..protocol.command import RemotingCommand
-from ..protocol.constants import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from ..protocol.constants import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from ..protocol.headers import EndTransactionRequestHeader
 from ..protocol.message import (
     TRANSACTION_COMMIT,
@@ -60,6 +64,10 @@ CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 # on a check-back's copy: the queue offset of the transaction's first half (Java's name)
 FIRST_HALF = "TRAN_PREPARED_QUEUE_OFFSET"
+# on a half moved to TRANS_CHECK_MAX_TIME_TOPIC: its queue offset in the half queue; and
+# on the record that a late END decided it: "commit" or "rollback" (rocketmq-py's own)
+GIVEN_UP_HALF = "TRAN_GIVEN_UP_HALF_OFFSET"
+DECIDED_LATE = "TRAN_DECIDED_LATE"
 # what a half carries that its committed message must not
 HALF_ONLY = (
     TRAN_MSG,
@@ -68,7 +76,10 @@ HALF_ONLY = (
     TRANSACTION_ID,
     CHECK_TIMES,
     FIRST_HALF,
+    GIVEN_UP_HALF,
 )
+# the check-back's bookkeeping: a producer's half must not carry them
+INTERNAL = (FIRST_HALF, GIVEN_UP_HALF, DECIDED_LATE)
 
 
 def now_ms() -> int:
@@ -103,7 +114,8 @@ class HalfMessageHook:
         parsed = parse_properties(properties.decode())
         if UNIQ_KEY in parsed:
             parsed[TRANSACTION_ID] = parsed[UNIQ_KEY]
-        parsed.pop(FIRST_HALF, None)  # the check-back's to set on its copies, no one else's
+        for name in INTERNAL:  # the check-back's to set, no one else's
+            parsed.pop(name, None)
         return message.parked(
             TRANS_HALF_TOPIC,
             HALF_QUEUE,
@@ -143,7 +155,7 @@ class Decisions:
         self._copies: dict[int, int] = {}
         self._storing: set[int] = set()  # claimed halves whose records are being stored
         # a transaction the check-back gave up on (its first half -> its last half): a late
-        # END still decides it, as Java's broker commits it (in memory: not after a restart)
+        # END still decides it, as Java's broker commits it (``read_given_up`` at start)
         self._given_up: dict[int, int] = {}
 
     def load(self) -> None:
@@ -209,6 +221,9 @@ class Decisions:
     def gave_up(self, half: StoredMessage) -> None:
         """The check-back moved ``half``, its transaction's last half, aside undecided
         (``transactionCheckMax`` checks): an END that comes later still decides it."""
+        self._gave_up(first_half(half), half.queue_offset)
+
+    def _gave_up(self, first: int, last: int) -> None:
         if len(self._given_up) >= GIVEN_UP_KEPT:
             oldest = next(iter(self._given_up))
             log.warning(
@@ -218,7 +233,31 @@ class Decisions:
                 oldest,
             )
             del self._given_up[oldest]
-        self._given_up[first_half(half)] = half.queue_offset
+        self._given_up[first] = last
+
+    async def read_given_up(self) -> None:
+        """Learn from TRANS_CHECK_MAX_TIME_TOPIC (kept as long as the CommitLog's files)
+        which transactions the check-back gave up on and no late END decided since, so
+        that a restart does not turn such an END into one ignored."""
+        store = self.broker.store
+        offset = store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
+        end = store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
+        while offset < end:
+            result = await store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, offset, HALF_READ_BATCH)
+            for record in result.records:
+                try:
+                    properties = decode_record(record).properties
+                    first = int(properties[FIRST_HALF])
+                    last = int(properties.get(GIVEN_UP_HALF, -1))
+                except (RecordError, KeyError, ValueError):
+                    continue  # moved aside by an older broker, or no record of ours
+                if DECIDED_LATE in properties:
+                    self._given_up.pop(first, None)
+                elif last >= 0:
+                    self._gave_up(first, last)
+            if result.next_begin_offset <= offset:
+                break
+            offset = result.next_begin_offset
 
     def given_up_at(self, half: StoredMessage) -> int | None:
         """Where the last half of ``half``'s transaction was when the check-back gave up
@@ -390,6 +429,9 @@ async def end_transaction(
                     raise
             decisions.stored(half.queue_offset)  # the claim stands, whatever the op's fate
             await _put(broker, op_message(broker, half), "the transaction's op message")
+            if given_up:  # what a restart reads, so that no END decides it again
+                marker = decided_late_record(broker, half, decision == TRANSACTION_COMMIT)
+                await _put(broker, marker, "the record of the late decision")
         finally:
             decisions.stored(half.queue_offset)
     return request.response()
@@ -477,6 +519,37 @@ def committed_message(half: StoredMessage) -> MessageToStore:
         properties,
         sys_flag=(half.sys_flag & ~TRANSACTION_MASK) | TRANSACTION_COMMIT,
         prepared_transaction_offset=half.commit_log_offset,
+    )
+
+
+def given_up_record(half: StoredMessage) -> MessageToStore:
+    """``half`` as TRANS_CHECK_MAX_TIME_TOPIC keeps it once the check-back gave up on it:
+    naming its transaction's first half and where it waited, for a late END."""
+    properties = {
+        **half.properties,
+        FIRST_HALF: str(first_half(half)),
+        GIVEN_UP_HALF: str(half.queue_offset),
+    }
+    properties.pop(DECIDED_LATE, None)
+    return MessageToStore.again(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, properties)
+
+
+def decided_late_record(broker: Broker, half: StoredMessage, commit: bool) -> MessageToStore:
+    """The record, in TRANS_CHECK_MAX_TIME_TOPIC after the half itself, that a late END
+    decided ``half``'s transaction (no body)."""
+    properties = {
+        FIRST_HALF: str(first_half(half)),
+        DECIDED_LATE: "commit" if commit else "rollback",
+        UNIQ_KEY: half.properties.get(UNIQ_KEY, ""),
+        "WAIT": "false",
+    }
+    return MessageToStore(
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        0,
+        b"",
+        encode_properties(properties).encode(),
+        born_timestamp=now_ms(),
+        born_host=broker.store.config.store_host,
     )
 
 

@@ -57,6 +57,8 @@ HELPER = Path(__file__).with_name("transaction_producer_process.py")
 # a half older than 300 ms is checked back, at most 200 ms later
 CHECKING = {"transaction_check_interval": 200, "transaction_time_out": 300}
 checking = pytest.mark.rocketmq(**CHECKING)
+# rounds run only when a test runs them: none between a restart and what follows it
+MANUAL_ROUNDS = {"transaction_check_interval": 60_000, "transaction_time_out": 300}
 # no check-back within a test: only the producer decides
 patient = pytest.mark.rocketmq(transaction_check_interval=200, transaction_time_out=60_000)
 
@@ -422,6 +424,33 @@ async def test_a_decision_after_the_check_back_gave_up_still_decides_once(cluste
     assert len(asked) == 2
 
 
+@pytest.mark.rocketmq(store="mmap", transaction_check_max=1, **MANUAL_ROUNDS)
+async def test_a_transaction_given_up_on_is_decided_once_across_restarts(cluster, name):
+    """What the check-back gave up on, and which late END decided it, is in
+    TRANS_CHECK_MAX_TIME_TOPIC: after a restart the late END still decides it, and after
+    another one a second END is still ignored."""
+    checker, asked = answer(UNKNOWN)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
+    async with TransactionProducer(
+        name("PG"), config=config, executor=undecided, checker=checker
+    ) as producer:
+        result = await producer.send_in_transaction(Message(TOPIC, b"patient"))
+        await anyio.sleep(0.4)
+        await check_rounds(cluster, 2)  # checked once, then moved aside
+        assert in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1
+        await anyio.to_thread.run_sync(cluster.restart_broker)
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        await anyio.to_thread.run_sync(cluster.restart_broker)
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS  # ignored
+        async with consuming(cluster, name("CG")) as received:
+            await eventually(lambda: received)
+            await check_rounds(cluster, 2)
+            await anyio.sleep(0.3)
+    assert [message.msg_id for message in received] == [result.msg_id]
+    assert in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 2  # + the decision
+    assert len(asked) == 1
+
+
 @pytest.mark.rocketmq(transaction_check_max=2, **CHECKING)
 async def test_a_half_asking_for_a_longer_immunity_does_not_hold_back_the_halves_after_it(
     cluster, name
@@ -450,10 +479,6 @@ async def test_a_half_asking_for_a_longer_immunity_does_not_hold_back_the_halves
     [(first_asked, message), *_] = [(at, m) for at, m in asked if m.msg_id == immune.msg_id]
     assert first_asked - sent_at >= 3.9  # the broker's clock counts whole milliseconds
     assert message.properties["TRANSACTION_CHECK_TIMES"] == "1"
-
-
-# rounds run only when a test runs them: none between a restart and what follows it
-MANUAL_ROUNDS = {"transaction_check_interval": 60_000, "transaction_time_out": 300}
 
 
 @pytest.mark.rocketmq(store="mmap", **MANUAL_ROUNDS)
