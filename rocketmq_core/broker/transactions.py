@@ -223,17 +223,23 @@ class Decisions:
         (``transactionCheckMax`` checks): an END that comes later still decides it."""
         self._gave_up(first_half(half), half.queue_offset)
 
-    def _gave_up(self, first: int, last: int) -> None:
-        if len(self._given_up) >= GIVEN_UP_KEPT:
+    def _gave_up(self, first: int, last: int, *, quiet: bool = False) -> bool:
+        """Keep ``first`` -> ``last``; True when the oldest kept one was dropped for it."""
+        evicted = first not in self._given_up and len(self._given_up) >= GIVEN_UP_KEPT
+        if evicted:
             oldest = next(iter(self._given_up))
+            del self._given_up[oldest]
+            if quiet:
+                self._given_up[first] = last
+                return True
             log.warning(
                 "more than %d transactions given up on wait for a late END: the one whose"
                 " first half is %d no longer does",
                 GIVEN_UP_KEPT,
                 oldest,
             )
-            del self._given_up[oldest]
         self._given_up[first] = last
+        return evicted
 
     async def read_given_up(self) -> None:
         """Learn from TRANS_CHECK_MAX_TIME_TOPIC (kept as long as the CommitLog's files)
@@ -242,6 +248,7 @@ class Decisions:
         store = self.broker.store
         offset = store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
         end = store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
+        dropped = 0  # logged when they were dropped: counted, not logged again
         while offset < end:
             result = await store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, offset, HALF_READ_BATCH)
             for record in result.records:
@@ -254,10 +261,12 @@ class Decisions:
                 if DECIDED_LATE in properties:
                     self._given_up.pop(first, None)
                 elif last >= 0:
-                    self._gave_up(first, last)
+                    dropped += self._gave_up(first, last, quiet=True)
             if result.next_begin_offset <= offset:
                 break
             offset = result.next_begin_offset
+        if dropped:
+            log.info("%d transactions given up on no longer wait for a late END", dropped)
 
     def given_up_at(self, half: StoredMessage) -> int | None:
         """Where the last half of ``half``'s transaction was when the check-back gave up
@@ -428,10 +437,13 @@ async def end_transaction(
                         decisions.release(half.queue_offset)
                     raise
             decisions.stored(half.queue_offset)  # the claim stands, whatever the op's fate
-            await _put(broker, op_message(broker, half), "the transaction's op message")
-            if given_up:  # what a restart reads, so that no END decides it again
-                marker = decided_late_record(broker, half, decision == TRANSACTION_COMMIT)
-                await _put(broker, marker, "the record of the late decision")
+            try:
+                if given_up:  # first, whatever the op's fate: what a restart reads, so
+                    # that no END decides it again (the op does not: its half is passed)
+                    marker = decided_late_record(broker, half, decision == TRANSACTION_COMMIT)
+                    await _put(broker, marker, "the record of the late decision")
+            finally:
+                await _put(broker, op_message(broker, half), "the transaction's op message")
         finally:
             decisions.stored(half.queue_offset)
     return request.response()

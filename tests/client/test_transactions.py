@@ -451,6 +451,43 @@ async def test_a_transaction_given_up_on_is_decided_once_across_restarts(cluster
     assert len(asked) == 1
 
 
+@pytest.mark.rocketmq(store="mmap", transaction_check_max=1, **MANUAL_ROUNDS)
+async def test_a_late_decision_whose_op_is_refused_still_counts_after_a_restart(cluster, name):
+    """The late END's commit is stored, its op record refused: what says the transaction
+    is decided is written first, so a restart does not let a second END commit again."""
+    checker, _ = answer(UNKNOWN)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
+    async with TransactionProducer(
+        name("PG"), config=config, executor=undecided, checker=checker
+    ) as producer:
+        result = await producer.send_in_transaction(Message(TOPIC, b"patient"))
+        await anyio.sleep(0.4)
+        await check_rounds(cluster, 2)
+        assert in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1
+
+        async def refuse_one_op(cluster: EmbeddedCluster) -> None:
+            broker = cluster.broker
+            put = broker.put
+
+            async def refusing(message):
+                if message.topic != TRANS_OP_HALF_TOPIC:
+                    return await put(message)
+                del broker.put  # the broker's own again
+                raise RequestRefused(ResponseCode.SYSTEM_ERROR, "injected: op refused")
+
+            broker.put = refusing
+
+        in_broker(cluster, refuse_one_op)
+        assert (await end(producer, cluster, result)).code == ResponseCode.SYSTEM_ERROR
+        await anyio.to_thread.run_sync(cluster.restart_broker)
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        async with consuming(cluster, name("CG")) as received:
+            await eventually(lambda: received)
+            await check_rounds(cluster, 2)
+            await anyio.sleep(0.5)
+    assert [message.msg_id for message in received] == [result.msg_id]
+
+
 @pytest.mark.rocketmq(transaction_check_max=2, **CHECKING)
 async def test_a_half_asking_for_a_longer_immunity_does_not_hold_back_the_halves_after_it(
     cluster, name
@@ -584,8 +621,11 @@ async def test_a_late_decision_that_fails_to_read_its_half_leaves_it_to_the_next
 
         async def fail_one_read(cluster: EmbeddedCluster) -> None:
             store = cluster.broker.store
+            own = store.get
 
-            async def get(*args, **kwargs):
+            async def get(topic, *args, **kwargs):
+                if topic != TRANS_HALF_TOPIC:  # the delay levels and POP revive read too
+                    return await own(topic, *args, **kwargs)
                 del store.get  # the store's own again
                 raise OSError("injected read failure")
 
