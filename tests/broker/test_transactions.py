@@ -69,6 +69,18 @@ def test_the_hook_parks_a_transaction_message_in_the_half_topic():
     }
 
 
+def test_the_hook_strips_what_only_the_check_back_may_set():
+    """A producer's half may not pose as a check-back's copy, a half moved aside or a
+    late decision: the check-back reads these properties back at start."""
+    internal = {
+        "TRAN_PREPARED_QUEUE_OFFSET": "0",
+        "TRAN_GIVEN_UP_HALF_OFFSET": "0",
+        "TRAN_DECIDED_LATE": "commit",
+    }
+    half = hook()(message({**HALF, **internal}))
+    assert not internal.keys() & parse_properties(half.properties.decode()).keys()
+
+
 def test_a_broker_rejecting_transactions_refuses_the_half_and_says_why():
     with pytest.raises(RequestRefused) as refused:
         hook(reject_transaction_message=True)(message(HALF))

@@ -158,6 +158,15 @@ def test_send_refusals(stub):
     answer = stub.SendMessage(spb.SendMessageRequest(messages=[reserved]), metadata=metadata())
     assert answer.status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
     assert "UNIQ_KEY" in answer.status.message
+    for internal in ("TRAN_PREPARED_QUEUE_OFFSET", "TRAN_GIVEN_UP_HALF_OFFSET"):
+        posing = message("GrpcSend", b"x")
+        posing.user_properties[internal] = "0"
+        answer = stub.SendMessage(spb.SendMessageRequest(messages=[posing]), metadata=metadata())
+        assert answer.status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY, internal
+    late = message("GrpcSend", b"x")
+    late.user_properties["TRAN_DECIDED_LATE"] = "commit"
+    answer = stub.SendMessage(spb.SendMessageRequest(messages=[late]), metadata=metadata())
+    assert answer.status.code == pb.ILLEGAL_MESSAGE_PROPERTY_KEY
     too_patient = message("GrpcSend", b"x")
     too_patient.system_properties.message_type = pb.TRANSACTION
     too_patient.system_properties.orphaned_transaction_recovery_duration.seconds = 3601
