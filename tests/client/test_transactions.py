@@ -107,6 +107,16 @@ async def consumer_and_producer(
         yield received, producer
 
 
+async def delivered(cluster: EmbeddedCluster, name, *, rounds: int) -> list[ReceivedMessage]:
+    """What a consumer of TOPIC receives: once something arrives, and after ``rounds``
+    more check-back rounds and a moment, in which nothing more may come."""
+    async with consuming(cluster, name("CG")) as received:
+        await eventually(lambda: received)
+        await check_rounds(cluster, rounds)
+        await anyio.sleep(0.5)
+    return received
+
+
 async def held_queues(cluster: EmbeddedCluster) -> list[set[int]]:
     return list(cluster.broker.pulls.held_queues(TOPIC).values())
 
@@ -133,6 +143,43 @@ async def checked_up_to(cluster: EmbeddedCluster) -> int:
 
 async def queue_size(cluster: EmbeddedCluster, topic: str) -> int:
     return cluster.broker.store.max_offset(topic, 0)
+
+
+def restart_proof_producer(cluster: EmbeddedCluster, name, checker) -> TransactionProducer:
+    """A TransactionProducer of the test's group that leaves its transactions undecided,
+    and whose heartbeat finds a restarted broker within 0.2 s."""
+    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
+    return TransactionProducer(name("PG"), config=config, executor=undecided, checker=checker)
+
+
+async def copied_immune_half(
+    cluster: EmbeddedCluster,
+    producer: TransactionProducer,
+    body: bytes,
+    immunity: int,
+    *,
+    rounds: int,
+) -> TransactionSendResult:
+    """A half asking for ``immunity`` seconds, appended again by ``rounds`` rounds (past
+    MANUAL_ROUNDS' transactionTimeOut, within the immunity: nobody is asked)."""
+    message = Message(TOPIC, body, properties={CHECK_IMMUNITY: str(immunity)})
+    result = await producer.send_in_transaction(message)
+    await anyio.sleep(0.4)
+    await check_rounds(cluster, rounds)
+    assert in_broker(cluster, queue_size, TRANS_HALF_TOPIC) == 1 + rounds
+    return result
+
+
+async def given_up_half(
+    cluster: EmbeddedCluster, producer: TransactionProducer, body: bytes
+) -> TransactionSendResult:
+    """A half the check-back gave up on (transactionCheckMax=1, MANUAL_ROUNDS): checked
+    once, then moved to TRANS_CHECK_MAX_TIME_TOPIC."""
+    result = await producer.send_in_transaction(Message(TOPIC, body))
+    await anyio.sleep(0.4)
+    await check_rounds(cluster, 2)
+    assert in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1
+    return result
 
 
 async def end(
@@ -351,10 +398,7 @@ async def test_a_broker_that_rejects_transactions_says_so(cluster, name):
 @pytest.mark.rocketmq(store="mmap", transaction_check_interval=200, transaction_time_out=60_000)
 async def test_a_decision_counts_once_even_across_broker_restarts(cluster, name):
     checker, asked = answer(ROLLBACK)
-    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
-    async with TransactionProducer(
-        name("PG"), config=config, executor=undecided, checker=checker
-    ) as producer:
+    async with restart_proof_producer(cluster, name, checker) as producer:
         first = await producer.send_in_transaction(Message(TOPIC, b"first"))
         second = await producer.send_in_transaction(Message(TOPIC, b"second"))
         assert (await end(producer, cluster, second)).code == ResponseCode.SUCCESS
@@ -430,22 +474,13 @@ async def test_a_transaction_given_up_on_is_decided_once_across_restarts(cluster
     TRANS_CHECK_MAX_TIME_TOPIC: after a restart the late END still decides it, and after
     another one a second END is still ignored."""
     checker, asked = answer(UNKNOWN)
-    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
-    async with TransactionProducer(
-        name("PG"), config=config, executor=undecided, checker=checker
-    ) as producer:
-        result = await producer.send_in_transaction(Message(TOPIC, b"patient"))
-        await anyio.sleep(0.4)
-        await check_rounds(cluster, 2)  # checked once, then moved aside
-        assert in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1
+    async with restart_proof_producer(cluster, name, checker) as producer:
+        result = await given_up_half(cluster, producer, b"patient")
         await anyio.to_thread.run_sync(cluster.restart_broker)
         assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
         await anyio.to_thread.run_sync(cluster.restart_broker)
         assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS  # ignored
-        async with consuming(cluster, name("CG")) as received:
-            await eventually(lambda: received)
-            await check_rounds(cluster, 2)
-            await anyio.sleep(0.3)
+        received = await delivered(cluster, name, rounds=2)
     assert [message.msg_id for message in received] == [result.msg_id]
     assert in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 2  # + the decision
     assert len(asked) == 1
@@ -456,14 +491,8 @@ async def test_a_late_decision_whose_op_is_refused_still_counts_after_a_restart(
     """The late END's commit is stored, its op record refused: what says the transaction
     is decided is written first, so a restart does not let a second END commit again."""
     checker, _ = answer(UNKNOWN)
-    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
-    async with TransactionProducer(
-        name("PG"), config=config, executor=undecided, checker=checker
-    ) as producer:
-        result = await producer.send_in_transaction(Message(TOPIC, b"patient"))
-        await anyio.sleep(0.4)
-        await check_rounds(cluster, 2)
-        assert in_broker(cluster, queue_size, TRANS_CHECK_MAX_TIME_TOPIC) == 1
+    async with restart_proof_producer(cluster, name, checker) as producer:
+        result = await given_up_half(cluster, producer, b"patient")
 
         async def refuse_one_op(cluster: EmbeddedCluster) -> None:
             broker = cluster.broker
@@ -481,10 +510,7 @@ async def test_a_late_decision_whose_op_is_refused_still_counts_after_a_restart(
         assert (await end(producer, cluster, result)).code == ResponseCode.SYSTEM_ERROR
         await anyio.to_thread.run_sync(cluster.restart_broker)
         assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
-        async with consuming(cluster, name("CG")) as received:
-            await eventually(lambda: received)
-            await check_rounds(cluster, 2)
-            await anyio.sleep(0.5)
+        received = await delivered(cluster, name, rounds=2)
     assert [message.msg_id for message in received] == [result.msg_id]
 
 
@@ -524,16 +550,8 @@ async def test_a_decision_after_a_restart_decides_the_copy_its_half_waits_in(clu
     round) and the broker restarts: the producer's late decision still ends the
     transaction, where it was once ignored until the next check asked again."""
     checker, asked = answer(UNKNOWN)
-    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
-    async with TransactionProducer(
-        name("PG"), config=config, executor=undecided, checker=checker
-    ) as producer:
-        result = await producer.send_in_transaction(
-            Message(TOPIC, b"late", properties={CHECK_IMMUNITY: "60"})
-        )
-        await anyio.sleep(0.4)  # past transactionTimeOut, within the immunity
-        await check_rounds(cluster, 2)
-        assert in_broker(cluster, queue_size, TRANS_HALF_TOPIC) == 3  # the half, two copies
+    async with restart_proof_producer(cluster, name, checker) as producer:
+        result = await copied_immune_half(cluster, producer, b"late", 60, rounds=2)
         await anyio.to_thread.run_sync(cluster.restart_broker)
         assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
         async with consuming(cluster, name("CG")) as received:
@@ -552,16 +570,8 @@ async def test_a_half_offset_persisted_before_its_copies_decides_once(cluster, n
     read at start stand for the halves they replaced: the transaction is decided once,
     by its latest copy, not once per copy the round meets again."""
     checker, asked = answer(COMMIT if decided_by == "check-back" else UNKNOWN)
-    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
-    async with TransactionProducer(
-        name("PG"), config=config, executor=undecided, checker=checker
-    ) as producer:
-        result = await producer.send_in_transaction(
-            Message(TOPIC, b"once", properties={CHECK_IMMUNITY: "1"})
-        )
-        await anyio.sleep(0.4)
-        await check_rounds(cluster, 3)  # three copies, none asked about
-        assert in_broker(cluster, queue_size, TRANS_HALF_TOPIC) == 4
+    async with restart_proof_producer(cluster, name, checker) as producer:
+        result = await copied_immune_half(cluster, producer, b"once", 1, rounds=3)
         await anyio.to_thread.run_sync(cluster.stop_broker)
         rewind_half_offset(cluster, result.queue_offset)
         await anyio.to_thread.run_sync(cluster.start_broker)
@@ -587,25 +597,14 @@ async def test_a_second_decision_after_a_restart_whose_half_offset_lags_is_ignor
     """Decided at its latest copy before the broker stopped; after a restart whose half
     offset lags the copies, a second END naming the first half must not commit again."""
     checker, asked = answer(UNKNOWN)
-    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
-    async with TransactionProducer(
-        name("PG"), config=config, executor=undecided, checker=checker
-    ) as producer:
-        result = await producer.send_in_transaction(
-            Message(TOPIC, b"once", properties={CHECK_IMMUNITY: "60"})
-        )
-        await anyio.sleep(0.4)
-        await check_rounds(cluster, 3)
-        assert in_broker(cluster, queue_size, TRANS_HALF_TOPIC) == 4
+    async with restart_proof_producer(cluster, name, checker) as producer:
+        result = await copied_immune_half(cluster, producer, b"once", 60, rounds=3)
         assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
         await anyio.to_thread.run_sync(cluster.stop_broker)
         rewind_half_offset(cluster, result.queue_offset)
         await anyio.to_thread.run_sync(cluster.start_broker)
         assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
-        async with consuming(cluster, name("CG")) as received:
-            await eventually(lambda: received)
-            await check_rounds(cluster, 3)
-            await anyio.sleep(0.5)
+        received = await delivered(cluster, name, rounds=3)
     assert [message.msg_id for message in received] == [result.msg_id]
     assert asked == []
 
@@ -658,10 +657,7 @@ async def test_a_broker_restart_between_half_and_decision_still_checks_back(clus
         asked.append(message)
         return COMMIT if restarted else UNKNOWN
 
-    config = ClientConfig(namesrv_addr=cluster.namesrv_address, heartbeat_interval=0.2)
-    async with TransactionProducer(
-        name("PG"), config=config, executor=undecided, checker=checker
-    ) as producer:
+    async with restart_proof_producer(cluster, name, checker) as producer:
         result = await producer.send_in_transaction(Message(TOPIC, b"survivor"))
         await anyio.to_thread.run_sync(cluster.restart_broker)
         restarted = True

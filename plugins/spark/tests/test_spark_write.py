@@ -240,7 +240,6 @@ def test_an_exactly_once_batch_longer_than_the_check_backs_still_commits(tmp_pat
     answered 'unknown' from the ledger while the batch runs): its halves are moved
     aside, and the driver's commit still delivers every row, once."""
     import pyarrow as pa
-    from rocketmq_spark.options import sink_options
     from rocketmq_spark.writer import commit_epoch, write_rows
 
     from rocketmq_core.protocol.constants import TRANS_CHECK_MAX_TIME_TOPIC
@@ -254,26 +253,11 @@ def test_an_exactly_once_batch_longer_than_the_check_backs_still_commits(tmp_pat
     ) as cluster:
         topic = "SparkLongBatch"
         cluster.create_topic(topic, queues=4)
-        settings = sink_options(
-            {
-                "nameServer": cluster.namesrv_address,
-                "topic": topic,
-                "transactional": "true",
-                "transactionalId": "long-batch",
-            },
-            streaming=False,
-        )
+        settings = exactly_once_batch(cluster, topic, "long-batch")
         bodies = [f"row {n}".encode() for n in range(20)]
         sent = write_rows(settings, [pa.RecordBatch.from_pydict({"body": bodies})], "epoch-1")
         assert sent.count == len(bodies)
-
-        async def moved_aside(cluster: EmbeddedCluster) -> int:
-            return cluster.broker.store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
-
-        deadline = time.monotonic() + 30
-        while cluster.call(moved_aside, cluster) < len(bodies) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert cluster.call(moved_aside, cluster) == len(bodies)
+        assert stored_reaches(cluster, TRANS_CHECK_MAX_TIME_TOPIC, len(bodies)) == len(bodies)
         commit_epoch(settings, [sent], "epoch-1", streamed=False)
         received = everything_in(cluster, topic, settle=1.0, expect=len(bodies))
         assert sorted(m.body for m in received) == sorted(bodies)
@@ -284,7 +268,6 @@ def test_a_check_back_round_reads_the_ledger_once_per_epoch_not_once_per_half(tm
     is read once for all of them (and kept once written), not twice per half."""
     import pyarrow as pa
     from rocketmq_spark import ledger
-    from rocketmq_spark.options import sink_options
     from rocketmq_spark.writer import commit_epoch, write_rows
 
     from rocketmq_core.testing.cluster import EmbeddedCluster
@@ -304,28 +287,40 @@ def test_a_check_back_round_reads_the_ledger_once_per_epoch_not_once_per_half(tm
             return read(namespace, key)
 
         kv.get = counted  # the name server's own table, read by its GET_KV_CONFIG
-        settings = sink_options(
-            {
-                "nameServer": cluster.namesrv_address,
-                "topic": topic,
-                "transactional": "true",
-                "transactionalId": "checked",
-            },
-            streaming=False,
-        )
+        settings = exactly_once_batch(cluster, topic, "checked")
         bodies = [f"row {n}".encode() for n in range(40)]
         sent = write_rows(settings, [pa.RecordBatch.from_pydict({"body": bodies})], "epoch-1")
         reads.clear()  # the write's own look at the ledger
-
-        async def halves(cluster: EmbeddedCluster) -> int:
-            return cluster.broker.store.max_offset(TRANS_HALF_TOPIC, 0)
-
-        deadline = time.monotonic() + 30  # each half checked twice
-        while cluster.call(halves, cluster) < 3 * len(bodies) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert cluster.call(halves, cluster) >= 3 * len(bodies)
+        # each half checked twice
+        assert stored_reaches(cluster, TRANS_HALF_TOPIC, 3 * len(bodies)) >= 3 * len(bodies)
         asked_twice = len(reads)
         commit_epoch(settings, [sent], "epoch-1", streamed=False)
         received = everything_in(cluster, topic, settle=1.0, expect=len(bodies))
     assert 1 <= asked_twice <= 8, reads
     assert sorted(m.body for m in received) == sorted(bodies)
+
+
+def exactly_once_batch(cluster, topic: str, transactional_id: str):
+    """The sink's settings for an exactly-once batch write to ``topic``."""
+    from rocketmq_spark.options import sink_options
+
+    options = {
+        "nameServer": cluster.namesrv_address,
+        "topic": topic,
+        "transactional": "true",
+        "transactionalId": transactional_id,
+    }
+    return sink_options(options, streaming=False)
+
+
+def stored_reaches(cluster, topic: str, count: int) -> int:
+    """How many messages the broker's queue 0 of ``topic`` holds, once ``count`` (or
+    after 30 s)."""
+
+    async def stored() -> int:
+        return cluster.broker.store.max_offset(topic, 0)
+
+    deadline = time.monotonic() + 30
+    while cluster.call(stored) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return cluster.call(stored)
