@@ -45,8 +45,9 @@ from .transactions import (
     CHECK_TIMES,
     FIRST_HALF,
     HALF_QUEUE,
-    HALF_READ_BATCH,
+    MAX_CHECK_IMMUNITY_S,
     PGROUP,
+    READ_BATCH,
     REAL_QID,
     REAL_TOPIC,
     UNIQ_KEY,
@@ -78,7 +79,7 @@ class TransactionCheckService:
         self.decisions.load()
         await self.decisions.read_ops()  # decided before a restart counts before any END
         await self.decisions.read_copies()
-        await self.decisions.read_given_up()
+        await self.decisions.given_up.read()
         task_status.started()
         while True:
             await anyio.sleep(self.broker.config.transaction_check_interval / 1000)
@@ -102,7 +103,7 @@ class TransactionCheckService:
         going = True
         while going and decisions.half_offset < end:
             result = await store.get(
-                TRANS_HALF_TOPIC, HALF_QUEUE, decisions.half_offset, HALF_READ_BATCH
+                TRANS_HALF_TOPIC, HALF_QUEUE, decisions.half_offset, READ_BATCH
             )
             if not result.records:
                 if result.next_begin_offset <= decisions.half_offset:
@@ -140,7 +141,7 @@ class TransactionCheckService:
             or now - half.born_timestamp > config.file_reserved_time * HOUR_MS
         ):
             self._discard(half, checks)
-            self.decisions.gave_up(half)
+            self.decisions.given_up.keep(half)
             self.decisions.pass_half(queue_offset)
             return True
         # born time of the first half (copies keep it); the store time if the producer's
@@ -247,12 +248,13 @@ def _check_times(half: StoredMessage) -> int:
 
 def _asked_immunity_ms(half: StoredMessage) -> int:
     """How long after it was sent the producer asked for ``half`` to be left unchecked
-    (CHECK_IMMUNITY_TIME_IN_SECONDS); 0 when it did not. ``transactionTimeOut`` applies
-    to every half either way."""
+    (CHECK_IMMUNITY_TIME_IN_SECONDS), at most MAX_CHECK_IMMUNITY_S: each round appends it
+    again meanwhile; 0 when it did not ask. ``transactionTimeOut`` applies either way."""
     try:
-        return int(half.properties.get(CHECK_IMMUNITY) or 0) * 1000
+        asked = int(half.properties.get(CHECK_IMMUNITY) or 0)
     except ValueError:
         return 0
+    return min(asked, MAX_CHECK_IMMUNITY_S) * 1000
 
 
 def encoded_record(message: StoredMessage) -> bytes:

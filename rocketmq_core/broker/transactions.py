@@ -5,13 +5,17 @@ A send marked ``TRAN_MSG=true`` is parked as a *half* message in
 RMQ_SYS_TRANS_HALF_TOPIC (the put hook). END_TRANSACTION commits it to its real topic or
 rolls it back, and either way writes an *op* message to RMQ_SYS_TRANS_OP_HALF_TOPIC whose
 body is the half's queue offset: the op topic is the durable record of decisions, which
-``Decisions`` caches and the check-back service (``transaction_check``) reads.
+``Decisions`` caches and the check-back service (``transaction_check``) reads. The half
+queue records which copy a transaction waits in, and TRANS_CHECK_MAX_TIME_TOPIC which
+transactions the check-back gave up on and which of those a late END decided
+(``GivenUp``); both are read back at start.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import anyio
@@ -49,8 +53,7 @@ CHECK_SERVICE = "transaction_check"  # the broker service that owns ``Decisions`
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"  # whose offsets on the half and op topics say how far
 HALF_QUEUE = 0  # every half message waits in queue 0 (and its op in op queue 0)
 OP_TAG = "d"
-OP_READ_BATCH = 32
-HALF_READ_BATCH = 32
+READ_BATCH = 32  # records of a system queue read at once
 GIVEN_UP_KEPT = 100_000  # transactions the check-back gave up on that a late END may decide
 
 # properties (MESSAGE.md §4.1)
@@ -62,6 +65,8 @@ UNIQ_KEY = "UNIQ_KEY"
 TRANSACTION_ID = "__transactionId__"
 CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+# the longest immunity honoured (Apache's proxy refuses longer: maxTransactionRecoverySecond)
+MAX_CHECK_IMMUNITY_S = 3600
 # on a check-back's copy: the queue offset of the transaction's first half (Java's name)
 FIRST_HALF = "TRAN_PREPARED_QUEUE_OFFSET"
 # on a half moved to TRANS_CHECK_MAX_TIME_TOPIC: its queue offset in the half queue; and
@@ -76,7 +81,6 @@ HALF_ONLY = (
     TRANSACTION_ID,
     CHECK_TIMES,
     FIRST_HALF,
-    GIVEN_UP_HALF,
 )
 # the check-back's bookkeeping: a producer's half must not carry them
 INTERNAL = (FIRST_HALF, GIVEN_UP_HALF, DECIDED_LATE)
@@ -139,10 +143,12 @@ class Decisions:
     """Which half messages are decided.
 
     The check-back walks the half queue in order from ``half_offset`` (the offset of group
-    CID_RMQ_SYS_TRANS), so every half below it is settled: decided, discarded, or
-    replaced by a copy whose check-back decides the transaction. At or above it a half is
-    decided once an op names it; ``read_ops`` learns those from the op topic (so a restart
-    forgets nothing) and END_TRANSACTION adds its own before it stores anything.
+    CID_RMQ_SYS_TRANS), so every half below it is settled: decided, given up on (which
+    ``given_up`` may still let a late END decide), or replaced by a copy, which the copy
+    map (``replaced``, ``read_copies`` at start) names for an END that comes later. At or
+    above it a half is decided once an op names it; ``read_ops`` learns those from the op
+    topic (so a restart forgets nothing) and END_TRANSACTION adds its own before it
+    stores anything.
     """
 
     def __init__(self, broker: Broker) -> None:
@@ -154,9 +160,7 @@ class Decisions:
         # an END that comes after its half was copied (``read_copies`` after a restart)
         self._copies: dict[int, int] = {}
         self._storing: set[int] = set()  # claimed halves whose records are being stored
-        # a transaction the check-back gave up on (its first half -> its last half): a late
-        # END still decides it, as Java's broker commits it (``read_given_up`` at start)
-        self._given_up: dict[int, int] = {}
+        self.given_up = GivenUp(broker)
 
     def load(self) -> None:
         """Take up the offsets where they were persisted (or where the queues now start)."""
@@ -214,91 +218,23 @@ class Decisions:
     def superseded(self, half: StoredMessage) -> bool:
         """A later copy of ``half``'s transaction is known: the check-back passed ``half``
         before, but the half offset persisted before that round (a crash within the
-        offsets' flush interval, a promoted slave), so the round meets it again."""
+        offsets' flush interval, a promoted slave). The round passes it again, and no END
+        claims it: the copy stands for it."""
         copy = self._copies.get(first_half(half))
         return copy is not None and copy > half.queue_offset
-
-    def gave_up(self, half: StoredMessage) -> None:
-        """The check-back moved ``half``, its transaction's last half, aside undecided
-        (``transactionCheckMax`` checks): an END that comes later still decides it."""
-        self._gave_up(first_half(half), half.queue_offset)
-
-    def _gave_up(self, first: int, last: int, *, quiet: bool = False) -> bool:
-        """Keep ``first`` -> ``last``; True when the oldest kept one was dropped for it."""
-        evicted = first not in self._given_up and len(self._given_up) >= GIVEN_UP_KEPT
-        if evicted:
-            oldest = next(iter(self._given_up))
-            del self._given_up[oldest]
-            if quiet:
-                self._given_up[first] = last
-                return True
-            log.warning(
-                "more than %d transactions given up on wait for a late END: the one whose"
-                " first half is %d no longer does",
-                GIVEN_UP_KEPT,
-                oldest,
-            )
-        self._given_up[first] = last
-        return evicted
-
-    async def read_given_up(self) -> None:
-        """Learn from TRANS_CHECK_MAX_TIME_TOPIC (kept as long as the CommitLog's files)
-        which transactions the check-back gave up on and no late END decided since, so
-        that a restart does not turn such an END into one ignored."""
-        store = self.broker.store
-        offset = store.min_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
-        end = store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0)
-        dropped = 0  # logged when they were dropped: counted, not logged again
-        while offset < end:
-            result = await store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, offset, HALF_READ_BATCH)
-            for record in result.records:
-                try:
-                    properties = decode_record(record).properties
-                    first = int(properties[FIRST_HALF])
-                    last = int(properties.get(GIVEN_UP_HALF, -1))
-                except (RecordError, KeyError, ValueError):
-                    continue  # moved aside by an older broker, or no record of ours
-                if DECIDED_LATE in properties:
-                    self._given_up.pop(first, None)
-                elif last >= 0:
-                    dropped += self._gave_up(first, last, quiet=True)
-            if result.next_begin_offset <= offset:
-                break
-            offset = result.next_begin_offset
-        if dropped:
-            log.info("%d transactions given up on no longer wait for a late END", dropped)
-
-    def given_up_at(self, half: StoredMessage) -> int | None:
-        """Where the last half of ``half``'s transaction was when the check-back gave up
-        on it, if no END has decided it since (``claim_given_up`` takes it)."""
-        return self._given_up.get(first_half(half))
-
-    def claim_given_up(self, half: StoredMessage) -> int | None:
-        """Where the last half of ``half``'s transaction was when the check-back gave up
-        on it, if no END has decided it since: the caller's END decides it now (once), or
-        hands it back with ``gave_up`` if its records cannot be stored."""
-        return self._given_up.pop(first_half(half), None)
 
     async def read_copies(self) -> None:
         """Learn from the half queue, at and above ``half_offset``, which copy each
         transaction the check-back copied waits in (the latest), so that after a restart
         a late END still decides it rather than wait for the next check."""
-        store = self.broker.store
-        offset = self.half_offset
-        end = store.max_offset(TRANS_HALF_TOPIC, HALF_QUEUE)
-        while offset < end:
-            result = await store.get(TRANS_HALF_TOPIC, HALF_QUEUE, offset, HALF_READ_BATCH)
-            for record, queue_offset in zip(result.records, result.queue_offsets, strict=True):
-                try:
-                    half = decode_record(record)
-                except RecordError:
-                    continue  # the check-back says so when it comes to it
-                first = first_half(half)
-                if first != queue_offset:
-                    self._copies[first] = queue_offset
-            if result.next_begin_offset <= offset:
-                break
-            offset = result.next_begin_offset
+        async for record, queue_offset in scan(self.broker, TRANS_HALF_TOPIC, self.half_offset):
+            try:
+                half = decode_record(record)
+            except RecordError:
+                continue  # the check-back says so when it comes to it
+            first = first_half(half)
+            if first != queue_offset:
+                self._copies[first] = queue_offset
 
     def pass_half(self, half_offset: int) -> None:
         """The check-back is done with every half up to ``half_offset``."""
@@ -307,19 +243,11 @@ class Decisions:
 
     async def read_ops(self) -> list[tuple[int, list[int]]]:
         """Op messages from ``op_offset`` on, as (op queue offset, half offsets decided)."""
-        store = self.broker.store
         ops: list[tuple[int, list[int]]] = []
-        offset = self.op_offset
-        end = store.max_offset(TRANS_OP_HALF_TOPIC, HALF_QUEUE)
-        while offset < end:
-            result = await store.get(TRANS_OP_HALF_TOPIC, HALF_QUEUE, offset, OP_READ_BATCH)
-            for record, queue_offset in zip(result.records, result.queue_offsets, strict=True):
-                halves = _op_halves(record, queue_offset)
-                self._decided.update(halves)
-                ops.append((queue_offset, halves))
-            if result.next_begin_offset <= offset:
-                break
-            offset = result.next_begin_offset
+        async for record, queue_offset in scan(self.broker, TRANS_OP_HALF_TOPIC, self.op_offset):
+            halves = _op_halves(record, queue_offset)
+            self._decided.update(halves)
+            ops.append((queue_offset, halves))
         return ops
 
     def forget_settled(self, ops: list[tuple[int, list[int]]]) -> None:
@@ -334,6 +262,92 @@ class Decisions:
         self._copies = {
             first: copy for first, copy in self._copies.items() if copy >= self.half_offset
         }
+
+
+class GivenUp:
+    """The transactions the check-back gave up on (``transactionCheckMax`` checks, moved
+    to TRANS_CHECK_MAX_TIME_TOPIC) that an END may still decide, once, as Java's broker
+    commits them: each transaction's first half -> the half it was moved aside from.
+
+    TRANS_CHECK_MAX_TIME_TOPIC is the durable record: the half moved aside names both
+    (``given_up_record``), and a late decision appends a bodiless record after it
+    (``decided_late_record``); ``read`` learns them back at start. The latest
+    ``GIVEN_UP_KEPT`` are kept."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._last_halves: dict[int, int] = {}
+
+    def keep(self, half: StoredMessage) -> None:
+        """``half``, its transaction's last half, was moved aside undecided (or an END
+        that claimed it could not store its decision)."""
+        dropped = self._keep(first_half(half), half.queue_offset)
+        if dropped is not None:
+            log.warning(
+                "more than %d transactions given up on wait for a late END: the one whose"
+                " first half is %d no longer does",
+                GIVEN_UP_KEPT,
+                dropped,
+            )
+
+    def _keep(self, first: int, last: int) -> int | None:
+        """Keep ``first`` -> ``last``; the first half of the oldest one dropped for it."""
+        dropped = None
+        if first not in self._last_halves and len(self._last_halves) >= GIVEN_UP_KEPT:
+            dropped = next(iter(self._last_halves))
+            del self._last_halves[dropped]
+        self._last_halves[first] = last
+        return dropped
+
+    def last_half(self, half: StoredMessage) -> int | None:
+        """Where ``half``'s transaction was moved aside from, if it waits for a late END."""
+        return self._last_halves.get(first_half(half))
+
+    def claim(self, half: StoredMessage) -> bool:
+        """Take ``half``'s transaction for the caller's END to decide (once); False if it
+        does not wait for one. Handed back with ``keep`` if the decision is not stored."""
+        return self._last_halves.pop(first_half(half), None) is not None
+
+    async def read(self) -> None:
+        """Learn the transactions that wait from TRANS_CHECK_MAX_TIME_TOPIC's latest
+        records: those kept (and the decisions that follow them) are among the last
+        2 x GIVEN_UP_KEPT, which bounds the read at start."""
+        store = self.broker.store
+        start = store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0) - 2 * GIVEN_UP_KEPT
+        decided: set[int] = set()
+        dropped = 0
+        async for record, _ in scan(self.broker, TRANS_CHECK_MAX_TIME_TOPIC, start, queue_id=0):
+            try:
+                properties = decode_record(record).properties
+                first = int(properties[FIRST_HALF])
+                last = int(properties.get(GIVEN_UP_HALF, -1))
+            except (RecordError, KeyError, ValueError):
+                continue  # moved aside by an older broker, or not a record of ours
+            if DECIDED_LATE in properties:
+                decided.add(first)  # final, whatever a record after it says
+            elif last >= 0:
+                dropped += self._keep(first, last) is not None
+        for first in decided:
+            self._last_halves.pop(first, None)
+        if dropped:  # each was logged when it was dropped
+            log.info("%d transactions given up on no longer wait for a late END", dropped)
+
+
+async def scan(
+    broker: Broker, topic: str, start: int, *, queue_id: int = HALF_QUEUE
+) -> AsyncIterator[tuple[bytes | memoryview, int]]:
+    """Each record of a system queue from ``start`` (or where the queue now begins) to
+    where it ended when the scan began, with its queue offset."""
+    store = broker.store
+    offset = max(start, store.min_offset(topic, queue_id))
+    end = store.max_offset(topic, queue_id)
+    while offset < end:
+        result = await store.get(topic, queue_id, offset, READ_BATCH)
+        for record, queue_offset in zip(result.records, result.queue_offsets, strict=True):
+            yield record, queue_offset
+        if result.next_begin_offset <= offset:
+            break
+        offset = result.next_begin_offset
 
 
 def first_half(half: StoredMessage) -> int:
@@ -400,14 +414,20 @@ async def end_transaction(
         if copy is None:
             break
         half = await _copy_of(broker, half, copy)
-    given_up = False
     # a half a later copy stands for (the copy map after a restart whose half offset
     # lags the copies) is not the END's to claim: that copy is decided or moved aside
-    if decisions.superseded(half) or not decisions.claim(half.queue_offset):
-        last = decisions.given_up_at(half)
-        # read before the claim: no await between the claim and the shielded store
-        found = None if last is None else await _copy_of(broker, half, last)
-        if found is None or decisions.claim_given_up(half) is None:
+    claimed = not decisions.superseded(half) and decisions.claim(half.queue_offset)
+    given_up = decisions.given_up
+    if claimed:
+        # claimed, yet given up on: a restart whose half offset lagged the give-up; this
+        # END is its late decision all the same (recorded, or a second END would decide)
+        late = given_up.claim(half)
+    else:
+        last = given_up.last_half(half)
+        # the half moved aside, read before the claim: no await between the claim and
+        # the shielded store
+        moved_aside = None if last is None else await _copy_of(broker, half, last)
+        if moved_aside is None or not given_up.claim(half):
             log.info(
                 "transaction %s (half %d) is decided already; %s ignored",
                 header.transaction_id or header.msg_id,
@@ -415,7 +435,7 @@ async def end_transaction(
                 "commit" if decision == TRANSACTION_COMMIT else "rollback",
             )
             return request.response()
-        half, given_up = found, True
+        half, late = moved_aside, True
         log.warning(
             "transaction %s, which the check-back gave up on, is decided late: %s",
             header.transaction_id or header.msg_id,
@@ -431,15 +451,15 @@ async def end_transaction(
                     message = broker.prepare(committed_message(half))
                     await _put(broker, message, "the committed message")
                 except Exception:
-                    if given_up:
-                        decisions.gave_up(half)
-                    else:
+                    if late:
+                        given_up.keep(half)
+                    if claimed:
                         decisions.release(half.queue_offset)
                     raise
             decisions.stored(half.queue_offset)  # the claim stands, whatever the op's fate
             try:
-                if given_up:  # first, whatever the op's fate: what a restart reads, so
-                    # that no END decides it again (the op does not: its half is passed)
+                if late:  # first, whatever the op's fate: what a restart reads, so that
+                    # no END decides it again (the op does not: its half is passed)
                     marker = decided_late_record(broker, half, decision == TRANSACTION_COMMIT)
                     await _put(broker, marker, "the record of the late decision")
             finally:
@@ -542,13 +562,12 @@ def given_up_record(half: StoredMessage) -> MessageToStore:
         FIRST_HALF: str(first_half(half)),
         GIVEN_UP_HALF: str(half.queue_offset),
     }
-    properties.pop(DECIDED_LATE, None)
     return MessageToStore.again(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, properties)
 
 
 def decided_late_record(broker: Broker, half: StoredMessage, commit: bool) -> MessageToStore:
     """The record, in TRANS_CHECK_MAX_TIME_TOPIC after the half itself, that a late END
-    decided ``half``'s transaction (no body)."""
+    decided ``half``'s transaction (no body; the decision is named for operators)."""
     properties = {
         FIRST_HALF: str(first_half(half)),
         DECIDED_LATE: "commit" if commit else "rollback",

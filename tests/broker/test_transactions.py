@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from rocketmq_core.broker.config import BrokerConfig
-from rocketmq_core.broker.transaction_check import encoded_record
+from rocketmq_core.broker.transaction_check import _asked_immunity_ms, encoded_record
 from rocketmq_core.broker.transactions import HalfMessageHook
 from rocketmq_core.errors import RequestRefused
 from rocketmq_core.protocol.codes import RequestCode, ResponseCode
@@ -79,6 +79,16 @@ def test_the_hook_strips_what_only_the_check_back_may_set():
     }
     half = hook()(message({**HALF, **internal}))
     assert not internal.keys() & parse_properties(half.properties.decode()).keys()
+
+
+@pytest.mark.parametrize(
+    ("asked", "ms"), [(None, 0), ("x", 0), ("-5", -5000), ("60", 60_000), ("999999", 3_600_000)]
+)
+def test_the_immunity_asked_for_is_honoured_up_to_an_hour(asked, ms):
+    """Each round appends an immune half again, no check counted: an hour at most (what
+    Apache's proxy lets a 5.x producer ask for), not until the files expire."""
+    properties = {} if asked is None else {"CHECK_IMMUNITY_TIME_IN_SECONDS": asked}
+    assert _asked_immunity_ms(SimpleNamespace(properties=properties)) == ms
 
 
 def test_a_broker_rejecting_transactions_refuses_the_half_and_says_why():

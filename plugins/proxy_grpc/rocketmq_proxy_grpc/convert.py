@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+# the longest a 5.x producer may hold off check-backs, the broker's own limit: Apache's
+# proxy refuses longer (maxTransactionRecoverySecond)
+from rocketmq_core.broker.transactions import MAX_CHECK_IMMUNITY_S
 from rocketmq_core.protocol.message import (
     COMPRESSED,
     TRANSACTION_PREPARED,
@@ -31,9 +34,6 @@ SHARDING_KEY = "__SHARDINGKEY"
 TRACE_CONTEXT = "TRACE_CONTEXT"
 BORN_HOST = "__BORNHOST"
 CHECK_IMMUNITY = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-# the longest a 5.x producer may hold off check-backs (Apache's proxy:
-# maxTransactionRecoverySecond); the broker appends such a half again every round meanwhile
-MAX_TRANSACTION_RECOVERY_S = 3600
 RECONSUME_TIME = "RECONSUME_TIME"
 POP_CK = "POP_CK"
 DELAY = "DELAY"
@@ -131,12 +131,12 @@ def outgoing(message: pb.Message, peer_host: str) -> OutgoingMessage:
         sys_flag |= TRANSACTION_PREPARED
         if system.HasField("orphaned_transaction_recovery_duration"):
             seconds = system.orphaned_transaction_recovery_duration.seconds
-            if seconds > MAX_TRANSACTION_RECOVERY_S:
+            if seconds > MAX_CHECK_IMMUNITY_S:
                 raise ProxyError(
                     Code.BAD_REQUEST,
                     f"transaction message {system.message_id} asks for an orphaned"
                     f" transaction recovery duration of {seconds} s; the most is"
-                    f" {MAX_TRANSACTION_RECOVERY_S} s",
+                    f" {MAX_CHECK_IMMUNITY_S} s",
                 )
             properties[CHECK_IMMUNITY] = str(max(0, seconds))
     if system.HasField("delivery_attempt"):

@@ -203,7 +203,9 @@ class _LedgerReader:
     running epoch at once, thousands for a large write: each would cost the name server
     two KV reads. An epoch's record never changes once written, so it is kept; "not
     recorded yet" and the last streamed epoch are read again after ``FRESH_S`` (a later
-    round sees a record written meanwhile; until then a half is only asked about again)."""
+    round sees a record written meanwhile; until then a half is only asked about again).
+    A read that fails fails the checks for ``FRESH_S`` too (they answer unknown), rather
+    than each waiting out its own timeout behind the lock."""
 
     FRESH_S = 1.0
     KEPT = 1024
@@ -213,16 +215,29 @@ class _LedgerReader:
         self._records: dict[tuple[str, str], dict[int, int]] = {}
         self._unrecorded: dict[tuple[str, str], float] = {}  # -> read again after
         self._last_streamed: dict[str, tuple[int | None, float]] = {}
+        self._failed: tuple[Exception, float] | None = None  # -> failing until
         self._lock = threading.Lock()
 
-    def record(self, sink: str, epoch: str) -> dict[int, int] | None:
+    def _read(self, read: Any, *args: Any) -> Any:
+        """``read(connection, *args)``, unless one failed within ``FRESH_S`` (its error)."""
+        if self._failed is not None and self._failed[1] > time.monotonic():
+            raise self._failed[0]
+        try:
+            return read(self.connection, *args)
+        except Exception as exc:
+            self._failed = (exc, time.monotonic() + self.FRESH_S)
+            raise
+
+    def record(self, sink: str, epoch: str, *, fresh: bool = False) -> dict[int, int] | None:
         key = (sink, epoch)
         # checks are answered in worker threads at once: the first reads, the rest wait
         with self._lock:
             record = self._records.get(key)
-            if record is not None or self._unrecorded.get(key, 0.0) > time.monotonic():
+            if record is not None or (
+                not fresh and self._unrecorded.get(key, 0.0) > time.monotonic()
+            ):
                 return record
-            record = _recorded(self.connection, sink, epoch)
+            record = self._read(_recorded, sink, epoch)
             for table in (self._records, self._unrecorded):
                 if len(table) >= self.KEPT:
                     table.clear()
@@ -236,7 +251,7 @@ class _LedgerReader:
         with self._lock:
             value, fresh_until = self._last_streamed.get(sink, (None, 0.0))
             if fresh_until <= time.monotonic():
-                value = _last_streamed(self.connection, sink)
+                value = self._read(_last_streamed, sink)
                 self._last_streamed[sink] = (value, time.monotonic() + self.FRESH_S)
             return value
 
@@ -250,8 +265,13 @@ def _checker(connection: Connection) -> Any:
             return LocalTransactionState.UNKNOWN  # not a Spark sink's half
         record = reader.record(tag.sink, tag.epoch)
         # the last streamed epoch tells only about streamed (numbered) epochs unrecorded
-        streamed = record is None and tag.epoch.isdigit()
-        return ledger.decide(tag, record, reader.last_streamed(tag.sink) if streamed else None)
+        last = reader.last_streamed(tag.sink) if record is None and tag.epoch.isdigit() else None
+        if last is not None and int(tag.epoch) <= last:
+            # 'not recorded' may predate that read (kept FRESH_S): the driver records an
+            # epoch before it streams it, so read the record again after, or a check
+            # racing the commit would roll back a committed epoch's half
+            record = reader.record(tag.sink, tag.epoch, fresh=True)
+        return ledger.decide(tag, record, last)
 
     return check
 
