@@ -330,3 +330,38 @@ def checking_cluster(tmp_path, **settings):
             yield cluster
         finally:
             runtime.shutdown_all()
+
+
+def test_a_check_racing_a_streaming_commit_does_not_roll_it_back(cluster):
+    """The checker keeps "not recorded" and the last streamed epoch a second each, read
+    at different moments. A check that meets a committed epoch's half with "not recorded"
+    kept from before the commit and the last streamed epoch read after it must look at
+    the record again, not roll a committed row back."""
+    from types import SimpleNamespace
+
+    from rocketmq_spark import ledger, runtime
+    from rocketmq_spark.options import sink_options
+    from rocketmq_spark.writer import _checker
+
+    from rocketmq_core.client.transaction import LocalTransactionState
+
+    settings = sink_options(
+        {"nameServer": cluster.namesrv_address, "topic": "T", "checkpointLocation": "race"},
+        streaming=True,
+    )
+    sink = ledger.sink_key("race")
+    admin = runtime.admin(settings.connection)
+    admin.put_kv(ledger.NAMESPACE, sink, "3")  # epochs up to 3 streamed
+    check = _checker(settings.connection)
+
+    def half_of(epoch: str) -> SimpleNamespace:
+        tag = ledger.HalfTag(sink, epoch, 0, 1).encode()
+        return SimpleNamespace(properties={ledger.TXN_PROPERTY: tag})
+
+    assert check(half_of("4")) is LocalTransactionState.UNKNOWN  # last streamed kept: 3
+    time.sleep(0.5)
+    assert check(half_of("5")) is LocalTransactionState.UNKNOWN  # "not recorded" kept
+    admin.put_kv(ledger.NAMESPACE, ledger.epoch_key(sink, "5"), ledger.encode_record({0: 1}))
+    admin.put_kv(ledger.NAMESPACE, sink, "5")  # the driver commits epoch 5
+    time.sleep(0.6)  # the last streamed epoch is read again; "not recorded" is still kept
+    assert check(half_of("5")) is LocalTransactionState.COMMIT
