@@ -235,7 +235,10 @@ class TransactionCheckService:
             half.properties.get(PGROUP),
             checks,
             TRANS_CHECK_MAX_TIME_TOPIC,
-            "" if put.status.stored else f" but not stored ({put.status.name}): dropped",
+            ""
+            if put.status.stored
+            else f" but not stored ({put.status.name}): a late END can decide it only until"
+            " the broker restarts",
         )
 
 
