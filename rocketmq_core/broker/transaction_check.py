@@ -78,9 +78,15 @@ class TransactionCheckService:
         # the state is the group's offsets, which the broker persists once services stop
         self.decisions.load()
         await self.decisions.read_ops()  # decided before a restart counts before any END
-        await self.decisions.read_copies()
-        await self.decisions.given_up.read()
+        # the copies and the transactions given up on are read after the broker is ready
+        # (a large backlog of halves takes a while); ENDs and rounds wait for them
+        read_back = self.decisions.reading_back()
         task_status.started()
+        try:
+            await self.decisions.read_copies()
+            await self.decisions.given_up.read()
+        finally:
+            read_back.set()
         while True:
             await anyio.sleep(self.broker.config.transaction_check_interval / 1000)
             try:
@@ -90,6 +96,7 @@ class TransactionCheckService:
 
     async def check_now(self) -> None:
         """Run one round at once (tests, admin), after a round under way."""
+        await self.decisions.read_back()
         async with self._round_lock:
             await self._round()
 

@@ -161,6 +161,19 @@ class Decisions:
         self._copies: dict[int, int] = {}
         self._storing: set[int] = set()  # claimed halves whose records are being stored
         self.given_up = GivenUp(broker)
+        self._read_back: anyio.Event | None = None  # set once both maps are read at start
+
+    def reading_back(self) -> anyio.Event:
+        """The event to set once the copies and the transactions given up on are read
+        back at start (``read_copies``, ``GivenUp.read``)."""
+        self._read_back = anyio.Event()
+        return self._read_back
+
+    async def read_back(self) -> None:
+        """Until what ``reading_back`` announced is read: an END or a round that looked
+        before would miss a copy, or a transaction given up on."""
+        if self._read_back is not None:
+            await self._read_back.wait()
 
     def load(self) -> None:
         """Take up the offsets where they were persisted (or where the queues now start)."""
@@ -408,6 +421,7 @@ async def end_transaction(
         )
     half = await _half_message(broker, header)
     decisions = decisions_of(broker)
+    await decisions.read_back()
     # a check-back round may copy the copy while it is read: follow it, a few times
     for _ in range(3):
         copy = decisions.undecided_copy(half)
