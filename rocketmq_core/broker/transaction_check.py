@@ -85,6 +85,8 @@ class TransactionCheckService:
         try:
             await self.decisions.read_copies()
             await self.decisions.given_up.read()
+        except Exception:  # the check-backs go on: a late END may then be ignored
+            log.exception("reading back the transactions' copies failed")
         finally:
             read_back.set()
         while True:
