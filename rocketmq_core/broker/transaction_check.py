@@ -80,24 +80,21 @@ class TransactionCheckService:
         await self.decisions.read_ops()  # decided before a restart counts before any END
         # the copies and the transactions given up on are read after the broker is ready
         # (a large backlog of halves takes a while); ENDs and rounds wait for them
-        read_back = self.decisions.reading_back()
+        self.decisions.reading_back()
         task_status.started()
-        try:
-            await self.decisions.read_copies()
-            await self.decisions.given_up.read()
-        except Exception:  # the check-backs go on: a late END may then be ignored
-            log.exception("reading back the transactions' copies failed")
-        finally:
-            read_back.set()
+        await self.decisions.read_back_now()
         while True:
             await anyio.sleep(self.broker.config.transaction_check_interval / 1000)
             try:
+                if not self.decisions.read_back_ok:
+                    await self.decisions.read_back_now()
                 await self.check_now()
             except Exception:  # a full disk or a bad record must not end the check-backs
                 log.exception("a transaction check-back round failed; retrying next interval")
 
     async def check_now(self) -> None:
-        """Run one round at once (tests, admin), after a round under way."""
+        """Run one round at once (tests, admin), after a round under way, once the start's
+        read back is done (RequestRefused while it fails)."""
         await self.decisions.read_back()
         async with self._round_lock:
             await self._round()

@@ -161,19 +161,46 @@ class Decisions:
         self._copies: dict[int, int] = {}
         self._storing: set[int] = set()  # claimed halves whose records are being stored
         self.given_up = GivenUp(broker)
-        self._read_back: anyio.Event | None = None  # set once both maps are read at start
+        # set once the start's read back of both maps is done (and whether it failed)
+        self._read_back: anyio.Event | None = None
+        self.read_back_ok = True
 
-    def reading_back(self) -> anyio.Event:
-        """The event to set once the copies and the transactions given up on are read
-        back at start (``read_copies``, ``GivenUp.read``)."""
+    def reading_back(self) -> None:
+        """The copies and the transactions given up on are to be read back
+        (``read_back_now``): ENDs and rounds wait until then."""
+        assert self._read_back is None, "read back once, at start"
         self._read_back = anyio.Event()
-        return self._read_back
+
+    async def read_back_now(self) -> None:
+        """Read the copies and the transactions given up on back. A failure is logged,
+        and ENDs and rounds are refused until a later try succeeds: with part of either
+        map, a transaction could be decided twice."""
+        try:
+            copies = await self.read_copies()
+            given_up = await self.given_up.read()
+        except Exception:
+            self.read_back_ok = False
+            log.exception("reading the transactions' copies back failed; retrying next round")
+        else:
+            self._copies.update(copies)
+            self.given_up.take(given_up)
+            self.read_back_ok = True
+        finally:
+            if self._read_back is not None:
+                self._read_back.set()
 
     async def read_back(self) -> None:
-        """Until what ``reading_back`` announced is read: an END or a round that looked
-        before would miss a copy, or a transaction given up on."""
-        if self._read_back is not None:
-            await self._read_back.wait()
+        """Until ``read_back_now`` is done: an END or a round that looked before would miss
+        a copy, or a transaction given up on. RequestRefused (SYSTEM_ERROR) while it
+        fails: the producer's END comes again, or the check-back asks later."""
+        read_back = self._read_back
+        if read_back is not None and not read_back.is_set():
+            await read_back.wait()
+        if not self.read_back_ok:
+            raise RequestRefused(
+                ResponseCode.SYSTEM_ERROR,
+                "the broker could not read its transactions' state back yet; try again",
+            )
 
     def load(self) -> None:
         """Take up the offsets where they were persisted (or where the queues now start)."""
@@ -236,10 +263,11 @@ class Decisions:
         copy = self._copies.get(first_half(half))
         return copy is not None and copy > half.queue_offset
 
-    async def read_copies(self) -> None:
-        """Learn from the half queue, at and above ``half_offset``, which copy each
-        transaction the check-back copied waits in (the latest), so that after a restart
-        a late END still decides it rather than wait for the next check."""
+    async def read_copies(self) -> dict[int, int]:
+        """Which copy each transaction the check-back copied waits in (the latest), from
+        the half queue at and above ``half_offset``: after a restart a late END still
+        decides it rather than wait for the next check."""
+        copies: dict[int, int] = {}
         async for record, queue_offset in scan(self.broker, TRANS_HALF_TOPIC, self.half_offset):
             try:
                 half = decode_record(record)
@@ -247,7 +275,8 @@ class Decisions:
                 continue  # the check-back says so when it comes to it
             first = first_half(half)
             if first != queue_offset:
-                self._copies[first] = queue_offset
+                copies[first] = queue_offset
+        return copies
 
     def pass_half(self, half_offset: int) -> None:
         """The check-back is done with every half up to ``half_offset``."""
@@ -321,14 +350,14 @@ class GivenUp:
         does not wait for one. Handed back with ``keep`` if the decision is not stored."""
         return self._last_halves.pop(first_half(half), None) is not None
 
-    async def read(self) -> None:
-        """Learn the transactions that wait from TRANS_CHECK_MAX_TIME_TOPIC's latest
-        records: those kept (and the decisions that follow them) are among the last
-        2 x GIVEN_UP_KEPT, which bounds the read at start."""
+    async def read(self) -> dict[int, int]:
+        """The transactions that wait, from TRANS_CHECK_MAX_TIME_TOPIC's latest records
+        (for ``take``): those kept, and the decisions that follow them, are among the
+        last 2 x GIVEN_UP_KEPT, which bounds the read at start."""
         store = self.broker.store
         start = store.max_offset(TRANS_CHECK_MAX_TIME_TOPIC, 0) - 2 * GIVEN_UP_KEPT
+        waiting: dict[int, int] = {}
         decided: set[int] = set()
-        dropped = 0
         async for record, _ in scan(self.broker, TRANS_CHECK_MAX_TIME_TOPIC, start, queue_id=0):
             try:
                 properties = decode_record(record).properties
@@ -339,9 +368,17 @@ class GivenUp:
             if DECIDED_LATE in properties:
                 decided.add(first)  # final, whatever a record after it says
             elif last >= 0:
-                dropped += self._keep(first, last) is not None
+                waiting.pop(first, None)  # the latest record of a transaction is its place
+                waiting[first] = last
         for first in decided:
-            self._last_halves.pop(first, None)
+            waiting.pop(first, None)
+        return waiting
+
+    def take(self, waiting: dict[int, int]) -> None:
+        """Keep what ``read`` found, the latest GIVEN_UP_KEPT of it."""
+        dropped = 0
+        for first, last in waiting.items():
+            dropped += self._keep(first, last) is not None
         if dropped:  # each was logged when it was dropped
             log.info("%d transactions given up on no longer wait for a late END", dropped)
 

@@ -639,6 +639,43 @@ async def test_a_late_decision_that_fails_to_read_its_half_leaves_it_to_the_next
     assert [message.msg_id for message in received] == [result.msg_id]
 
 
+@patient
+async def test_ends_are_refused_while_the_transactions_state_cannot_be_read_back(cluster, name):
+    """The copies and the transactions given up on are read back after a start; while
+    that read fails, an END is refused (SYSTEM_ERROR: the producer tries again), since
+    with part of that state a transaction could be decided twice. Once a later try
+    reads it, the END decides."""
+    checker, _ = answer(UNKNOWN)
+    async with restart_proof_producer(cluster, name, checker) as producer:
+        result = await producer.send_in_transaction(Message(TOPIC, b"waits"))
+
+        async def read_back_failing_once(cluster: EmbeddedCluster) -> bool:
+            store = cluster.broker.store
+
+            async def get(topic, *args, **kwargs):
+                del store.get  # the store's own again
+                raise OSError("injected read failure")
+
+            store.get = get
+            decisions = decisions_of(cluster.broker)
+            await decisions.read_back_now()
+            return decisions.read_back_ok
+
+        assert in_broker(cluster, read_back_failing_once) is False
+        refused = await end(producer, cluster, result)
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert "could not read its transactions' state back" in (refused.remark or "")
+
+        async def read_back(cluster: EmbeddedCluster) -> bool:
+            await decisions_of(cluster.broker).read_back_now()
+            return decisions_of(cluster.broker).read_back_ok
+
+        assert in_broker(cluster, read_back) is True
+        assert (await end(producer, cluster, result)).code == ResponseCode.SUCCESS
+        received = await delivered(cluster, name, rounds=1)
+    assert [message.msg_id for message in received] == [result.msg_id]
+
+
 def rewind_half_offset(cluster: EmbeddedCluster, offset: int) -> None:
     """Set the check-back's persisted half offset back to ``offset`` (a stopped broker's)."""
     path = cluster.directory / "broker" / "config" / "consumerOffset.json"
