@@ -250,18 +250,20 @@ class Decisions:
         offset, says so: after a restart the persisted offset may lag the copies."""
         if half.queue_offset in self._decided:
             return None
-        copy = self._copies.get(first_half(half))
-        if copy is None or copy <= half.queue_offset or self.settled(copy):
-            return None
-        return copy
+        copy = self._later_copy(half)
+        return None if copy is None or self.settled(copy) else copy
 
     def superseded(self, half: StoredMessage) -> bool:
         """A later copy of ``half``'s transaction is known: the check-back passed ``half``
         before, but the half offset persisted before that round (a crash within the
         offsets' flush interval, a promoted slave). The round passes it again, and no END
         claims it: the copy stands for it."""
+        return self._later_copy(half) is not None
+
+    def _later_copy(self, half: StoredMessage) -> int | None:
+        """The latest copy of ``half``'s transaction, if it came after ``half``."""
         copy = self._copies.get(first_half(half))
-        return copy is not None and copy > half.queue_offset
+        return copy if copy is not None and copy > half.queue_offset else None
 
     async def read_copies(self) -> dict[int, int]:
         """Which copy each transaction the check-back copied waits in (the latest), from
@@ -449,6 +451,7 @@ async def end_transaction(
             "this broker is a slave: end transactions on the master",
         )
     decision = header.commit_or_rollback
+    commit = decision == TRANSACTION_COMMIT
     if decision == TRANSACTION_NOT_TYPE:
         return None  # the producer does not know yet: the check-back will ask again
     if decision not in (TRANSACTION_COMMIT, TRANSACTION_ROLLBACK):
@@ -483,20 +486,20 @@ async def end_transaction(
                 "transaction %s (half %d) is decided already; %s ignored",
                 header.transaction_id or header.msg_id,
                 half.queue_offset,
-                "commit" if decision == TRANSACTION_COMMIT else "rollback",
+                "commit" if commit else "rollback",
             )
             return request.response()
         half, late = moved_aside, True
         log.warning(
             "transaction %s, which the check-back gave up on, is decided late: %s",
             header.transaction_id or header.msg_id,
-            "commit" if decision == TRANSACTION_COMMIT else "rollback",
+            "commit" if commit else "rollback",
         )
     # shielded: a producer gone mid-way (its handlers cancelled) must not leave the claim
     # standing with nothing stored; each put ends by its own timeouts
     with anyio.CancelScope(shield=True):
         try:
-            if decision == TRANSACTION_COMMIT:
+            if commit:
                 try:
                     # through the put hooks: a committed message with a delay level is delayed
                     message = broker.prepare(committed_message(half))
@@ -511,7 +514,7 @@ async def end_transaction(
             try:
                 if late:  # first, whatever the op's fate: what a restart reads, so that
                     # no END decides it again (the op does not: its half is passed)
-                    marker = decided_late_record(broker, half, decision == TRANSACTION_COMMIT)
+                    marker = decided_late_record(broker, half, commit)
                     await _put(broker, marker, "the record of the late decision")
             finally:
                 await _put(broker, op_message(broker, half), "the transaction's op message")
